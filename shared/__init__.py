@@ -1,0 +1,1 @@
+"""Code shared by every side of zeroforge. Importing it connects to nothing."""

@@ -1,0 +1,31 @@
+"""Uniformly random legal actions for a batch: random play, rollouts and benchmarks."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def _sample_legal(legal, uniforms, out):
+    for b in range(legal.shape[0]):
+        count = 0
+        for a in range(legal.shape[1]):
+            count += legal[b, a]
+        if count == 0:
+            out[b] = -1
+            continue
+        pick = min(int(uniforms[b] * count), count - 1)
+        for a in range(legal.shape[1]):
+            if legal[b, a]:
+                if pick == 0:
+                    out[b] = a
+                    break
+                pick -= 1
+
+
+def sample_legal(legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """[B] int32: one uniformly chosen legal action per row of ``legal`` [B, A] (-1 if none)."""
+    out = np.empty(legal.shape[0], np.int32)
+    _sample_legal(legal, rng.random(legal.shape[0]), out)
+    return out

@@ -1,0 +1,1 @@
+"""Batched tree search over the Game seam; no torch here."""
