@@ -188,6 +188,10 @@ class Game:
         """[B, C, H, W] uint8 planes from the view of the player to move."""
         raise NotImplementedError
 
+    def piece_planes(self) -> tuple[int, int]:
+        """Indices of the observation planes with the mover's and the opponent's pieces now."""
+        return (0, 1)
+
     def symmetries(self) -> Sequence[Symmetry]:
         """The symmetries that map positions to equivalent positions (identity first)."""
         raise NotImplementedError

@@ -1,0 +1,1 @@
+"""The command line, the run driver and deployment files."""

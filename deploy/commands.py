@@ -1,0 +1,59 @@
+"""Implementations of the CLI subcommands (parsing lives in cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from deploy.players import make_player
+from shared.games import GAMES, PRESETS, make_game
+from shared.games.session import GameSession
+
+
+class CommandError(Exception):
+    """A failure the CLI reports in one line with exit code 1."""
+
+
+def cmd_games(args: argparse.Namespace) -> int:
+    print("games:   " + ", ".join(sorted(GAMES)))
+    print("presets:")
+    for short, spec in PRESETS.items():
+        print(f"  {short:10s} {spec}")
+    print('spec strings: NAME[:key=value,...], e.g. "go:size=13,komi=6.5,ko=simple"')
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    game = make_game(args.game)
+    players = [make_player(args.first), make_player(args.second)]
+    rng = np.random.default_rng(args.seed)
+    session = GameSession(game)
+    labels = ("first", "second")
+    while not session.over:
+        mover = session.to_play
+        player = players[mover]
+        if not args.quiet or player.name == "human":
+            print(session.render())
+            if player.name == "human":
+                print(f"your move ({labels[mover]} player), e.g. "
+                      f"{game.format_action(session.legal_actions()[0])}:")
+        action = int(player.select(game, session.state, rng)[0])
+        session.play(action)
+        if not args.quiet:
+            print(f"{labels[mover]} ({player.name}) plays {game.format_action(action)}")
+    print(session.render())
+    result = {1: "first player wins", -1: "second player wins", 0: "draw"}[session.outcome]
+    print(f"result: {result} after {len(session.moves)} moves")
+    if args.sgf:
+        _write_sgf(session, args)
+    return 0
+
+
+def _write_sgf(session: GameSession, args: argparse.Namespace) -> None:
+    from shared.games.sgf import record_from_session, write_sgf
+
+    record = record_from_session(session, black=args.first, white=args.second)
+    with open(args.sgf, "w", encoding="utf-8") as f:
+        f.write(write_sgf(record))
+    print(f"wrote {args.sgf}")
