@@ -47,6 +47,27 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--sgf", default=None, help="write the game to this SGF file")
     play.add_argument("--quiet", action="store_true", help="print only the final board and result")
     play.set_defaults(func=commands.cmd_play)
+
+    train = sub.add_parser(
+        "train",
+        help="train an agent by self-play",
+        description="Train by self-play. --local runs everything in this process.",
+    )
+    train.add_argument("--local", action="store_true",
+                       help="single-process loop: self-play, learner and evaluation in turn")
+    train.add_argument("--config", default=None,
+                       help="YAML/TOML config file, or a preset name from deploy/configs")
+    train.add_argument("--game", default=None, help="game spec (overrides the config)")
+    train.add_argument("--minutes", type=float, default=None, help="stop after this long")
+    train.add_argument("--steps", type=int, default=None, help="stop after this many learner steps")
+    train.add_argument("--run-dir", default=None, help="directory for checkpoints and logs")
+    train.add_argument("--seed", type=int, default=None, help="random seed")
+    train.add_argument("--resume", action="store_true",
+                       help="continue from RUN_DIR/checkpoint.pt")
+    train.add_argument("--set", dest="overrides", action="append", default=[],
+                       metavar="SECTION.KEY=VALUE",
+                       help="override any config field, e.g. --set learner.lr=0.01 (repeatable)")
+    train.set_defaults(func=commands.cmd_train)
     return parser
 
 
@@ -55,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (commands.CommandError, ValueError) as err:
+    except (commands.CommandError, ValueError, OSError) as err:
         print(f"zeroforge {args.command}: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -50,6 +50,24 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from deploy.config import load_train_config
+
+    overrides = list(args.overrides)
+    for flag, key in (("game", "game"), ("minutes", "run.minutes"), ("steps",
+                      "run.max_learner_steps"), ("run_dir", "run.run_dir"), ("seed", "run.seed")):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    config = load_train_config(args.config, overrides)
+    if not args.local:
+        raise CommandError("the distributed runtime is not built yet; use --local")
+    from deploy.local_run import LocalRun
+
+    LocalRun(config, resume=args.resume).run()
+    return 0
+
+
 def _write_sgf(session: GameSession, args: argparse.Namespace) -> None:
     from shared.games.sgf import record_from_session, write_sgf
 

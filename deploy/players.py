@@ -1,4 +1,4 @@
-"""Players for the terminal: people typing moves, and built-in players by name."""
+"""A person at the terminal as a player, and players by name for ``zeroforge play``."""
 
 from __future__ import annotations
 
@@ -7,17 +7,8 @@ from typing import TextIO
 
 import numpy as np
 
+from actors.evaluation import make_anchor
 from shared.games.base import Game, IllegalMoveError, State
-from shared.games.sampling import sample_legal
-
-
-class RandomMover:
-    """Uniformly random legal moves."""
-
-    name = "random"
-
-    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
-        return sample_legal(states.legal, rng)
 
 
 class HumanPlayer:
@@ -30,10 +21,7 @@ class HumanPlayer:
         self._out = out
 
     def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
-        moves = np.empty(states.batch_size, np.int64)
-        for i in range(states.batch_size):
-            moves[i] = self._ask(game, states, i)
-        return moves
+        return np.array([self._ask(game, states, i) for i in range(states.batch_size)])
 
     def _ask(self, game: Game, states: State, index: int) -> int:
         while True:
@@ -52,15 +40,5 @@ class HumanPlayer:
 
 
 def make_player(spec: str) -> object:
-    """A player from its name: ``human``, ``random``, ``uct`` or ``uct:PLAYOUTS``."""
-    name, _, arg = spec.partition(":")
-    if name == "human":
-        return HumanPlayer()
-    if name == "random":
-        return RandomMover()
-    if name == "uct":
-        from shared.search.uct import UCTConfig, UCTPlayer
-
-        playouts = int(arg) if arg else 1000
-        return UCTPlayer(UCTConfig(playouts=playouts))
-    raise ValueError(f"unknown player {spec!r}; use human, random or uct[:PLAYOUTS]")
+    """``human``, or an anchor name (``random``, ``minimax``, ``uct[:PLAYOUTS]``)."""
+    return HumanPlayer() if spec == "human" else make_anchor(spec)

@@ -1,0 +1,118 @@
+"""SelfPlayWorker: B games in lock-step with batched MCTS, emitting finished games.
+
+A plain class: the local training loop calls it directly, the distributed runtime wraps it
+in a Ray actor. Where evaluations come from (in-process net or inference server) is the
+evaluator's business.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shared.games.base import Game
+from shared.samples import GameSamples
+from shared.search.config import SearchConfig
+from shared.search.evaluator import Evaluator
+from shared.search.mcts import MCTS
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    """How a self-play worker plays."""
+
+    games_in_parallel: int = 32
+    """B: games advanced together; one evaluator call per simulation round covers all B."""
+    workers: int = 1
+    """Self-play workers in a distributed run (the local loop uses one)."""
+
+
+@dataclass
+class SelfPlayStats:
+    """Counters since the worker started."""
+
+    games: int = 0
+    positions: int = 0
+    simulations: int = 0
+    search_seconds: float = 0.0
+    outcomes: dict[int, int] = field(default_factory=lambda: {1: 0, -1: 0, 0: 0})
+
+
+class SelfPlayWorker:
+    """Plays ``games_in_parallel`` games at once; a finished game's slot restarts at once."""
+
+    def __init__(self, game: Game, evaluator: Evaluator, search: SearchConfig,
+                 config: SelfPlayConfig, seed: int = 0, worker_id: str = "local",
+                 run_id: str = "") -> None:
+        self.game = game
+        self.evaluator = evaluator
+        self.config = config
+        self.worker_id = worker_id
+        self.run_id = run_id
+        self.rng = np.random.default_rng(seed)
+        self.mcts = MCTS(game, evaluator, search)
+        b = config.games_in_parallel
+        self.state = game.init(b)
+        self._obs: list[list[np.ndarray]] = [[] for _ in range(b)]
+        self._policy: list[list[np.ndarray]] = [[] for _ in range(b)]
+        self._to_play: list[list[int]] = [[] for _ in range(b)]
+        self._game_ids = itertools.count()
+        self._prefix = uuid.uuid4().hex[:8]
+        self.stats = SelfPlayStats()
+
+    def play_moves(self, num_moves: int) -> list[GameSamples]:
+        """Advance every game ``num_moves`` moves; return the games that finished."""
+        finished: list[GameSamples] = []
+        sims = self.mcts.config.num_simulations
+        for _ in range(num_moves):
+            obs = self.game.observe(self.state)
+            start = time.perf_counter()
+            result = self.mcts.search(self.state, self.rng)
+            self.stats.search_seconds += time.perf_counter() - start
+            for i in range(self.state.batch_size):
+                self._obs[i].append(obs[i])
+                self._policy[i].append(result.visit_policy[i])
+                self._to_play[i].append(int(self.state.to_play[i]))
+            self.state = self.game.step(self.state, result.action)
+            self.mcts.advance(result.action)
+            self.stats.positions += self.state.batch_size
+            self.stats.simulations += sims * self.state.batch_size
+            done = np.flatnonzero(self.state.terminal)
+            if done.size:
+                finished.extend(self._finish(done))
+        return finished
+
+    def play_games(self, num_games: int) -> list[GameSamples]:
+        """Play until at least ``num_games`` games have finished."""
+        out: list[GameSamples] = []
+        while len(out) < num_games:
+            out.extend(self.play_moves(1))
+        return out
+
+    def _finish(self, slots: np.ndarray) -> list[GameSamples]:
+        version = int(getattr(self.evaluator, "weights_version", 0))
+        games = []
+        for i in slots:
+            outcome = int(self.state.outcome[i])
+            games.append(GameSamples(
+                game=self.game.spec.spec_string,
+                game_version=self.game.spec.version,
+                obs=np.stack(self._obs[i]),
+                policy=np.stack(self._policy[i]).astype(np.float32),
+                to_play=np.array(self._to_play[i], np.int8),
+                outcome=outcome,
+                weights_version=version,
+                run_id=self.run_id,
+                worker_id=self.worker_id,
+                game_id=f"{self.worker_id}-{self._prefix}-{next(self._game_ids)}",
+            ))
+            self._obs[i], self._policy[i], self._to_play[i] = [], [], []
+            self.stats.games += 1
+            self.stats.outcomes[outcome] += 1
+        self.state.put(slots, self.game.init(len(slots)))
+        self.mcts.reset(slots)
+        return games

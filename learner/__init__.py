@@ -1,0 +1,1 @@
+"""Replay window, losses, the Learner and its checkpoints (usable without Ray)."""

@@ -1,0 +1,265 @@
+"""The Learner: replay window + SGD on (s, pi, z), with checkpoints of all its state.
+
+It owns weights, optimizer, LR schedule, replay window and counters, and saves them all
+in one file, so a crash resumes without losing or double-counting data. It knows nothing
+about where samples come from (the local loop or a Redis stream) or where weights go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from learner.replay import ReplayWindow
+from shared.games import make_game
+from shared.nets import NetConfig, build_net
+from shared.samples import GameSamples
+
+CHECKPOINT_FORMAT = "zeroforge-checkpoint-v1"
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """How the learner trains."""
+
+    batch_size: int = 256
+    """Positions per SGD step."""
+    optimizer: str = "sgd"
+    """``sgd`` (with momentum, as AlphaZero) or ``adamw``."""
+    lr: float = 0.02
+    """Peak learning rate."""
+    momentum: float = 0.9
+    """SGD momentum (ignored by AdamW)."""
+    weight_decay: float = 1e-4
+    """L2 penalty (SGD) / decoupled weight decay (AdamW)."""
+    lr_schedule: str = "constant"
+    """``constant``, ``cosine`` (to 10% of lr over ``total_steps``) or ``step`` (x0.1 at 50%
+    and 75% of ``total_steps``)."""
+    warmup_steps: int = 0
+    """Linear warm-up steps at the start."""
+    total_steps: int = 100_000
+    """Length of the schedule (steps past it stay at the final rate)."""
+    replay_capacity: int = 100_000
+    """Positions kept in the replay window."""
+    min_replay: int = 1_000
+    """No training until the window holds this many positions."""
+    samples_per_insert: float = 4.0
+    """Positions trained per position inserted (reuse ratio); 0 means no limit. The learner
+    waits for data rather than overfitting a small window."""
+    value_loss_weight: float = 1.0
+    """Weight of the value MSE relative to the policy cross-entropy."""
+    augment: bool = True
+    """Map each sampled position through a random symmetry of the game."""
+    device: str = "auto"
+    """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
+    seed: int = 0
+    """Seed of the sampling RNG and of the initial weights."""
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that is missing, truncated, corrupt or for another game/net."""
+
+
+class Learner:
+    """Trains a policy-value net for one game from finished self-play games."""
+
+    def __init__(self, config: LearnerConfig, game_spec: str, net_config: NetConfig) -> None:
+        self.config = config
+        self.game = make_game(game_spec)
+        self.net_config = net_config
+        self.device = pick_device(config.device)
+        torch.manual_seed(config.seed)
+        self.net = build_net(net_config, self.game.spec).to(self.device)
+        self.optimizer = self._make_optimizer()
+        self.replay = ReplayWindow(config.replay_capacity, self.game.spec.obs_shape,
+                                   self.game.spec.num_actions, self.game.symmetries())
+        self.rng = np.random.default_rng(config.seed)
+        self.steps = 0
+        self.samples_trained = 0
+        self.games_seen = 0
+        self.version = 0
+        """Weights version: bumped by ``publish``; 0 is the random initialisation."""
+
+    # --- data in ---------------------------------------------------------------------------
+    def add(self, games: list[GameSamples]) -> None:
+        for g in games:
+            self.replay.add(g)
+        self.games_seen += len(games)
+
+    # --- training --------------------------------------------------------------------------
+    def can_train(self) -> bool:
+        """Enough data, and the samples-per-insert budget is not used up."""
+        if len(self.replay) < max(self.config.min_replay, 1):
+            return False
+        spi = self.config.samples_per_insert
+        return spi <= 0 or self.samples_trained + self.config.batch_size <= spi * self.replay.inserted
+
+    def lr_at(self, step: int) -> float:
+        c = self.config
+        if step < c.warmup_steps:
+            return c.lr * (step + 1) / c.warmup_steps
+        frac = min(step / max(c.total_steps, 1), 1.0)
+        if c.lr_schedule == "cosine":
+            return c.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        if c.lr_schedule == "step":
+            return c.lr * (0.1 ** ((frac >= 0.5) + (frac >= 0.75)))
+        return c.lr
+
+    def step(self) -> dict[str, float]:
+        """One SGD step on a batch from the replay window; returns its losses."""
+        obs, policy, value = self.replay.sample(self.config.batch_size, self.rng,
+                                                augment=self.config.augment)
+        x = torch.from_numpy(obs).to(self.device, torch.float32)
+        pi = torch.from_numpy(policy).to(self.device)
+        z = torch.from_numpy(value).to(self.device)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr_at(self.steps)
+        self.net.train()
+        logits, v = self.net(x)
+        log_p = F.log_softmax(logits, dim=1)
+        policy_loss = -(pi * log_p).sum(dim=1).mean()
+        value_loss = F.mse_loss(v, z)
+        loss = policy_loss + self.config.value_loss_weight * value_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.steps += 1
+        self.samples_trained += self.config.batch_size
+        with torch.no_grad():
+            # entropy of the targets: the floor of the policy loss, to read progress against
+            target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(dim=1).mean()
+        return {"loss": loss.item(), "policy_loss": policy_loss.item(),
+                "value_loss": value_loss.item(), "target_entropy": float(target_entropy),
+                "lr": self.optimizer.param_groups[0]["lr"]}
+
+    def train_available(self, max_steps: int) -> list[dict[str, float]]:
+        """Up to ``max_steps`` steps, as far as the samples-per-insert ratio allows."""
+        out = []
+        while len(out) < max_steps and self.can_train():
+            out.append(self.step())
+        return out
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """A CPU copy of the current weights."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.net.state_dict().items()}
+
+    def publish(self) -> int:
+        """Mark the current weights as a new version and return it."""
+        self.version += 1
+        return self.version
+
+    # --- checkpoints -----------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write everything to ``path`` atomically (temp file + rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replay = {k: torch.from_numpy(np.ascontiguousarray(v))
+                  for k, v in self.replay.state_arrays().items()}
+        blob = {
+            "format": CHECKPOINT_FORMAT,
+            "game": self.game.spec.spec_string,
+            "game_version": self.game.spec.version,
+            "net_config": _plain(dataclasses.asdict(self.net_config)),
+            "learner_config": dataclasses.asdict(self.config),
+            "model": self.weights(),
+            "optimizer": self.optimizer.state_dict(),
+            "replay": replay,
+            "counters": {"steps": self.steps, "samples_trained": self.samples_trained,
+                         "games_seen": self.games_seen, "version": self.version},
+            "rng": torch.from_numpy(_rng_state(self.rng)),
+            "saved_at": time.time(),
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(blob, tmp)
+        os.replace(tmp, path)
+        return path
+
+    def restore(self, path: str | os.PathLike) -> None:
+        """Load everything ``save`` wrote; CheckpointError says what is wrong."""
+        blob = load_checkpoint(path)
+        if blob["game"] != self.game.spec.spec_string:
+            raise CheckpointError(f"{path}: checkpoint is for game {blob['game']!r}, "
+                                  f"not {self.game.spec.spec_string!r}")
+        try:
+            self.net.load_state_dict(blob["model"])
+            self.optimizer.load_state_dict(blob["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise CheckpointError(f"{path}: weights do not fit this net ({err})") from None
+        self.replay.load_arrays({k: v.numpy() for k, v in blob["replay"].items()})
+        c = blob["counters"]
+        self.steps, self.samples_trained = int(c["steps"]), int(c["samples_trained"])
+        self.games_seen, self.version = int(c["games_seen"]), int(c["version"])
+        self.rng = _rng_from_state(blob["rng"].numpy())
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        c = self.config
+        if c.optimizer == "sgd":
+            return torch.optim.SGD(self.net.parameters(), lr=c.lr, momentum=c.momentum,
+                                   weight_decay=c.weight_decay)
+        if c.optimizer == "adamw":
+            return torch.optim.AdamW(self.net.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+        raise ValueError(f"learner.optimizer must be 'sgd' or 'adamw', not {c.optimizer!r}")
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    """Read a checkpoint with ``weights_only=True``; CheckpointError if unusable."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for truncated or foreign files
+        raise CheckpointError(f"{path}: corrupt or not a checkpoint ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0][:200]})") from None
+    if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: not a {CHECKPOINT_FORMAT} file")
+    return blob
+
+
+def net_from_checkpoint(path: str | os.PathLike) -> tuple[torch.nn.Module, str, NetConfig]:
+    """The trained net of a checkpoint (eval mode, CPU), its game spec and net config."""
+    blob = load_checkpoint(path)
+    nc = blob["net_config"]
+    net_config = NetConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in nc.items()})
+    net = build_net(net_config, make_game(blob["game"]).spec)
+    net.load_state_dict(blob["model"])
+    net.eval()
+    return net, blob["game"], net_config
+
+
+def _plain(d: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def _rng_state(rng: np.random.Generator) -> np.ndarray:
+    """PCG64 state as 4 uint64 halves + has_uint32 + uinteger, for a tensor checkpoint."""
+    st = rng.bit_generator.state
+    s, inc = st["state"]["state"], st["state"]["inc"]
+    words = [s >> 64, s & (2**64 - 1), inc >> 64, inc & (2**64 - 1),
+             st["has_uint32"], st["uinteger"]]
+    return np.array(words, dtype=np.uint64).view(np.int64)
+
+
+def _rng_from_state(arr: np.ndarray) -> np.random.Generator:
+    w = [int(x) for x in arr.view(np.uint64)]
+    rng = np.random.default_rng()
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": (w[0] << 64) | w[1], "inc": (w[2] << 64) | w[3]},
+        "has_uint32": w[4], "uinteger": w[5],
+    }
+    return rng
