@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from deploy.players import make_player
 from shared.games import GAMES, PRESETS, make_game
-from shared.games.session import GameSession
+
+if TYPE_CHECKING:
+    from shared.games.session import GameSession
 
 
 class CommandError(Exception):
@@ -25,6 +25,11 @@ def cmd_games(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from deploy.players import make_player
+    from shared.games.session import GameSession
+
     game = make_game(args.game)
     players = [make_player(args.first), make_player(args.second)]
     rng = np.random.default_rng(args.seed)

@@ -7,7 +7,6 @@ from typing import TextIO
 
 import numpy as np
 
-from actors.evaluation import make_anchor
 from shared.games.base import Game, IllegalMoveError, State
 
 
@@ -41,4 +40,8 @@ class HumanPlayer:
 
 def make_player(spec: str) -> object:
     """``human``, or an anchor name (``random``, ``minimax``, ``uct[:PLAYOUTS]``)."""
-    return HumanPlayer() if spec == "human" else make_anchor(spec)
+    if spec == "human":
+        return HumanPlayer()
+    from actors.evaluation import make_anchor  # pulls in the search only when needed
+
+    return make_anchor(spec)
