@@ -1,0 +1,92 @@
+"""SearchConfig: every knob of the batched PUCT / Gumbel search, in one frozen section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How one search call spends its simulations and turns them into a move."""
+
+    num_simulations: int = 200
+    """Simulations per ``search`` call and per game (one new leaf each). With tree reuse
+    these come on top of the visits kept from the previous move's tree."""
+
+    c_puct: float = 1.25
+    """PUCT exploration constant c: score = Q + c * P * sqrt(N_parent) / (1 + N_child).
+    With ``c_base`` set it is the AlphaZero ``c_init``."""
+
+    c_base: float | None = None
+    """If set, c grows with the parent's visits N as in AlphaZero:
+    c = c_puct + log((1 + N + c_base) / c_base) (the paper used c_base=19652, c_init=1.25).
+    None keeps c constant."""
+
+    fpu: float = 0.0
+    """First-play urgency: the Q (parent mover's view, in [-1, 1]) used for children that
+    were never visited. 0 treats an unknown move as a draw, which lets the prior alone order
+    the first visits; see ``fpu_relative`` for the Leela-Zero style alternative."""
+
+    fpu_relative: bool = False
+    """If True, unvisited children get Q = (parent's mean value) - ``fpu`` instead of ``fpu``:
+    the "FPU reduction" that makes a strong network look at fewer new moves."""
+
+    dirichlet_alpha: float | None = None
+    """Concentration of the root Dirichlet noise. None scales it to the position:
+    10 / (number of legal moves), i.e. ~0.3 for chess-like counts, ~0.03 on 19x19 Go."""
+
+    dirichlet_fraction: float = 0.25
+    """Weight ε of the noise: root prior = (1 - ε) * P + ε * Dirichlet(α), legal moves only."""
+
+    add_noise: bool = True
+    """Exploration noise at the root: Dirichlet for PUCT, Gumbel for Gumbel search.
+    True for self-play; False for evaluation, analysis and play against people."""
+
+    temperature: float = 1.0
+    """While a game is young (see ``temperature_moves``), play an action with probability
+    proportional to visits^(1/temperature); 0 always plays the most visited action.
+    Ignored by Gumbel search, whose Gumbel noise already samples the move."""
+
+    temperature_moves: int = 30
+    """Plies (``State.ply`` of the root) during which ``temperature`` applies; later moves
+    are the most visited action."""
+
+    rollout_mix: float = 0.0
+    """λ of AlphaGo's leaf evaluation: value = (1 - λ) * v_network + λ * z_rollout, with
+    z the result of one uniformly random playout. 0 (AlphaZero) plays no rollouts."""
+
+    gumbel: bool = False
+    """False: AlphaZero PUCT everywhere. True: Gumbel AlphaZero (Danihelka et al. 2022):
+    Gumbel top-m sampling and sequential halving at the root, the deterministic
+    completed-Q selection below it, and the completed-Q improved policy as target."""
+
+    gumbel_max_considered: int = 16
+    """m: at most this many root actions take part in sequential halving."""
+
+    gumbel_c_visit: float = 50.0
+    """c_visit of σ(q) = (c_visit + max_b N(b)) * c_scale * q."""
+
+    gumbel_c_scale: float = 1.0
+    """c_scale of σ(q) = (c_visit + max_b N(b)) * c_scale * q."""
+
+    reuse_tree: bool = False
+    """Keep the subtree under the played move for the next search (``MCTS.advance``)."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.num_simulations >= 1, "num_simulations must be >= 1"),
+            (self.c_puct >= 0, "c_puct must be >= 0"),
+            (self.c_base is None or self.c_base > 0, "c_base must be > 0 or None"),
+            (self.dirichlet_alpha is None or self.dirichlet_alpha > 0,
+             "dirichlet_alpha must be > 0 or None"),
+            (0.0 <= self.dirichlet_fraction <= 1.0, "dirichlet_fraction must be in [0, 1]"),
+            (self.temperature >= 0, "temperature must be >= 0"),
+            (self.temperature_moves >= 0, "temperature_moves must be >= 0"),
+            (0.0 <= self.rollout_mix <= 1.0, "rollout_mix must be in [0, 1]"),
+            (self.gumbel_max_considered >= 1, "gumbel_max_considered must be >= 1"),
+            (self.gumbel_c_visit >= 0, "gumbel_c_visit must be >= 0"),
+            (self.gumbel_c_scale >= 0, "gumbel_c_scale must be >= 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"SearchConfig: {message}")

@@ -1,0 +1,242 @@
+"""The search trees of a batch of B games, stored as arrays (the mctx layout).
+
+Node ``n`` of game ``b`` lives at ``[b, n]`` of every per-node array; node 0 is the root.
+Nodes are allocated in order, so ``num_nodes[b]`` is both the count and the next free
+index. A child is linked from its parent through ``children[b, parent, action]``, which
+also encodes the legal mask of the parent (``ILLEGAL``), so priors that underflow to 0 for a
+legal move cannot hide it and no separate [B, N, A] mask is needed.
+
+Values are always from the view of the player to move at the node that holds them;
+whoever reads a child's value from its parent flips the sign when the mover changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from shared.games.base import State
+
+UNEXPANDED = -1
+"""``children`` entry of a legal action whose child node does not exist yet."""
+ILLEGAL = -2
+"""``children`` entry of an action the rules forbid at that node."""
+
+
+@dataclass
+class Tree:
+    """B search trees of capacity N nodes each, over A actions."""
+
+    visits: np.ndarray
+    """[B, N] int32: simulations that passed through the node (its own evaluation included)."""
+    value_sum: np.ndarray
+    """[B, N] float64: sum of backed-up values, from the view of the node's player to move."""
+    raw_value: np.ndarray
+    """[B, N] float32: the node's own evaluation (network, mixed with a rollout if asked),
+    or the exact result for terminal nodes; mover's view."""
+    prior: np.ndarray
+    """[B, N, A] float32: softmax of the evaluator's logits over the node's legal actions."""
+    children: np.ndarray
+    """[B, N, A] int32: child node index, ``UNEXPANDED`` (-1) or ``ILLEGAL`` (-2)."""
+    parent: np.ndarray
+    """[B, N] int32: parent node (-1 for the root)."""
+    action: np.ndarray
+    """[B, N] int32: action that led from the parent here (-1 for the root)."""
+    to_play: np.ndarray
+    """[B, N] int8: player to move at the node (0 = first player)."""
+    terminal: np.ndarray
+    """[B, N] bool: the game is over at this node (it is never expanded)."""
+    num_nodes: np.ndarray
+    """[B] int32: nodes in use; 0 means the game has no tree."""
+    states: State
+    """[B*N] game states of the nodes: node n of game b at index ``b * N + n``."""
+
+    @classmethod
+    def allocate(cls, roots: State, capacity: int, num_actions: int) -> Tree:
+        """Empty trees for the B games of ``roots`` (whose states fill the state store)."""
+        b = roots.batch_size
+        return cls(
+            visits=np.zeros((b, capacity), np.int32),
+            value_sum=np.zeros((b, capacity), np.float64),
+            raw_value=np.zeros((b, capacity), np.float32),
+            prior=np.zeros((b, capacity, num_actions), np.float32),
+            children=np.full((b, capacity, num_actions), ILLEGAL, np.int32),
+            parent=np.full((b, capacity), -1, np.int32),
+            action=np.full((b, capacity), -1, np.int32),
+            to_play=np.zeros((b, capacity), np.int8),
+            terminal=np.zeros((b, capacity), bool),
+            num_nodes=np.zeros(b, np.int32),
+            states=roots.repeat(capacity),
+        )
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.visits.shape[0])
+
+    @property
+    def capacity(self) -> int:
+        return int(self.visits.shape[1])
+
+    def flat(self, games: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Index into ``states`` of nodes [K] of games [K]."""
+        return np.asarray(games, np.int64) * self.capacity + np.asarray(nodes, np.int64)
+
+    def node_arrays(self) -> tuple[np.ndarray, ...]:
+        """The per-node arrays, in the order the numba kernels take them."""
+        return (self.visits, self.value_sum, self.raw_value, self.prior, self.children,
+                self.parent, self.action, self.to_play, self.terminal)
+
+    def gathered(self, old_of_new: np.ndarray, num_nodes: np.ndarray) -> Tree:
+        """A new Tree whose node i of game b is node ``old_of_new[b, i]`` of this one.
+
+        ``old_of_new`` is [B, N'] int64 for any capacity N'; child and parent links must
+        already make sense in the new numbering (``_compact_kernel`` ensures it).
+        """
+        rows = np.arange(self.batch_size)[:, None]
+        return Tree(
+            visits=self.visits[rows, old_of_new],
+            value_sum=self.value_sum[rows, old_of_new],
+            raw_value=self.raw_value[rows, old_of_new],
+            prior=self.prior[rows, old_of_new],
+            children=self.children[rows, old_of_new],
+            parent=self.parent[rows, old_of_new],
+            action=self.action[rows, old_of_new],
+            to_play=self.to_play[rows, old_of_new],
+            terminal=self.terminal[rows, old_of_new],
+            num_nodes=num_nodes.astype(np.int32),
+            states=self.states.take((rows * self.capacity + old_of_new).reshape(-1)),
+        )
+
+    def grown(self, capacity: int) -> Tree:
+        """The same trees in arrays of a larger ``capacity``."""
+        # Slots past the old capacity copy slot 0; they are unused until allocated.
+        idx = np.arange(capacity)
+        idx[idx >= self.capacity] = 0
+        return self.gathered(np.broadcast_to(idx, (self.batch_size, capacity)), self.num_nodes)
+
+    def reroot(self, new_root: np.ndarray) -> None:
+        """Keep for each game b only the subtree of node ``new_root[b]`` (-1: no tree).
+
+        The kept subtree is renumbered breadth-first from 0 (the new root), in place, so
+        the arrays stay compact and the next search can add ``capacity - num_nodes``
+        nodes. The work is proportional to the kept nodes, not to the capacity.
+        """
+        b, cap = self.batch_size, self.capacity
+        old_of_new = np.zeros((b, cap), np.int64)
+        _bfs_order(self.children, np.asarray(new_root, np.int64), old_of_new, self.num_nodes)
+        games, new = np.nonzero(np.arange(cap)[None, :] < self.num_nodes[:, None])
+        old = old_of_new[games, new]
+        # In place: each right-hand side is gathered into a temporary before the scatter,
+        # so overlapping old and new slots cannot clobber each other.
+        for arr in self.node_arrays():
+            arr[games, new] = arr[games, old]
+        self.states.put(self.flat(games, new), self.states.take(self.flat(games, old)))
+        _relink(self.children, self.parent, self.action, old_of_new, self.num_nodes)
+
+
+@numba.njit(cache=True)
+def _bfs_order(children, new_root, old_of_new, num_nodes):
+    """Breadth-first list of the subtree under ``new_root[b]`` into ``old_of_new[b]``."""
+    for b in range(children.shape[0]):
+        root = new_root[b]
+        if root < 0:
+            num_nodes[b] = 0
+            continue
+        old_of_new[b, 0] = root
+        head, tail = 0, 1
+        while head < tail:
+            node = old_of_new[b, head]
+            for a in range(children.shape[2]):
+                child = children[b, node, a]
+                if child >= 0:
+                    old_of_new[b, tail] = child
+                    tail += 1
+            head += 1
+        num_nodes[b] = tail
+
+
+@numba.njit(cache=True)
+def _relink(children, parent, action, old_of_new, num_nodes):
+    """Rewrite old node numbers in gathered link arrays to the new numbering."""
+    new_of_old = np.empty(old_of_new.shape[1], np.int32)
+    for b in range(children.shape[0]):
+        n = num_nodes[b]
+        for i in range(n):
+            new_of_old[old_of_new[b, i]] = i
+        for i in range(n):
+            for a in range(children.shape[2]):
+                child = children[b, i, a]
+                if child >= 0:
+                    children[b, i, a] = new_of_old[child]
+            parent[b, i] = new_of_old[parent[b, i]] if i > 0 else -1
+        if n > 0:
+            action[b, 0] = -1
+
+
+@numba.njit(cache=True)
+def expand_kernel(visits, value_sum, raw_value, prior, children, to_play, terminal,
+                  games, nodes, node_to_play, node_terminal, legal, logits, values):
+    """Fill in K freshly created nodes (``games`` [K], ``nodes`` [K]).
+
+    ``legal`` [K, A] bool and ``logits`` [K, A] float32 give the priors (a softmax over
+    the legal actions, computed in float64); ``values`` [K] is the node's own evaluation.
+    Visits start at 0: the backup that follows counts the node's first visit.
+    """
+    num_actions = legal.shape[1]
+    for k in range(games.shape[0]):
+        b, n = games[k], nodes[k]
+        visits[b, n] = 0
+        value_sum[b, n] = 0.0
+        raw_value[b, n] = values[k]
+        to_play[b, n] = node_to_play[k]
+        terminal[b, n] = node_terminal[k]
+        top = -np.inf
+        for a in range(num_actions):
+            if legal[k, a] and logits[k, a] > top:
+                top = logits[k, a]
+        total = 0.0
+        for a in range(num_actions):
+            if legal[k, a]:
+                e = np.exp(np.float64(logits[k, a]) - top)
+                prior[b, n, a] = e
+                total += e
+                children[b, n, a] = UNEXPANDED
+            else:
+                prior[b, n, a] = 0.0
+                children[b, n, a] = ILLEGAL
+        if total > 0.0:
+            inv = 1.0 / total
+            for a in range(num_actions):
+                prior[b, n, a] *= inv
+
+
+@numba.njit(cache=True)
+def backup_kernel(visits, value_sum, parent, to_play, games, leaves, values):
+    """Add one visit and ``values[k]`` (leaf mover's view) along each leaf's path to the root.
+
+    The value flips sign whenever the player to move changes between a node and its
+    parent, which for strictly alternating games is every ply.
+    """
+    for k in range(games.shape[0]):
+        b = games[k]
+        node = leaves[k]
+        v = np.float64(values[k])
+        while node >= 0:
+            visits[b, node] += 1
+            value_sum[b, node] += v
+            up = parent[b, node]
+            if up >= 0 and to_play[b, up] != to_play[b, node]:
+                v = -v
+            node = up
+
+
+def same_states(a: State, b: State) -> np.ndarray:
+    """[B] bool: game i of ``a`` equals game i of ``b`` in every state array."""
+    same = np.ones(a.batch_size, bool)
+    for name, x in a.arrays().items():
+        y = getattr(b, name)
+        width = int(np.prod(x.shape[1:]))  # explicit: -1 cannot be inferred for 0 games
+        same &= (x.reshape(x.shape[0], width) == y.reshape(y.shape[0], width)).all(axis=1)
+    return same

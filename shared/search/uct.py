@@ -1,0 +1,412 @@
+"""Pure UCT: Monte Carlo tree search with UCB1 and uniformly random rollouts, no network.
+
+This is the baseline player and the fixed yardstick "pure MCTS with N playouts". Each move
+builds a fresh tree; each playout selects by UCB1 down to a node with an untried legal
+action, expands that one action, plays a uniformly random rollout to the end of the game
+and backs the result up the path. The most visited root action is played.
+
+Values are win rates in [0, 1] (win 1, draw 1/2, loss 0) for the player who made the move
+into a node, so UCB1 is used in its textbook form ``q + c * sqrt(ln N_parent / N_child)``
+with ``c = sqrt(2)`` by default.
+
+Solver (``UCTConfig.solver``, on by default; off gives textbook UCT). Random rollouts
+alone do not see a one-move threat reliably: on gomoku 6x6 a move that ignores the
+opponent's three gets about as many visits as the block, because each of ~30 replies gets
+~30 visits and the refutation is found only by chance. Two rule-only additions fix that
+without any game knowledge:
+
+- decisive moves: the first time a node is expanded, all its legal actions are tried with
+  one batched ``step``; if one wins on the spot it is expanded first;
+- MCTS-Solver: finished games are proven results, and a node is proven once one child is a
+  proven win for its mover or all its children are proven. Proven losses are never
+  selected again, a proven node is scored as proven, and the root plays a proven win.
+
+Batching: B games are searched together and each tree is a set of arrays with the tree
+axis first (``visits [B, N]``, ``children [B, N, A]``, ...). One playout round advances
+all B trees at once: one numba kernel descends every tree, one ``game.step`` expands all B
+leaves, one batched rollout plays all new positions out, one numba kernel backs up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from shared.games.base import Game, State
+from shared.games.sampling import sample_legal
+from shared.search.rollout import rollout_outcomes
+
+
+@dataclass(frozen=True)
+class UCTConfig:
+    """Settings of the pure-UCT player."""
+
+    playouts: int = 1000
+    """Playouts (selection + expansion + rollout + backup) per move, per game."""
+    c: float = math.sqrt(2.0)
+    """UCB1 exploration constant, for win-rate values in [0, 1]."""
+    solver: bool = True
+    """Decisive-move check on first expansion plus MCTS-Solver proofs (see module doc);
+    False gives textbook UCT."""
+    store_states: bool = True
+    """Keep every tree node's game state (one State of batch B*N) and take the leaf's; if
+    False, re-derive a leaf's state by replaying its path from the root through ``step``
+    (less memory, for games with large states; slower: see benchmarks/bench_uct.py)."""
+
+    def __post_init__(self) -> None:
+        if self.playouts < 1:
+            raise ValueError(f"UCTConfig.playouts must be >= 1, got {self.playouts}")
+        if not self.c >= 0.0:
+            raise ValueError(f"UCTConfig.c must be >= 0, got {self.c}")
+
+
+@dataclass(frozen=True)
+class UCTResult:
+    """What one search returns for B root positions."""
+
+    action: np.ndarray
+    """[B] int32: the root action to play."""
+    visits: np.ndarray
+    """[B, A] int32: visit counts of the root's children (0 for unexpanded or illegal)."""
+    value: np.ndarray
+    """[B] float32 in [-1, 1]: expected result of ``action`` for the player to move."""
+    proven: np.ndarray
+    """[B] bool: the root's result is proven (``value`` is then exactly -1, 0 or +1)."""
+    playouts: np.ndarray
+    """[B] int32: playouts run (fewer than configured when every root got proven early)."""
+
+
+@dataclass
+class _Trees:
+    """B search trees of up to N nodes each; node 0 is the root. -1 means "none"."""
+
+    visits: np.ndarray
+    """[B, N] int32: playouts through the node."""
+    wins: np.ndarray
+    """[B, N] float64: summed results in [0, 1] for the player who moved into the node."""
+    children: np.ndarray
+    """[B, N, A] int32: child node reached by each action, -1 if not expanded."""
+    parent: np.ndarray
+    """[B, N] int32: parent node, -1 for the root."""
+    action: np.ndarray
+    """[B, N] int32: action from the parent into the node, -1 for the root."""
+    legal: np.ndarray
+    """[B, N, A] bool: legal actions at the node."""
+    to_play: np.ndarray
+    """[B, N] int8: player to move at the node (0 = first player)."""
+    proven: np.ndarray
+    """[B, N] bool: the node's result is known (always so for finished games)."""
+    result: np.ndarray
+    """[B, N] int8: the known result, first player's view (+1, 0, -1); 0 if not proven."""
+    num_nodes: np.ndarray
+    """[B] int32: nodes in use."""
+
+    @classmethod
+    def new(cls, roots: State, num_nodes: int) -> _Trees:
+        b, a = roots.legal.shape
+        t = cls(
+            visits=np.zeros((b, num_nodes), np.int32),
+            wins=np.zeros((b, num_nodes), np.float64),
+            children=np.full((b, num_nodes, a), -1, np.int32),
+            parent=np.full((b, num_nodes), -1, np.int32),
+            action=np.full((b, num_nodes), -1, np.int32),
+            legal=np.zeros((b, num_nodes, a), bool),
+            to_play=np.zeros((b, num_nodes), np.int8),
+            proven=np.zeros((b, num_nodes), bool),
+            result=np.zeros((b, num_nodes), np.int8),
+            num_nodes=np.ones(b, np.int32),
+        )
+        t.legal[:, 0] = roots.legal
+        t.to_play[:, 0] = roots.to_play
+        return t
+
+
+@numba.njit(cache=True, inline="always")
+def _for_mover(result, to_play):
+    """A first-player-view result seen by player ``to_play``."""
+    return result if to_play == 0 else -result
+
+
+@numba.njit(cache=True)
+def _descend(children, visits, wins, legal, to_play, proven, result, c, solver, uniforms,
+             path, depth, expand, fresh):
+    """Walk every tree from the root by UCB1 to a proven node or one with an untried action.
+
+    Writes ``path [B, D]`` (nodes from the root), ``depth [B]`` (index of the leaf in
+    ``path``), ``expand [B]`` (a uniformly chosen untried legal action at the leaf, -1 if
+    the leaf is proven) and ``fresh [B]`` (the leaf has no child yet).
+    """
+    num_actions = children.shape[2]
+    for b in range(children.shape[0]):
+        node = 0
+        d = 0
+        path[b, 0] = 0
+        expand[b] = -1
+        fresh[b] = False
+        while not proven[b, node]:
+            untried = 0
+            num_legal = 0
+            for a in range(num_actions):
+                if legal[b, node, a]:
+                    num_legal += 1
+                    if children[b, node, a] < 0:
+                        untried += 1
+            if untried > 0:
+                fresh[b] = untried == num_legal
+                pick = min(int(uniforms[b] * untried), untried - 1)
+                for a in range(num_actions):
+                    if legal[b, node, a] and children[b, node, a] < 0:
+                        if pick == 0:
+                            expand[b] = a
+                            break
+                        pick -= 1
+                break
+            log_n = math.log(visits[b, node])
+            mover = to_play[b, node]
+            best = -1.0
+            best_child = -1
+            for a in range(num_actions):
+                child = children[b, node, a]
+                if child < 0:
+                    continue
+                if solver and proven[b, child] and _for_mover(result[b, child], mover) < 0:
+                    continue  # a proven loss stays lost: spend no more playouts on it
+                n = visits[b, child]
+                score = wins[b, child] / n + c * math.sqrt(log_n / n)
+                if score > best:
+                    best = score
+                    best_child = child
+            if best_child < 0:
+                break  # cannot happen while proofs are backed up; a safe stop regardless
+            node = best_child
+            d += 1
+            path[b, d] = node
+        depth[b] = d
+
+
+@numba.njit(cache=True)
+def _try_prove(children, legal, to_play, proven, result, b, node):
+    """Mark ``node`` proven if a child is a proven win for its mover or all are proven."""
+    mover = to_play[b, node]
+    best = -2
+    complete = True
+    for a in range(children.shape[2]):
+        if not legal[b, node, a]:
+            continue
+        child = children[b, node, a]
+        if child < 0 or not proven[b, child]:
+            complete = False
+            continue
+        v = _for_mover(result[b, child], mover)
+        if v > 0:
+            proven[b, node] = True
+            result[b, node] = result[b, child]
+            return True
+        best = max(best, v)
+    if complete and best > -2:
+        proven[b, node] = True
+        result[b, node] = _for_mover(best, mover)
+        return True
+    return False
+
+
+@numba.njit(cache=True)
+def _expand_and_backup(children, parent, action, legal, to_play, proven, result, visits,
+                       wins, num_nodes, path, depth, expand, new_legal, new_to_play,
+                       new_proven, new_result, outcome, solver, new_node):
+    """Add each tree's expanded child, back the playout's result up, propagate proofs.
+
+    ``outcome [B]`` is the rollout result (first player's view) for unproven new nodes; a
+    proven leaf or new node is scored by its proven result instead. Each node is credited
+    from the view of the player to move at its parent, so the backup does not assume that
+    players alternate. Writes the new node's index to ``new_node [B]`` (-1 if none).
+    """
+    for b in range(visits.shape[0]):
+        d = depth[b]
+        node = path[b, d]
+        new_node[b] = -1
+        a = expand[b]
+        if a >= 0:
+            leaf = node
+            node = num_nodes[b]
+            num_nodes[b] += 1
+            new_node[b] = node
+            children[b, leaf, a] = node
+            parent[b, node] = leaf
+            action[b, node] = a
+            legal[b, node, :] = new_legal[b]
+            to_play[b, node] = new_to_play[b]
+            proven[b, node] = new_proven[b]
+            result[b, node] = new_result[b]
+            d += 1
+        z = result[b, node] if proven[b, node] else outcome[b]
+        if solver and proven[b, node]:
+            # Walk the proof up while ancestors become proven too.
+            up = d - 1
+            while up >= 0 and _try_prove(children, legal, to_play, proven, result, b,
+                                         path[b, up]):
+                up -= 1
+        while node >= 0:
+            visits[b, node] += 1
+            p = parent[b, node]
+            if p >= 0:
+                wins[b, node] += 0.5 + 0.5 * _for_mover(z, to_play[b, p])
+            node = p
+
+
+def winning_actions(game: Game, states: State) -> np.ndarray:
+    """[B] int32: an action that wins on the spot for the player to move, -1 if none.
+
+    All legal actions of all B games are tried in one batched ``step``.
+    """
+    out = np.full(states.batch_size, -1, np.int32)
+    rows, acts = np.nonzero(game.legal_mask(states))
+    if rows.size == 0:
+        return out
+    after = game.step(states.take(rows), acts)
+    sign = np.where(states.to_play[rows] == 0, 1, -1)
+    wins = game.terminal(after) & (game.outcome(after) * sign > 0)
+    out[rows[wins]] = acts[wins]
+    return out
+
+
+def _replay(game: Game, roots: State, trees: _Trees, rows: np.ndarray, path: np.ndarray,
+            depth: np.ndarray) -> State:
+    """States of the leaves ``path[r, depth[r]]`` of trees ``rows``, replayed from the roots."""
+    cur = roots.take(rows)
+    for d in range(1, int(depth[rows].max(initial=0)) + 1):
+        sel = np.flatnonzero(depth[rows] >= d)
+        acts = trees.action[rows[sel], path[rows[sel], d]]
+        if sel.size == cur.batch_size:
+            cur = game.step(cur, acts)
+        else:
+            cur.put(sel, game.step(cur.take(sel), acts))
+    return cur
+
+
+def uct_search(game: Game, roots: State, config: UCTConfig,
+               rng: np.random.Generator) -> UCTResult:
+    """Search the B running positions ``roots`` with ``config.playouts`` playouts each.
+
+    Raises ``ValueError`` if a root is a finished game.
+    """
+    if roots.terminal.any():
+        raise ValueError("uct_search: roots must be running games")
+    b = roots.batch_size
+    n_max = config.playouts + 1  # each playout adds at most one node
+    trees = _Trees.new(roots, n_max)
+    all_rows = np.arange(b)
+    # Node states, flat index tree * n_max + node.
+    nodes = roots.repeat(n_max) if config.store_states else None
+    max_depth = min(config.playouts, game.spec.max_moves) + 2
+    path = np.zeros((b, max_depth), np.int32)
+    depth = np.zeros(b, np.int32)
+    expand = np.zeros(b, np.int32)
+    fresh = np.zeros(b, bool)
+    new_node = np.zeros(b, np.int32)
+    num_actions = game.spec.num_actions
+    done = 0
+    while done < config.playouts:
+        done += 1
+        _descend(trees.children, trees.visits, trees.wins, trees.legal, trees.to_play,
+                 trees.proven, trees.result, config.c, config.solver, rng.random(b),
+                 path, depth, expand, fresh)
+        grow = np.flatnonzero(expand >= 0)
+        new_legal = np.zeros((b, num_actions), bool)
+        new_to_play = np.zeros(b, np.int8)
+        new_proven = np.zeros(b, bool)
+        new_result = np.zeros(b, np.int8)
+        outcome = np.zeros(b, np.float64)
+        if grow.size:
+            leaf = path[grow, depth[grow]]
+            if nodes is not None:
+                leaf_states = nodes.take(grow * n_max + leaf)
+            else:
+                leaf_states = _replay(game, roots, trees, grow, path, depth)
+            if config.solver:
+                _prefer_decisive(game, leaf_states, fresh[grow], expand, grow)
+            child_states = game.step(leaf_states, expand[grow])
+            new_legal[grow] = game.legal_mask(child_states)
+            new_to_play[grow] = game.to_play(child_states)
+            ended = game.terminal(child_states)
+            new_proven[grow] = ended
+            new_result[grow] = np.where(ended, game.outcome(child_states), 0)
+            play = np.flatnonzero(~ended)
+            if play.size:
+                sub = child_states if play.size == grow.size else child_states.take(play)
+                outcome[grow[play]] = rollout_outcomes(
+                    game, sub, lambda s: sample_legal(game.legal_mask(s), rng))
+        _expand_and_backup(trees.children, trees.parent, trees.action, trees.legal,
+                           trees.to_play, trees.proven, trees.result, trees.visits,
+                           trees.wins, trees.num_nodes, path, depth, expand, new_legal,
+                           new_to_play, new_proven, new_result, outcome, config.solver,
+                           new_node)
+        if nodes is not None and grow.size:
+            nodes.put(grow * n_max + new_node[grow], child_states)
+        if trees.proven[all_rows, 0].all():
+            break  # every root is solved: more playouts cannot change a move
+    return _root_result(trees, done)
+
+
+def _prefer_decisive(game: Game, leaf_states: State, fresh: np.ndarray, expand: np.ndarray,
+                     grow: np.ndarray) -> None:
+    """Where a leaf is expanded for the first time and can win on the spot, expand that move.
+
+    ``leaf_states`` and ``fresh`` are [G] for the trees ``grow`` [G]; edits ``expand`` [B].
+    """
+    first = np.flatnonzero(fresh)
+    if first.size == 0:
+        return
+    sub = leaf_states if first.size == leaf_states.batch_size else leaf_states.take(first)
+    wins = winning_actions(game, sub)
+    hit = wins >= 0
+    expand[grow[first[hit]]] = wins[hit]
+
+
+def _root_result(trees: _Trees, playouts: int) -> UCTResult:
+    b = trees.visits.shape[0]
+    child = trees.children[:, 0, :]  # [B, A]
+    exists = child >= 0
+    safe = np.where(exists, child, 0)
+    visits = np.where(exists, np.take_along_axis(trees.visits, safe, axis=1), 0)
+    wins = np.where(exists, np.take_along_axis(trees.wins, safe, axis=1), 0.0)
+    rate = wins / np.maximum(visits, 1)
+    mover_sign = np.where(trees.to_play[:, 0] == 0, 1, -1)[:, None]
+    proven = exists & np.take_along_axis(trees.proven, safe, axis=1)
+    proven_value = np.take_along_axis(trees.result, safe, axis=1) * mover_sign
+    # Visits are integers, so adding half the win rate only breaks ties; a proven win
+    # outranks everything and a proven loss comes after every unproven move.
+    key = visits + 0.5 * rate
+    key = np.where(proven & (proven_value > 0), key + 4.0 * (visits.max() + 1), key)
+    key = np.where(proven & (proven_value < 0), key - 4.0 * (visits.max() + 1), key)
+    action = np.argmax(np.where(exists, key, -np.inf), axis=1)
+    rows = np.arange(b)
+    value = np.where(proven[rows, action], proven_value[rows, action],
+                     2.0 * rate[rows, action] - 1.0)
+    return UCTResult(
+        action=action.astype(np.int32),
+        visits=visits.astype(np.int32),
+        value=value.astype(np.float32),
+        proven=trees.proven[:, 0].copy(),
+        playouts=np.full(b, playouts, np.int32),
+    )
+
+
+class UCTPlayer:
+    """The pure-MCTS baseline as a player: ``select`` searches all running games at once."""
+
+    def __init__(self, config: UCTConfig | None = None, name: str | None = None) -> None:
+        self.config = config or UCTConfig()
+        self.name = name or f"uct{self.config.playouts}"
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        """[B] int32 actions for ``states`` [B]; -1 for games that are already over."""
+        actions = np.full(states.batch_size, -1, np.int32)
+        running = np.flatnonzero(~states.terminal)
+        if running.size:
+            roots = states if running.size == states.batch_size else states.take(running)
+            actions[running] = uct_search(game, roots, self.config, rng).action
+        return actions
