@@ -29,21 +29,25 @@ class MCTSPlayer:
 
 
 def make_anchor(spec: str) -> object:
-    """A fixed opponent by name: ``random``, ``uct`` / ``uct:PLAYOUTS``, ``minimax``."""
+    """A fixed opponent by name: ``random``, ``minimax`` (tic-tac-toe), ``uct:PLAYOUTS``
+    (textbook pure MCTS with random rollouts: the yardstick "pure MCTS with N playouts")
+    or ``uctsolver:PLAYOUTS`` (the same plus immediate-win checks and MCTS-Solver proofs)."""
     name, _, arg = spec.partition(":")
     if name == "random":
         return RandomPlayer()
     if name == "minimax":
         return MinimaxPlayer()
-    if name == "uct":
+    if name in ("uct", "uctsolver"):
         from shared.search.uct import UCTConfig, UCTPlayer
 
         try:
             playouts = int(arg) if arg else 1000
         except ValueError:
-            raise ValueError(f"anchor {spec!r}: playouts must be an integer") from None
-        return UCTPlayer(UCTConfig(playouts=playouts), name=f"uct{playouts}")
-    raise ValueError(f"unknown player {spec!r}; use random, minimax or uct[:PLAYOUTS]")
+            raise ValueError(f"player {spec!r}: playouts must be an integer") from None
+        config = UCTConfig(playouts=playouts, solver=name == "uctsolver")
+        return UCTPlayer(config, name=f"{name}{playouts}")
+    raise ValueError(f"unknown player {spec!r}; use random, minimax, uct[:PLAYOUTS] or "
+                     "uctsolver[:PLAYOUTS]")
 
 
 def evaluate_against(game: Game, agent: object, anchors: Sequence[str], games_each: int,

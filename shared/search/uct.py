@@ -25,6 +25,9 @@ Batching: B games are searched together and each tree is a set of arrays with th
 axis first (``visits [B, N]``, ``children [B, N, A]``, ...). One playout round advances
 all B trees at once: one numba kernel descends every tree, one ``game.step`` expands all B
 leaves, one batched rollout plays all new positions out, one numba kernel backs up.
+Nearly all the time goes to the rollouts' ``game.step`` calls (about 90% on gomoku 6x6).
+Memory per search: about 5 * B * (playouts + 1) * A bytes for the trees, plus, with
+``store_states``, B * (playouts + 1) copies of a game state.
 """
 
 from __future__ import annotations

@@ -1,0 +1,118 @@
+"""Pure-UCT throughput on gomoku 6x6 k=4 and the time of a 100-game UCT-1000 match.
+
+    python benchmarks/bench_uct.py            # playouts/s table + projected match time
+    python benchmarks/bench_uct.py --full     # also play the whole 100-game match
+
+Playouts/s counts playouts summed over the batch (B trees x playouts per tree). The match
+projection plays the first plies of the real 100-game match (every game is still running
+there, so they are the most expensive plies) and multiplies the mean time per ply by the
+mean game length of a smaller UCT-1000 self-play match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from shared.arena import play_match
+from shared.games import make_game
+from shared.games.base import Game, State
+from shared.games.sampling import sample_legal
+from shared.search.uct import UCTConfig, UCTPlayer, uct_search
+
+
+def playouts_per_second(game: Game, roots: State, config: UCTConfig, repeats: int = 1) -> float:
+    rng = np.random.default_rng(0)
+    uct_search(game, roots.take(np.arange(min(2, roots.batch_size))),
+               UCTConfig(playouts=20, solver=config.solver, store_states=config.store_states),
+               rng)  # compile / warm up
+    start = time.perf_counter()
+    for _ in range(repeats):
+        uct_search(game, roots, config, rng)
+    return repeats * roots.batch_size * config.playouts / (time.perf_counter() - start)
+
+
+def midgame(game: Game, batch: int, plies: int, rng: np.random.Generator) -> State:
+    """Random positions ``plies`` moves in that are still running."""
+    states = game.init(batch * 4)
+    for _ in range(plies):
+        states = game.step(states, sample_legal(game.legal_mask(states), rng))
+    running = np.flatnonzero(~states.terminal)[:batch]
+    return states.take(running)
+
+
+def first_plies(game: Game, players: tuple[UCTPlayer, UCTPlayer], num_games: int, plies: int,
+                rng: np.random.Generator) -> list[float]:
+    """Seconds per ply for the first ``plies`` plies of a match laid out like ``play_match``."""
+    states = game.init(num_games)
+    a_color = np.arange(num_games) % 2
+    times = []
+    for _ in range(plies):
+        start = time.perf_counter()
+        actions = np.full(num_games, -1, np.int64)
+        running = ~states.terminal
+        a_moves = running & (states.to_play == a_color)
+        for player, mask in ((players[0], a_moves), (players[1], running & ~a_moves)):
+            idx = np.flatnonzero(mask)
+            if idx.size:
+                actions[idx] = player.select(game, states.take(idx), rng)
+        states = game.step(states, actions)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--playouts", type=int, default=1000)
+    parser.add_argument("--games", type=int, default=100)
+    parser.add_argument("--plies", type=int, default=3, help="plies timed for the projection")
+    parser.add_argument("--length-games", type=int, default=16,
+                        help="games of the match that measures the mean game length")
+    parser.add_argument("--full", action="store_true", help="also play the whole match")
+    args = parser.parse_args()
+    game = make_game("gomoku6")
+    rng = np.random.default_rng(0)
+    cfg = UCTConfig(playouts=args.playouts)
+
+    print(f"gomoku 6x6 k=4, {args.playouts} playouts per move, from the empty board")
+    print(f"{'batch':>6} {'playouts/s':>11} {'s per move (batch)':>19}")
+    for batch in (1, 16, 64, 100):
+        rate = playouts_per_second(game, game.init(batch), cfg, repeats=3 if batch == 1 else 1)
+        print(f"{batch:>6} {rate:>11,.0f} {batch * args.playouts / rate:>19.2f}")
+
+    print("\nvariants at batch 64, 8 random moves in (deeper trees)")
+    roots = midgame(game, 64, 8, rng)
+    for label, variant in [
+        ("stored node states, solver", cfg),
+        ("replayed paths, solver", UCTConfig(playouts=args.playouts, store_states=False)),
+        ("stored node states, no solver", UCTConfig(playouts=args.playouts, solver=False)),
+    ]:
+        print(f"  {label:<32} {playouts_per_second(game, roots, variant):>9,.0f} playouts/s")
+
+    players = (UCTPlayer(cfg, "uct_a"), UCTPlayer(cfg, "uct_b"))
+    start = time.perf_counter()
+    sample = play_match(game, *players, args.length_games, rng)
+    length_s = time.perf_counter() - start
+    mean_len = float(np.mean([len(m) for m in sample.moves]))
+    print(f"\nUCT-{args.playouts} self-play, {args.length_games} games: mean length "
+          f"{mean_len:.1f} plies (max {game.spec.max_moves}), {length_s:.1f} s; "
+          f"{sample.summary()}")
+    times = first_plies(game, players, args.games, args.plies, rng)
+    per_ply = float(np.mean(times))
+    print(f"{args.games}-game match, first {args.plies} plies: "
+          + ", ".join(f"{t:.2f}" for t in times) + " s per ply")
+    print(f"projected {args.games}-game UCT-{args.playouts} vs UCT-{args.playouts} match: "
+          f"{per_ply * mean_len / 60:.1f} min (mean length), "
+          f"at most {per_ply * game.spec.max_moves / 60:.1f} min (every game to a full board)")
+
+    if args.full:
+        start = time.perf_counter()
+        result = play_match(game, *players, args.games, rng)
+        print(f"full match: {(time.perf_counter() - start) / 60:.1f} min; {result.summary()}; "
+              f"mean length {np.mean([len(m) for m in result.moves]):.1f}")
+
+
+if __name__ == "__main__":
+    main()

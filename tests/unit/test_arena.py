@@ -1,0 +1,133 @@
+"""The batched arena, Elo arithmetic and the perfect tic-tac-toe player."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from shared.arena import (
+    MinimaxPlayer,
+    RandomPlayer,
+    elo_difference,
+    play_match,
+)
+from shared.games import make_game
+from shared.games.base import Game, State
+
+TTT = make_game("tictactoe")
+
+
+class EdgePlayer:
+    """Deterministic fake: always the lowest (or highest) legal point; records its calls."""
+
+    def __init__(self, name: str, highest: bool) -> None:
+        self.name = name
+        self.highest = highest
+        self.calls: list[int] = []
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        legal = game.legal_mask(states)
+        assert not states.terminal.any() and legal.any(axis=1).all()
+        self.calls.append(states.batch_size)
+        if self.highest:
+            return legal.shape[1] - 1 - np.argmax(legal[:, ::-1], axis=1)
+        return np.argmax(legal, axis=1)
+
+
+def test_colours_alternate_and_results_are_counted_from_a():
+    # Lowest-first vs highest-first: whoever moves first completes its edge row at ply 5.
+    #   A first: A 0, B 8, A 1, B 7, A 2 -> A wins on the top row.
+    #   B first: B 8, A 0, B 7, A 1, B 6 -> B wins on the bottom row.
+    low, high = EdgePlayer("low", highest=False), EdgePlayer("high", highest=True)
+    result = play_match(TTT, low, high, 5, np.random.default_rng(0))
+    assert result.a_first.tolist() == [True, False, True, False, True]
+    assert result.outcomes.tolist() == [1, -1, 1, -1, 1]
+    assert (result.wins, result.losses, result.draws) == (3, 2, 0)
+    assert result.score == pytest.approx(0.6)
+    assert result.moves[0] == [0, 8, 1, 7, 2]
+    assert result.moves[1] == [8, 0, 7, 1, 6]
+    # One call per player per ply, each with every game where it is to move.
+    assert low.calls == [3, 2, 3, 2, 3]
+    assert high.calls == [2, 3, 2, 3, 2]
+    assert (result.player_a, result.player_b) == ("low", "high")
+
+
+def test_draws_count_half():
+    result = play_match(TTT, MinimaxPlayer(), MinimaxPlayer(name="minimax2"), 6,
+                        np.random.default_rng(1))
+    assert (result.wins, result.losses, result.draws) == (0, 0, 6)
+    assert result.score == 0.5 and result.elo().elo == 0.0
+    assert all(len(m) == 9 for m in result.moves)
+
+
+def test_a_player_that_cheats_is_caught():
+    class Occupier:
+        name = "occupier"
+
+        def select(self, game, states, rng):
+            return np.zeros(states.batch_size, np.int64)  # point 0, even when taken
+
+    with pytest.raises(ValueError, match="not legal"):
+        play_match(TTT, Occupier(), RandomPlayer(), 2, np.random.default_rng(2))
+
+    class Short:
+        name = "short"
+
+        def select(self, game, states, rng):
+            return np.zeros(0, np.int64)
+
+    with pytest.raises(ValueError, match="returned 0 actions"):
+        play_match(TTT, Short(), RandomPlayer(), 2, np.random.default_rng(2))
+
+
+def test_minimax_knows_tictactoe_is_a_draw():
+    values = MinimaxPlayer().values(TTT, np.zeros(9, np.int8), to_play=0)
+    assert values.tolist() == [0] * 9  # every opening move draws with best play
+    # X to move with 0 1 vs 3 4: 2 wins at once (worth 4 empties + 1), 5 blocks and draws,
+    # anything else lets O win at 5 (3 empties + 1 for O); occupied points are very low.
+    board = np.array([1, 1, 0, 2, 2, 0, 0, 0, 0], np.int8)
+    values = MinimaxPlayer().values(TTT, board, to_play=0)
+    occupied = -(10**6)
+    assert values.tolist() == [occupied, occupied, 5, occupied, occupied, 0, -4, -4, -4]
+
+
+def test_minimax_never_loses_to_random():
+    result = play_match(TTT, MinimaxPlayer(), RandomPlayer(), 300, np.random.default_rng(3))
+    assert result.losses == 0
+    assert result.wins > 200, result.summary()  # random blunders most games away
+
+
+def test_minimax_refuses_games_it_cannot_solve():
+    with pytest.raises(ValueError, match="more than"):
+        MinimaxPlayer().select(make_game("gomoku6"), make_game("gomoku6").init(1),
+                               np.random.default_rng(0))
+
+
+def test_elo_difference_matches_the_logistic_curve():
+    assert elo_difference(0.5).elo == 0.0
+    assert elo_difference(0.75).elo == pytest.approx(400 * math.log10(3))
+    assert elo_difference(0.25).elo == pytest.approx(-400 * math.log10(3))
+    assert elo_difference(1.0).elo == math.inf and elo_difference(0.0).elo == -math.inf
+    with pytest.raises(ValueError):
+        elo_difference(1.5)
+
+
+def test_a_clean_sweep_still_has_a_finite_lower_bound():
+    sweep = elo_difference(1.0, 20)
+    assert sweep.elo == math.inf and sweep.high == math.inf
+    assert 200 < sweep.low < 700  # 20-0 is strong evidence, not infinite evidence
+
+
+def test_elo_interval_shrinks_with_games_and_draws():
+    few, many = elo_difference(0.6, 50), elo_difference(0.6, 5000)
+    assert few.low < many.low < many.elo < many.high < few.high
+    # 100 games at 0.6: score interval 0.6 +- 1.96 * sqrt(0.24 / 100) = [0.504, 0.696].
+    # Wilson interval of 0.6 over 100 games: (0.6 + z^2/200 -+ z sqrt(0.0024 + z^2/40000))
+    # / (1 + z^2/100) with z = 1.96 gives [0.502, 0.691], about [+1, +140] Elo.
+    hundred = elo_difference(0.6, 100)
+    assert hundred.low == pytest.approx(1.4, abs=1.0)
+    assert hundred.high == pytest.approx(139.5, abs=1.0)
+    drawish = elo_difference(0.6, 100, draw_fraction=0.8)
+    assert hundred.low < drawish.low < drawish.high < hundred.high
