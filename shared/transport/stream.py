@@ -1,0 +1,377 @@
+"""The sample stream: finished games from self-play workers to the learner, via Redis.
+
+One Redis stream per run (``zf:{RUN}:samples``) holds one entry per finished game (field
+``d`` = ``shared.samples.encode(game)``); the learner reads it through a consumer group.
+
+Nothing unread is ever dropped
+    There is no ``MAXLEN`` on ``XADD``. Memory is bounded by backpressure instead: the
+    backlog is the stream's length, which counts every entry not yet acknowledged by the
+    group, because ``trim`` removes exactly the entries below the oldest unacknowledged one
+    (below the oldest pending entry, or up to the last delivered one when none is pending;
+    the minimum over all groups). When the backlog reaches ``max_backlog``, ``append``
+    waits, polling, for the learner to catch up; after ``append_timeout_s`` it raises
+    ``BackpressureTimeout`` having written nothing, so the caller still holds its games
+    and may retry. (Redis 6.2, the bundled server, has no ``XINFO GROUPS lag``; the
+    stream length is also the quantity that costs memory, so it is the right one to bound.
+    With several producers the bound is soft by up to one batch per producer.)
+
+Bad entries never block the stream
+    An entry that fails ``decode`` (garbage, unknown schema, oversized, ...) is
+    acknowledged at once, counted in ``SampleStream.rejected[reason]``, logged in one
+    line with its id, and skipped; reading goes on with the entries after it.
+
+Exactly once, for the learner
+    Entries stay pending (delivered, unacknowledged) until the consumer acks them, and a
+    restarted consumer first gets back its own pending entries (``XREADGROUP ... 0``), so
+    a crash loses nothing. To also never count an entry twice the learner follows one
+    rule: **checkpoint first, then ack**. Its checkpoint stores the id of the last entry
+    it added to its replay window (the "cursor"; ids of one consumer's deliveries only
+    grow). After a restore it calls ``skip_through(cursor)``: re-delivered pending entries
+    at or below the cursor are already in the restored replay window, so they are acked
+    and not returned; the ones above it were lost with the crash and come back as new.
+    (Acking only after a checkpoint means the backlog includes everything read since the
+    last one: keep ``max_backlog`` above the games read per checkpoint interval, or the
+    workers wait for the next checkpoint.)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import redis
+
+from shared.samples import MAX_ENTRY_BYTES, GameSamples, SampleFormatError, decode, encode
+from shared.transport.connection import TransportError, redis_errors
+
+log = logging.getLogger(__name__)
+
+FIELD = b"d"
+"""The entry field holding the encoded game."""
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+# Trim below the oldest entry some group still needs, atomically with reading the groups'
+# state, and return the new length. For each group that is its oldest pending entry, or the
+# entry after its last delivered one when nothing is pending. Atomic so that no ack, read or
+# group change can slip between computing the bound and trimming.
+_TRIM_SCRIPT = """
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function less(a, b)
+  local am, as = parse(a)
+  local bm, bs = parse(b)
+  return am < bm or (am == bm and as < bs)
+end
+local key = KEYS[1]
+if redis.call('EXISTS', key) == 0 then return 0 end
+local floor = nil
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+  local info = {}
+  for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
+  local need
+  if info['pending'] > 0 then
+    need = redis.call('XPENDING', key, info['name'])[2]
+  else
+    local ms, seq = parse(info['last-delivered-id'])
+    need = string.format('%d-%d', ms, seq + 1)
+  end
+  if floor == nil or less(need, floor) then floor = need end
+end
+if floor ~= nil then redis.call('XTRIM', key, 'MINID', floor) end
+return redis.call('XLEN', key)
+"""
+
+
+class BackpressureTimeout(TransportError):
+    """``append`` waited ``append_timeout_s`` for the learner to drain the backlog."""
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """How a run's sample stream is read and written."""
+
+    group: str = "learner"
+    """Consumer group of the learner."""
+    consumer: str = "learner-0"
+    """This reader's name in the group; unique per live reader, stable across restarts
+    (a restarted reader gets back the pending entries of its name)."""
+    max_backlog: int = 2000
+    """Games in the stream not yet acknowledged (and trimmed) above which ``append`` waits.
+    A 15x15 gomoku game is ~50 KB, so 2000 games is ~100 MB of Redis memory."""
+    append_timeout_s: float = 120.0
+    """Seconds ``append`` waits for room before raising ``BackpressureTimeout``."""
+    poll_interval_s: float = 0.05
+    """Seconds between backlog checks while ``append`` waits."""
+    max_entry_bytes: int = MAX_ENTRY_BYTES
+    """Encoded games above this are refused by ``append`` and rejected by ``read``."""
+
+    def __post_init__(self) -> None:
+        if self.max_backlog < 1 or self.append_timeout_s < 0 or self.poll_interval_s <= 0:
+            raise ValueError(f"StreamConfig: max_backlog >= 1, append_timeout_s >= 0 and "
+                             f"poll_interval_s > 0 required, got {self}")
+        if not 0 < self.max_entry_bytes <= MAX_ENTRY_BYTES:
+            raise ValueError(f"StreamConfig.max_entry_bytes must be 1..{MAX_ENTRY_BYTES}")
+        if not self.group or not self.consumer:
+            raise ValueError("StreamConfig: group and consumer names must be non-empty")
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """A snapshot of the stream and of this reader's group."""
+
+    length: int
+    """Entries in the stream: the backlog that ``append`` bounds (all unacknowledged ones,
+    plus any acknowledged out of order behind an older pending one)."""
+    pending: int
+    """Entries delivered to the group but not acknowledged."""
+    lag: int
+    """Entries not yet delivered to the group (Redis >= 7 reports it; on 6.2 it is
+    ``length - pending``, exact when the group acknowledges in order, as the learner does)."""
+    last_delivered_id: str
+    """Id of the last entry delivered to the group ("0-0" before the first)."""
+    last_generated_id: str
+    """Id of the newest entry ever added ("0-0" for a new stream)."""
+
+
+def stream_key(run_id: str) -> str:
+    """Redis key of a run's sample stream; the braces make ``run_id`` a cluster hash tag."""
+    return f"zf:{{{check_run_id(run_id)}}}:samples"
+
+
+def check_run_id(run_id: str) -> str:
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run id must be 1-64 characters of letters, digits, '_', '.', '-'; "
+                         f"got {run_id!r}")
+    return run_id
+
+
+def parse_id(entry_id: str) -> tuple[int, int]:
+    """A stream id ``"MS-SEQ"`` as a comparable pair."""
+    ms, _, seq = entry_id.partition("-")
+    try:
+        return int(ms), int(seq or 0)
+    except ValueError:
+        raise ValueError(f"not a stream id: {entry_id!r}") from None
+
+
+class SampleStream:
+    """Append finished games (workers) and read / acknowledge them (the learner)."""
+
+    def __init__(self, client: redis.Redis, run_id: str,
+                 config: StreamConfig | None = None) -> None:
+        if client.connection_pool.connection_kwargs.get("decode_responses"):
+            raise ValueError("SampleStream needs a client with decode_responses=False "
+                             "(entries are binary); use shared.transport.connect")
+        self.redis = client
+        self.run_id = check_run_id(run_id)
+        self.config = config or StreamConfig()
+        self.key = stream_key(run_id)
+        self.rejected: Counter[str] = Counter()
+        """Entries rejected by ``read``, by reason (``SampleFormatError.reason``, or
+        ``no_data`` for an entry without the ``d`` field)."""
+        self.skipped_duplicates = 0
+        """Re-delivered entries at or below the ``skip_through`` cursor, acked unread."""
+        self.backpressure_wait_s = 0.0
+        """Total seconds ``append`` spent waiting for room."""
+        self._trim = client.register_script(_TRIM_SCRIPT)
+        # After a (re)start, first drain our own pending entries: they were delivered to
+        # this consumer name before a crash and never acknowledged.
+        self._pending_cursor: str | None = "0"
+        self._skip_through: tuple[int, int] | None = None
+        self._ensure_group()
+
+    # --- producer side -------------------------------------------------------------------
+    def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
+        """XADD one entry per game, after waiting for room; returns their ids in order.
+
+        Raises ValueError (writing nothing) if a game encodes above ``max_entry_bytes``,
+        and BackpressureTimeout (writing nothing) if the backlog stays at ``max_backlog``
+        for ``timeout_s`` (default ``config.append_timeout_s``).
+        """
+        if not games:
+            return []
+        blobs = [encode(g) for g in games]
+        for game, blob in zip(games, blobs, strict=True):
+            if len(blob) > self.config.max_entry_bytes:
+                raise ValueError(f"game {game.game_id or '?'} encodes to {len(blob)} bytes, "
+                                 f"over the {self.config.max_entry_bytes}-byte entry limit")
+        self._wait_for_room(self.config.append_timeout_s if timeout_s is None else timeout_s)
+        with redis_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for blob in blobs:
+                pipe.xadd(self.key, {FIELD: blob})
+            ids = pipe.execute()
+        return [_text(i) for i in ids]
+
+    def _wait_for_room(self, timeout_s: float) -> None:
+        limit = self.config.max_backlog
+        with redis_errors(self.redis):
+            length = self.redis.xlen(self.key)
+            if length < limit:
+                return
+            start = time.monotonic()
+            while True:
+                # Trim here too: acks may have come from a reader that does not trim.
+                length = int(self._trim(keys=[self.key]))
+                waited = time.monotonic() - start
+                if length < limit:
+                    self.backpressure_wait_s += waited
+                    return
+                if waited >= timeout_s:
+                    self.backpressure_wait_s += waited
+                    raise BackpressureTimeout(
+                        f"sample stream {self.key} still holds {length} unacknowledged games "
+                        f"(max_backlog {limit}) after {waited:.1f} s; is the learner reading?")
+                time.sleep(min(self.config.poll_interval_s, max(timeout_s - waited, 0.001)))
+
+    # --- consumer side -------------------------------------------------------------------
+    def skip_through(self, cursor: str | None) -> None:
+        """Ack-and-skip re-delivered entries with id <= ``cursor`` (the last id already in
+        the restored checkpoint); None turns skipping off."""
+        self._skip_through = None if cursor is None else parse_id(cursor)
+
+    def read(self, max_count: int = 64, block_ms: int = 0) -> list[tuple[str, GameSamples]]:
+        """Up to ``max_count`` decoded games with their entry ids, oldest first.
+
+        Own pending entries (from before a restart) come first, then new ones; waits up to
+        ``block_ms`` for new entries (0: do not wait). Bad entries are acked, counted in
+        ``rejected`` and skipped. Returns [] only when nothing arrived in time.
+        """
+        if max_count < 1:
+            raise ValueError(f"read: max_count must be >= 1, got {max_count}")
+        self._check_block(block_ms)
+        with redis_errors(self.redis):
+            while True:
+                raw = self._read_raw(max_count, block_ms)
+                if not raw:
+                    return []
+                games = self._decode_batch(raw)
+                if games:
+                    return games
+                # Everything in that batch was bad or a duplicate: keep going, so that an
+                # empty answer keeps meaning "no data".
+
+    def ack(self, ids: list[str]) -> int:
+        """XACK ``ids`` and trim what no group needs any more; returns how many were acked."""
+        if not ids:
+            return 0
+        with redis_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.xack(self.key, self.config.group, *ids)
+            self._trim(keys=[self.key], client=pipe)
+            acked, _ = pipe.execute()
+        return int(acked)
+
+    def trim(self) -> int:
+        """Drop entries every group has acknowledged; returns the stream's new length."""
+        with redis_errors(self.redis):
+            return int(self._trim(keys=[self.key]))
+
+    def lag(self) -> int:
+        """Entries not yet delivered to the group (see ``StreamInfo.lag``)."""
+        return self.info().lag
+
+    def info(self) -> StreamInfo:
+        """Length, pending, lag and ids of the stream and this reader's group."""
+        with redis_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.xlen(self.key)
+            pipe.xinfo_groups(self.key)
+            pipe.xinfo_stream(self.key)
+            try:
+                length, groups, stream = pipe.execute()
+            except redis.ResponseError as err:
+                if "no such key" not in str(err):
+                    raise
+                return StreamInfo(0, 0, 0, "0-0", "0-0")
+        group = next((g for g in groups if _text(g["name"]) == self.config.group), None)
+        if group is None:
+            raise TransportError(f"sample stream {self.key} has no group "
+                                 f"{self.config.group!r}")
+        pending = int(group["pending"])
+        lag = group.get("lag")
+        return StreamInfo(
+            length=int(length), pending=pending,
+            lag=int(lag) if lag is not None else max(int(length) - pending, 0),
+            last_delivered_id=_text(group["last-delivered-id"]),
+            last_generated_id=_text(stream["last-generated-id"]),
+        )
+
+    # --- internals -----------------------------------------------------------------------
+    def _ensure_group(self) -> None:
+        with redis_errors(self.redis):
+            try:
+                # id 0: the group sees entries appended before it existed, too.
+                self.redis.xgroup_create(self.key, self.config.group, id="0", mkstream=True)
+            except redis.ResponseError as err:
+                if "BUSYGROUP" not in str(err):
+                    raise
+
+    def _check_block(self, block_ms: int) -> None:
+        timeout = self.redis.connection_pool.connection_kwargs.get("socket_timeout")
+        if block_ms < 0 or (timeout and block_ms / 1000 >= timeout):
+            raise ValueError(f"read: block_ms must be >= 0 and below the socket timeout "
+                             f"({timeout} s), got {block_ms}")
+
+    def _read_raw(self, count: int, block_ms: int) -> list[tuple[bytes, dict | None]]:
+        group, consumer = self.config.group, self.config.consumer
+        if self._pending_cursor is not None:
+            reply = self._xreadgroup(group, consumer, self._pending_cursor, count, None)
+            if reply:
+                self._pending_cursor = _text(reply[-1][0])
+                return reply
+            self._pending_cursor = None  # history drained: from now on only new entries
+        # BLOCK 0 means "forever" to Redis; our 0 means "do not wait", i.e. no BLOCK.
+        return self._xreadgroup(group, consumer, ">", count, block_ms or None)
+
+    def _xreadgroup(self, group: str, consumer: str, start: str, count: int,
+                    block: int | None) -> list[tuple[bytes, dict | None]]:
+        try:
+            reply = self.redis.xreadgroup(group, consumer, {self.key: start},
+                                          count=count, block=block)
+        except redis.ResponseError as err:
+            if "NOGROUP" not in str(err):
+                raise
+            # The stream vanished (e.g. Redis restarted without persistence): recreate it.
+            log.warning("sample stream %s lost its group %r; recreating it", self.key, group)
+            self._ensure_group()
+            return []
+        return reply[0][1] if reply else []
+
+    def _decode_batch(self, raw: list[tuple[bytes, dict | None]]
+                      ) -> list[tuple[str, GameSamples]]:
+        good: list[tuple[str, GameSamples]] = []
+        drop: list[str] = []
+        for raw_id, fields in raw:
+            entry_id = _text(raw_id)
+            if self._skip_through is not None and parse_id(entry_id) <= self._skip_through:
+                self.skipped_duplicates += 1
+                drop.append(entry_id)
+                continue
+            data = fields.get(FIELD) if fields else None
+            try:
+                if data is None:
+                    raise SampleFormatError("no_data", "entry has no 'd' field (or was deleted)")
+                if len(data) > self.config.max_entry_bytes:
+                    raise SampleFormatError(
+                        "oversized", f"{len(data)} bytes > {self.config.max_entry_bytes}")
+                good.append((entry_id, decode(data)))
+            except SampleFormatError as err:
+                self.rejected[err.reason] += 1
+                drop.append(entry_id)
+                log.warning("rejected sample entry %s of %s: %s", entry_id, self.key,
+                            " ".join(str(err).split())[:200])
+        if drop:
+            # Ack the bad ones now: left pending they would come back after every restart.
+            self.redis.xack(self.key, self.config.group, *drop)
+        return good
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,269 @@
+"""The weight store: the learner publishes versioned weights, inference servers fetch them.
+
+Keys of a run (the braces make the run id a Redis Cluster hash tag, so all of them live
+on one node and one Lua script may touch them all):
+
+- ``zf:{RUN}:weights:{V}``: the ``shared.nets.weights_to_bytes`` blob of version V
+- ``zf:{RUN}:weights:{V}:meta``: hash of version, sha256, size (bytes), time (unix s)
+- ``zf:{RUN}:weights:latest``: the newest version; ``zf:{RUN}:weights:versions``: a
+  sorted set of the versions kept (the last ``keep``; older blobs are deleted)
+- channel ``zf:{RUN}:weights``: each new version number is PUBLISHed on it
+
+A publish is one atomic script (version check, install, prune, announce), so readers
+never see a ``latest`` whose blob is missing, and versions only ever go up. A fetch checks
+the blob against the sha256 recorded at publish time and refuses a mismatch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+from types import TracebackType
+
+import redis
+import torch
+from torch import nn
+
+from shared.nets import weights_from_bytes, weights_to_bytes
+from shared.transport.connection import TransportError, redis_errors
+from shared.transport.stream import check_run_id
+
+StateDict = dict[str, torch.Tensor]
+
+# KEYS: staging, blob, meta, latest, versions. ARGV: version, sha256, size, time, keep,
+# channel, key prefix. The blob arrives in a staging key set just before (in the same
+# pipeline) rather than as an argument, so a large net is not copied into Lua's memory.
+_PUBLISH_SCRIPT = """
+local version = tonumber(ARGV[1])
+local current = tonumber(redis.call('GET', KEYS[4]) or '-1')
+if version <= current then
+  redis.call('DEL', KEYS[1])
+  return redis.error_reply('STALE ' .. current)
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.error_reply('NOSTAGING staging key expired before publish')
+end
+redis.call('RENAME', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[3], 'version', ARGV[1], 'sha256', ARGV[2], 'size', ARGV[3],
+           'time', ARGV[4])
+redis.call('SET', KEYS[4], ARGV[1])
+redis.call('ZADD', KEYS[5], version, ARGV[1])
+local keep = tonumber(ARGV[5])
+local old = redis.call('ZRANGE', KEYS[5], 0, -(keep + 1))
+for _, v in ipairs(old) do
+  redis.call('DEL', ARGV[7] .. v, ARGV[7] .. v .. ':meta')
+end
+if #old > 0 then redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -(keep + 1)) end
+redis.call('PUBLISH', ARGV[6], ARGV[1])
+return #old
+"""
+
+
+class StaleVersionError(ValueError):
+    """``publish`` of a version not above the latest one: versions only go up."""
+
+
+class WeightsIntegrityError(TransportError):
+    """A stored blob does not match its recorded sha256 or does not parse; not applied."""
+
+
+@dataclass(frozen=True)
+class WeightInfo:
+    """What ``publish`` recorded about one version."""
+
+    version: int
+    """The version number (the learner's count of publishes)."""
+    sha256: str
+    """Hex sha256 of the stored blob."""
+    size: int
+    """Blob size in bytes."""
+    time: float
+    """Unix time of the publish."""
+
+
+class WeightStore:
+    """Versioned weights of one run in Redis (see the module docstring for the keys)."""
+
+    def __init__(self, client: redis.Redis, run_id: str, keep: int = 3,
+                 staging_ttl_s: float = 120.0) -> None:
+        if keep < 1:
+            raise ValueError(f"WeightStore: keep must be >= 1, got {keep}")
+        self.redis = client
+        self.run_id = check_run_id(run_id)
+        self.keep = keep
+        """Versions kept; older blobs are deleted on publish."""
+        self.staging_ttl_s = staging_ttl_s
+        """Lifetime of a blob uploaded but not (yet) installed, e.g. by a crashed publisher."""
+        self.prefix = f"zf:{{{run_id}}}:weights:"
+        self.channel = f"zf:{{{run_id}}}:weights"
+        self._publish = client.register_script(_PUBLISH_SCRIPT)
+
+    def key(self, version: int) -> str:
+        return f"{self.prefix}{version}"
+
+    # --- learner side --------------------------------------------------------------------
+    def publish(self, weights: nn.Module | StateDict | bytes, version: int) -> str:
+        """Store ``weights`` as ``version`` (> every earlier one), announce it, prune old
+        versions; returns the blob's sha256. Raises StaleVersionError for an old version
+        and ValueError for bytes that are not a weights blob."""
+        version = _check_version(version)
+        if isinstance(weights, bytes | bytearray | memoryview):
+            blob = bytes(weights)
+            try:
+                weights_from_bytes(blob)  # refuse to announce something nobody can load
+            except ValueError as err:
+                raise ValueError(f"publish: not a weights blob: {err}") from None
+        else:
+            blob = weights_to_bytes(weights)
+        sha = hashlib.sha256(blob).hexdigest()
+        staging = f"{self.prefix}staging:{secrets.token_hex(8)}"
+        with redis_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.set(staging, blob, px=int(self.staging_ttl_s * 1000))
+            self._publish(
+                keys=[staging, self.key(version), f"{self.key(version)}:meta",
+                      f"{self.prefix}latest", f"{self.prefix}versions"],
+                args=[version, sha, len(blob), f"{time.time():.6f}", self.keep,
+                      self.channel, self.prefix],
+                client=pipe)
+            _, result = pipe.execute(raise_on_error=False)
+        if isinstance(result, redis.ResponseError):
+            text = str(result)
+            if text.startswith("STALE"):
+                raise StaleVersionError(f"cannot publish weights version {version} of run "
+                                        f"{self.run_id}: latest is already {text.split()[1]}")
+            raise TransportError(f"publishing weights version {version} failed: {text}")
+        return sha
+
+    # --- reader side ---------------------------------------------------------------------
+    def latest_version(self) -> int | None:
+        """The newest published version, or None before the first publish."""
+        with redis_errors(self.redis):
+            value = self.redis.get(f"{self.prefix}latest")
+        return None if value is None else int(value)
+
+    def versions(self) -> list[int]:
+        """The versions still stored, oldest first."""
+        with redis_errors(self.redis):
+            return [int(v) for v in self.redis.zrange(f"{self.prefix}versions", 0, -1)]
+
+    def info(self, version: int) -> WeightInfo | None:
+        """What was recorded about ``version``, or None if it is not stored."""
+        with redis_errors(self.redis):
+            meta = self.redis.hgetall(f"{self.key(version)}:meta")
+        return _info(meta) if meta else None
+
+    def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
+        """``(version, state_dict)`` of the latest version if it is > ``newer_than``, else
+        None. Raises WeightsIntegrityError if the blob fails its sha256 check."""
+        got = self.fetch_bytes(newer_than)
+        if got is None:
+            return None
+        version, blob = got
+        try:
+            return version, weights_from_bytes(blob)
+        except ValueError as err:
+            raise WeightsIntegrityError(f"weights version {version} of run {self.run_id} "
+                                        f"is unusable ({err}); not applied") from None
+
+    def fetch_bytes(self, newer_than: int = -1) -> tuple[int, bytes] | None:
+        """Like ``fetch`` but returns the verified blob undecoded."""
+        with redis_errors(self.redis):
+            # A version can be pruned between reading `latest` and its blob when publishes
+            # race ahead by `keep`; then the newer latest is read again.
+            for _ in range(5):
+                latest = self.latest_version()
+                if latest is None or latest <= newer_than:
+                    return None
+                pipe = self.redis.pipeline(transaction=False)
+                pipe.get(self.key(latest))
+                pipe.hgetall(f"{self.key(latest)}:meta")
+                blob, meta = pipe.execute()
+                if blob is not None and meta:
+                    return latest, self._verified(latest, blob, _info(meta))
+        raise TransportError(f"weights of run {self.run_id} changed under five fetches in a "
+                             f"row; publishing faster than fetching?")
+
+    def _verified(self, version: int, blob: bytes, info: WeightInfo) -> bytes:
+        sha = hashlib.sha256(blob).hexdigest()
+        if sha != info.sha256 or len(blob) != info.size:
+            raise WeightsIntegrityError(
+                f"weights version {version} of run {self.run_id} fail their sha256 check "
+                f"(recorded {info.sha256[:12]}, got {sha[:12]}, {len(blob)} of {info.size} "
+                f"bytes); not applied")
+        return blob
+
+    # --- notifications -------------------------------------------------------------------
+    def subscribe(self) -> WeightSubscription:
+        """A subscription to new-version announcements (use as a context manager)."""
+        return WeightSubscription(self)
+
+    def wait_for_version(self, version: int, timeout_s: float) -> int | None:
+        """Block until a version >= ``version`` is published; returns the latest version,
+        or None if none arrived within ``timeout_s``."""
+        with self.subscribe() as sub:
+            # Subscribed first, then checked: a publish in between is not missed.
+            latest = self.latest_version()
+            deadline = time.monotonic() + timeout_s
+            while latest is None or latest < version:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                announced = sub.poll(left)
+                if announced is not None:
+                    latest = max(announced, latest if latest is not None else -1)
+            return latest
+
+
+class WeightSubscription:
+    """Announcements of new weight versions of one run, over Redis pub/sub."""
+
+    def __init__(self, store: WeightStore) -> None:
+        self.store = store
+        self._pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
+        with redis_errors(store.redis):
+            self._pubsub.subscribe(store.channel)
+
+    def poll(self, timeout_s: float = 0.0) -> int | None:
+        """The newest version announced since the last poll, waiting up to ``timeout_s``
+        for the first announcement; None if there was none."""
+        newest: int | None = None
+        deadline = time.monotonic() + timeout_s
+        with redis_errors(self.store.redis):
+            while True:
+                left = max(deadline - time.monotonic(), 0.0)
+                # Wait only while nothing has arrived; then just drain what is queued.
+                msg = self._pubsub.get_message(timeout=left if newest is None else 0.0)
+                if msg is None:
+                    if newest is not None or left <= 0:
+                        return newest
+                    continue
+                if msg.get("type") == "message":
+                    try:
+                        version = int(msg["data"])
+                    except (TypeError, ValueError):
+                        continue  # not one of ours; announcements are plain integers
+                    newest = version if newest is None else max(newest, version)
+
+    def close(self) -> None:
+        self._pubsub.close()
+
+    def __enter__(self) -> WeightSubscription:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _check_version(version: int) -> int:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"weights version must be an integer >= 0, got {version!r}")
+    return version
+
+
+def _info(meta: dict[bytes, bytes]) -> WeightInfo:
+    return WeightInfo(version=int(meta[b"version"]), sha256=meta[b"sha256"].decode(),
+                      size=int(meta[b"size"]), time=float(meta[b"time"]))
