@@ -1,0 +1,423 @@
+"""Policy-value networks built from a ``NetConfig`` and a game's ``GameSpec``.
+
+Every network maps float observations ``[B, C, H, W]`` to ``(policy_logits [B, A],
+value [B])`` with the value squashed by tanh into [-1, 1], from the mover's side. Two
+families cover the presets:
+
+- ``"convnet"``: a plain stack of 3x3 convolutions (the trunk most small public gomoku
+  AlphaZero implementations use), optionally with batch norm.
+- ``"resnet"``: the AlphaZero tower: a 3x3 conv stem, residual blocks of two 3x3
+  conv + batch norm layers, and the two 1x1-conv heads.
+
+This module also owns the weight formats: ``save_weights``/``load_weights`` for files
+(``torch.save`` of a plain state dict, read back with ``torch.load(weights_only=True)``)
+and ``weights_to_bytes``/``weights_from_bytes`` for the wire, a small pickle-free format
+described at ``weights_to_bytes``. ``fuse_for_inference`` folds batch norm into the
+preceding convolutions for a faster inference-only copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import os
+import struct
+import sys
+from dataclasses import dataclass
+from typing import BinaryIO, Literal
+
+import msgpack
+import numpy as np
+import torch
+from torch import nn
+
+from shared.games.base import GameSpec
+
+__all__ = [
+    "NetConfig", "PolicyValueNet", "build_net", "masked_log_softmax", "fuse_for_inference",
+    "save_weights", "load_weights", "weights_to_bytes", "weights_from_bytes",
+    "weights_sha256", "PRESETS",
+]
+
+StateDict = dict[str, torch.Tensor]
+
+
+# --------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    """Architecture of a policy-value network; the game's spec supplies the sizes."""
+
+    kind: Literal["resnet", "convnet"] = "resnet"
+    """``"resnet"``: conv stem + residual tower (AlphaZero); ``"convnet"``: plain conv stack."""
+    channels: int = 64
+    """resnet: width of the stem and of every residual block."""
+    blocks: int = 6
+    """resnet: number of residual blocks (two 3x3 convs each)."""
+    trunk: tuple[int, ...] = (32, 64, 128)
+    """convnet: output channels of each 3x3 conv layer of the trunk, in order."""
+    batch_norm: bool = True
+    """convnet: batch norm after each trunk and head conv (resnets always use it)."""
+    policy_channels: int = 2
+    """Filters of the policy head's 1x1 conv."""
+    policy_hidden: tuple[int, ...] = ()
+    """Hidden FC layer sizes between the policy conv and the A logits (AlphaZero: none)."""
+    value_channels: int = 1
+    """Filters of the value head's 1x1 conv."""
+    value_hidden: tuple[int, ...] = (256,)
+    """Hidden FC layer sizes between the value conv and the single tanh output."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("resnet", "convnet"):
+            raise ValueError(f"NetConfig.kind must be 'resnet' or 'convnet', not {self.kind!r}")
+        sizes = [self.channels, self.policy_channels, self.value_channels,
+                 *self.trunk, *self.policy_hidden, *self.value_hidden]
+        if any(int(s) < 1 for s in sizes):
+            raise ValueError(f"NetConfig: every layer size must be >= 1, got {self}")
+        if self.blocks < 0:
+            raise ValueError(f"NetConfig.blocks must be >= 0, got {self.blocks}")
+        if self.kind == "convnet" and not self.trunk:
+            raise ValueError("NetConfig: a convnet needs at least one trunk layer")
+
+    @staticmethod
+    def preset(name: str) -> NetConfig:
+        """The named preset (see ``PRESETS``); ValueError listing the known names."""
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise ValueError(
+                f"unknown net preset {name!r}; known: {', '.join(PRESETS)}") from None
+
+    def replace(self, **changes: object) -> NetConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+PRESETS: dict[str, NetConfig] = {
+    # Fast enough for unit tests on one core: one residual block of 16 channels.
+    "tiny": NetConfig(kind="resnet", channels=16, blocks=1, policy_channels=2,
+                      value_channels=1, value_hidden=(16,)),
+    # The net of most small public gomoku AlphaZero repos: 3 convs, no batch norm.
+    "small": NetConfig(kind="convnet", trunk=(32, 64, 128), batch_norm=False,
+                       policy_channels=4, value_channels=2, value_hidden=(64,)),
+    # AlphaZero towers; the value FC scales down with the width so small nets stay small.
+    "resnet6x64": NetConfig(kind="resnet", channels=64, blocks=6, value_hidden=(128,)),
+    "resnet10x128": NetConfig(kind="resnet", channels=128, blocks=10, value_hidden=(256,)),
+    "resnet20x256": NetConfig(kind="resnet", channels=256, blocks=20, value_hidden=(256,)),
+    # QPT-CleverGo's 9x9 net: the same 3-conv trunk with deeper heads.
+    "qpt": NetConfig(kind="convnet", trunk=(32, 64, 128), batch_norm=False,
+                     policy_channels=8, policy_hidden=(256,),
+                     value_channels=4, value_hidden=(128, 64)),
+}
+"""Preset name -> NetConfig."""
+
+
+# --------------------------------------------------------------------------------------
+# Modules
+# --------------------------------------------------------------------------------------
+
+
+class ConvBNAct(nn.Module):
+    """conv -> (batch norm) -> (ReLU), the unit that ``fuse_for_inference`` folds.
+
+    Kept as one module with named parts so the fuser finds each conv/BN pair without
+    guessing from module order.
+    """
+
+    def __init__(self, c_in: int, c_out: int, kernel: int, bn: bool, act: bool = True):
+        super().__init__()
+        # The BN's shift makes a conv bias redundant.
+        self.conv = nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2, bias=not bn)
+        self.bn: nn.Module = nn.BatchNorm2d(c_out) if bn else nn.Identity()
+        self.act: nn.Module = nn.ReLU(inplace=True) if act else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.bn(self.conv(x)))
+
+
+class ResBlock(nn.Module):
+    """x -> relu(x + bn(conv(relu(bn(conv(x))))))."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.a = ConvBNAct(channels, channels, 3, bn=True)
+        self.b = ConvBNAct(channels, channels, 3, bn=True, act=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.b(self.a(x)))
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    """Linear layers through ``sizes`` with ReLU between them (none after the last)."""
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU(inplace=True))
+    return nn.Sequential(*layers)
+
+
+class PolicyValueNet(nn.Module):
+    """Trunk + policy head + value head for one game spec.
+
+    ``forward(x [B, C, H, W] float) -> (policy_logits [B, A], value [B] in [-1, 1])``.
+    """
+
+    def __init__(self, config: NetConfig, spec: GameSpec):
+        super().__init__()
+        self.config = config
+        self.obs_shape: tuple[int, int, int] = tuple(spec.obs_shape)  # type: ignore[assignment]
+        self.num_actions = int(spec.num_actions)
+        c_in, h, w = self.obs_shape
+        if config.kind == "resnet":
+            layers: list[nn.Module] = [ConvBNAct(c_in, config.channels, 3, bn=True)]
+            layers += [ResBlock(config.channels) for _ in range(config.blocks)]
+            width, bn = config.channels, True
+        else:
+            layers, prev = [], c_in
+            for c in config.trunk:
+                layers.append(ConvBNAct(prev, c, 3, bn=config.batch_norm))
+                prev = c
+            width, bn = prev, config.batch_norm
+        self.trunk = nn.Sequential(*layers)
+        self.policy_conv = ConvBNAct(width, config.policy_channels, 1, bn=bn)
+        self.policy_fc = _mlp([config.policy_channels * h * w, *config.policy_hidden,
+                               self.num_actions])
+        self.value_conv = ConvBNAct(width, config.value_channels, 1, bn=bn)
+        self.value_fc = _mlp([config.value_channels * h * w, *config.value_hidden, 1])
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [B, C, H, W] float -> (policy_logits [B, A], value [B])."""
+        z = self.trunk(x)
+        # flatten(1) also works for channels_last inputs (it copies to contiguous order).
+        p = self.policy_fc(self.policy_conv(z).flatten(1))
+        v = torch.tanh(self.value_fc(self.value_conv(z).flatten(1))).squeeze(1)
+        return p, v
+
+
+def build_net(config: NetConfig | str, spec: GameSpec) -> PolicyValueNet:
+    """A freshly initialised network for ``spec``; ``config`` may be a preset name."""
+    if isinstance(config, str):
+        config = NetConfig.preset(config)
+    return PolicyValueNet(config, spec)
+
+
+def num_parameters(net: nn.Module) -> int:
+    """Trainable parameter count."""
+    return sum(p.numel() for p in net.parameters() if p.requires_grad)
+
+
+# --------------------------------------------------------------------------------------
+# Masked policy
+# --------------------------------------------------------------------------------------
+
+
+def masked_log_softmax(logits: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities over the legal actions only.
+
+    logits [B, A] float, legal [B, A] bool -> [B, A] float of the same dtype.
+
+    Illegal entries get a large negative finite number rather than -inf, so a loss like
+    ``-(target * logp).sum()`` stays finite where ``target`` is 0 (0 * -inf is NaN), and
+    their probability ``exp`` is exactly 0. A row with no legal action comes out uniform
+    (all entries equal), never NaN.
+    """
+    # Half of the dtype's lowest value: low enough that exp() underflows to 0, far enough
+    # from the limit that subtracting the row max cannot overflow to -inf.
+    fill = torch.finfo(logits.dtype).min / 2
+    masked = logits.masked_fill(~legal.bool(), fill)
+    return torch.log_softmax(masked, dim=-1)
+
+
+# --------------------------------------------------------------------------------------
+# Inference copy with batch norm folded into the convolutions
+# --------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def _fold_bn(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> None:
+    """Rewrite ``conv`` in place so conv'(x) == bn(conv(x)) with bn's running statistics.
+
+    bn(y) = (y - mean) * g / sqrt(var + eps) + beta, so scaling each output filter by
+    s = g / sqrt(var + eps) and setting bias' = (bias - mean) * s + beta is exact.
+    """
+    if bn.running_mean is None or bn.running_var is None:
+        raise ValueError("cannot fold a BatchNorm without running statistics")
+    scale = torch.rsqrt(bn.running_var + bn.eps)
+    if bn.weight is not None:
+        scale = scale * bn.weight
+    shift = -bn.running_mean * scale
+    if bn.bias is not None:
+        shift = shift + bn.bias
+    if conv.bias is not None:
+        shift = shift + conv.bias * scale
+    conv.weight.copy_(conv.weight * scale.reshape(-1, 1, 1, 1))
+    conv.bias = nn.Parameter(shift.detach().clone(), requires_grad=False)
+
+
+def fuse_for_inference(net: nn.Module) -> nn.Module:
+    """An eval-mode deep copy of ``net`` with every ConvBNAct's batch norm folded away.
+
+    The original is left untouched (it keeps training); the copy computes the same
+    function as ``net.eval()`` up to float rounding, with one op fewer per conv.
+    """
+    fused = copy.deepcopy(net).eval()
+    for module in fused.modules():
+        if isinstance(module, ConvBNAct) and isinstance(module.bn, nn.BatchNorm2d):
+            _fold_bn(module.conv, module.bn)
+            module.bn = nn.Identity()
+    for p in fused.parameters():
+        p.requires_grad_(False)
+    return fused
+
+
+# --------------------------------------------------------------------------------------
+# Weights: files
+# --------------------------------------------------------------------------------------
+
+
+def _plain_state_dict(net_or_sd: nn.Module | StateDict) -> StateDict:
+    sd = net_or_sd.state_dict() if isinstance(net_or_sd, nn.Module) else net_or_sd
+    return {k: v.detach().cpu().contiguous() for k, v in sd.items()}
+
+
+def save_weights(net_or_sd: nn.Module | StateDict,
+                 path_or_buffer: str | os.PathLike | BinaryIO) -> None:
+    """Save a state dict of plain CPU tensors with ``torch.save`` (no module objects).
+
+    Only tensors go in, so ``load_weights`` can read it back with ``weights_only=True``.
+    """
+    torch.save(_plain_state_dict(net_or_sd), path_or_buffer)
+
+
+def load_weights(path_or_buffer: str | os.PathLike | BinaryIO,
+                 net: nn.Module | None = None, strict: bool = True) -> StateDict:
+    """Read weights saved by ``save_weights`` (``torch.load(weights_only=True)``, to CPU).
+
+    If ``net`` is given the weights are also loaded into it. Returns the state dict.
+    """
+    sd = torch.load(path_or_buffer, map_location="cpu", weights_only=True)
+    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise ValueError("weights file does not hold a plain state dict of tensors")
+    if net is not None:
+        net.load_state_dict(sd, strict=strict)
+    return sd
+
+
+# --------------------------------------------------------------------------------------
+# Weights: bytes for the wire
+# --------------------------------------------------------------------------------------
+
+_MAGIC = b"ZFW1"
+_PREFIX = struct.Struct("<4sI")  # magic, header length (little-endian uint32)
+_ALIGN = 64  # tensor offsets are aligned so numpy/torch views need no realignment
+_MAX_HEADER = 16 << 20
+_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
+    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+_DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+def weights_to_bytes(state_dict: nn.Module | StateDict) -> bytes:
+    """Serialise a state dict to bytes without pickle.
+
+    Layout::
+
+        b"ZFW1" | header_len: uint32 LE | header: msgpack | zero padding | data
+
+    header = {"format": 1, "data_sha256": hex digest of data, "data_len": int,
+    "tensors": [[name, dtype, shape, offset, nbytes], ...]} in state-dict order; offsets
+    are relative to the start of data (which begins at a multiple of 64 bytes, as does
+    each tensor) and each tensor is its contiguous little-endian raw bytes (bfloat16 as
+    its 2-byte pattern). dtype is one of float32, float16, bfloat16, float64, int64,
+    int32, int16, int8, uint8, bool. The output is deterministic for a given state dict.
+    """
+    # Raw tensor bytes are written in host order; the format is defined as little-endian.
+    if sys.byteorder != "little":
+        raise RuntimeError("weights_to_bytes supports little-endian hosts only")
+    sd = _plain_state_dict(state_dict)
+    entries, chunks, offset = [], [], 0
+    for name, t in sd.items():
+        if t.dtype not in _DTYPE_NAMES:
+            raise ValueError(f"weights_to_bytes: tensor {name!r} has unsupported dtype {t.dtype}")
+        # reshape(-1) first: a 0-dim tensor cannot be viewed as another element size.
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        pad = -offset % _ALIGN
+        if pad:
+            chunks.append(b"\0" * pad)
+            offset += pad
+        entries.append([name, _DTYPE_NAMES[t.dtype], list(t.shape), offset, len(raw)])
+        chunks.append(raw)
+        offset += len(raw)
+    data = b"".join(chunks)
+    header = msgpack.packb({"format": 1, "data_sha256": hashlib.sha256(data).hexdigest(),
+                            "data_len": len(data), "tensors": entries}, use_bin_type=True)
+    head = _PREFIX.pack(_MAGIC, len(header)) + header
+    return head + b"\0" * (-len(head) % _ALIGN) + data
+
+
+def weights_from_bytes(blob: bytes | bytearray | memoryview) -> StateDict:
+    """Parse ``weights_to_bytes`` output into a state dict of fresh CPU tensors.
+
+    Raises ValueError (saying what is wrong) on a bad magic, truncation, a malformed
+    header, out-of-range tensors or a data checksum mismatch.
+    """
+    if sys.byteorder != "little":
+        raise RuntimeError("weights_from_bytes supports little-endian hosts only")
+    buf = memoryview(blob).cast("B")
+    if len(buf) < _PREFIX.size:
+        raise ValueError(f"weights blob too short ({len(buf)} bytes)")
+    magic, header_len = _PREFIX.unpack_from(buf)
+    if magic != _MAGIC:
+        raise ValueError(f"not a zeroforge weights blob (magic {bytes(magic)!r})")
+    if header_len > _MAX_HEADER or _PREFIX.size + header_len > len(buf):
+        raise ValueError(f"weights blob truncated or corrupt: header of {header_len} bytes "
+                         f"does not fit in {len(buf)}")
+    try:
+        header = msgpack.unpackb(buf[_PREFIX.size:_PREFIX.size + header_len], raw=False)
+    except Exception as err:  # msgpack raises several unrelated types
+        raise ValueError(f"weights blob header is not valid msgpack: {err}") from None
+    if (not isinstance(header, dict) or header.get("format") != 1
+            or not isinstance(header.get("tensors"), list)
+            or not isinstance(header.get("data_len"), int)
+            or not isinstance(header.get("data_sha256"), str)):
+        raise ValueError("weights blob header is malformed or of an unknown format")
+    start = _PREFIX.size + header_len
+    start += -start % _ALIGN
+    data = buf[start:]
+    if len(data) != header["data_len"]:
+        raise ValueError(f"weights blob truncated or padded: {len(data)} data bytes, "
+                         f"header says {header['data_len']}")
+    if hashlib.sha256(data).hexdigest() != header["data_sha256"]:
+        raise ValueError("weights blob data fails its sha256 check (corrupt)")
+    array = np.frombuffer(data, dtype=np.uint8)
+    out: StateDict = {}
+    for entry in header["tensors"]:
+        try:
+            name, dtype_name, shape, offset, nbytes = entry
+            dtype = _DTYPES[dtype_name]
+            shape = tuple(int(s) for s in shape)
+            offset, nbytes = int(offset), int(nbytes)
+        except (TypeError, ValueError, KeyError):
+            raise ValueError(f"weights blob has a malformed tensor entry {entry!r}") from None
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if (not isinstance(name, str) or name in out or min(shape, default=0) < 0
+                or nbytes != int(np.prod(shape, dtype=np.int64)) * itemsize
+                or offset < 0 or offset + nbytes > len(data)):
+            raise ValueError(f"weights blob has an inconsistent tensor entry {entry!r}")
+        # copy(): the result owns its memory and is writable, independent of ``blob``.
+        raw = torch.from_numpy(array[offset:offset + nbytes].copy())
+        out[name] = raw.view(dtype).reshape(shape)
+    return out
+
+
+def weights_sha256(weights: nn.Module | StateDict | bytes) -> str:
+    """Hex sha256 of the ``weights_to_bytes`` form: equal weights give equal hashes."""
+    blob = weights if isinstance(weights, bytes | bytearray) else weights_to_bytes(weights)
+    return hashlib.sha256(blob).hexdigest()
