@@ -24,7 +24,7 @@ from deploy.config import load_train_config
 from deploy.local_run import LocalRun
 from shared.arena import MinimaxPlayer, RandomPlayer, play_match
 from shared.games import make_game
-from shared.search.uct import winning_actions
+from shared.search.tactics import winning_actions
 
 
 def missed_wins_against_random(game, agent, num_games: int, rng) -> tuple[int, int, object]:

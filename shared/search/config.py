@@ -69,6 +69,12 @@ class SearchConfig:
     gumbel_c_scale: float = 1.0
     """c_scale of σ(q) = (c_visit + max_b N(b)) * c_scale * q."""
 
+    take_immediate_wins: bool = True
+    """Play a move that wins on the spot whenever one exists (every legal root move is tried
+    through the rules in one batched ``step``). Search values a win now and a forced win
+    later both at +1, so without this it may dawdle; the training target stays the search
+    policy either way."""
+
     reuse_tree: bool = False
     """Keep the subtree under the played move for the next search (``MCTS.advance``)."""
 

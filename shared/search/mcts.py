@@ -29,6 +29,7 @@ from shared.games.base import Game, State
 from shared.search.config import SearchConfig
 from shared.search.evaluator import Evaluator, check_evaluation
 from shared.search.gumbel import GumbelRoot, finish_kernel, interior_pick, root_actions_kernel
+from shared.search.tactics import winning_actions
 from shared.search.tree import (
     ILLEGAL,
     UNEXPANDED,
@@ -411,5 +412,8 @@ class MCTS:
             temperature = np.where(young, cfg.temperature, 0.0)
             uniforms = np.array([r.random() for r in rngs])
             action = sample_actions(counts, temperature, uniforms)
+        if cfg.take_immediate_wins:
+            winning = winning_actions(self.game, states)
+            action = np.where(winning >= 0, winning, action)
         return SearchResult(action=action, visit_policy=policy.astype(np.float32),
                             root_value=root_value, visit_counts=counts)

@@ -41,6 +41,7 @@ import numpy as np
 from shared.games.base import Game, State
 from shared.games.sampling import sample_legal
 from shared.search.rollout import rollout_outcomes
+from shared.search.tactics import winning_actions
 
 
 @dataclass(frozen=True)
@@ -258,22 +259,6 @@ def _expand_and_backup(children, parent, action, legal, to_play, proven, result,
             if p >= 0:
                 wins[b, node] += 0.5 + 0.5 * _for_mover(z, to_play[b, p])
             node = p
-
-
-def winning_actions(game: Game, states: State) -> np.ndarray:
-    """[B] int32: an action that wins on the spot for the player to move, -1 if none.
-
-    All legal actions of all B games are tried in one batched ``step``.
-    """
-    out = np.full(states.batch_size, -1, np.int32)
-    rows, acts = np.nonzero(game.legal_mask(states))
-    if rows.size == 0:
-        return out
-    after = game.step(states.take(rows), acts)
-    sign = np.where(states.to_play[rows] == 0, 1, -1)
-    wins = game.terminal(after) & (game.outcome(after) * sign > 0)
-    out[rows[wins]] = acts[wins]
-    return out
 
 
 def _replay(game: Game, roots: State, trees: _Trees, rows: np.ndarray, path: np.ndarray,

@@ -28,7 +28,7 @@ def ttt(board: str) -> State:
 
 
 def gumbel(**kw) -> SearchConfig:
-    return SearchConfig(**{"gumbel": True, **kw})
+    return SearchConfig(**{"gumbel": True, "take_immediate_wins": False, **kw})
 
 
 # --- a 1-ply bandit whose arm values are known exactly ---------------------------------

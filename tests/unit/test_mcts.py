@@ -31,8 +31,10 @@ def ttt(board: str) -> State:
 
 
 def deterministic(**kw) -> SearchConfig:
-    """Evaluation-style search: no noise, most visited move."""
-    return SearchConfig(**{"add_noise": False, "temperature": 0.0, **kw})
+    """Evaluation-style search: no noise, most visited move, no rules-only shortcut (so the
+    tests see what the search itself finds)."""
+    return SearchConfig(**{"add_noise": False, "temperature": 0.0, "take_immediate_wins": False,
+                           **kw})
 
 
 # --- a 1-ply bandit whose arm values are known exactly ---------------------------------
@@ -493,3 +495,33 @@ def test_config_rejects_nonsense():
         SearchConfig(num_simulations=0)
     with pytest.raises(ValueError, match="rollout_mix"):
         SearchConfig(rollout_mix=1.5)
+
+
+class _LyingPrior:
+    """All prior mass on one move and a flat value: search alone is led astray."""
+
+    def __init__(self, favourite: int) -> None:
+        self.favourite = favourite
+
+    def evaluate(self, obs, legal):
+        from shared.search.evaluator import Evaluation
+
+        logits = np.full(legal.shape, -20.0, np.float32)
+        logits[:, self.favourite] = 20.0
+        return Evaluation(logits, np.zeros(legal.shape[0], np.float32))
+
+
+def test_take_immediate_wins_overrides_a_misled_search():
+    # X to move can win at 2 (top row); the prior pushes every visit towards 8
+    state = ttt("""X X .
+                   O O .
+                   . . .""")
+    misled = MCTS(TTT, _LyingPrior(8), deterministic(num_simulations=4)).search(
+        state, np.random.default_rng(0))
+    assert misled.action[0] == 8
+    fixed = MCTS(TTT, _LyingPrior(8),
+                 deterministic(num_simulations=4, take_immediate_wins=True)).search(
+        state, np.random.default_rng(0))
+    assert fixed.action[0] == 2
+    # the training target is still the search's own visit distribution
+    np.testing.assert_array_equal(fixed.visit_policy, misled.visit_policy)

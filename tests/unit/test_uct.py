@@ -13,7 +13,8 @@ from shared.search.rollout import (
     random_rollout_values,
     sample_from_policy,
 )
-from shared.search.uct import UCTConfig, UCTPlayer, uct_search, winning_actions
+from shared.search.tactics import winning_actions
+from shared.search.uct import UCTConfig, UCTPlayer, uct_search
 
 TTT = make_game("tictactoe")
 GOMOKU6 = make_game("gomoku6")
