@@ -51,6 +51,9 @@ class RunConfig:
     """Simulations a move for the trained agent in evaluation (0: the search's number)."""
     progress_every_s: float = 5.0
     """Seconds between progress lines."""
+    torch_threads: int = 1
+    """torch intra-op threads of this process (0: torch's default). Small batched convs run
+    fastest on one thread, and several threads collapse when cores are shared."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
+import torch
 import yaml
 
 from actors.evaluation import MCTSPlayer, evaluate_against
@@ -57,6 +58,8 @@ class LocalRun:
         self.config = config
         self.out = out or sys.stdout
         self.run_dir = Path(config.run.run_dir)
+        if config.run.torch_threads:
+            torch.set_num_threads(config.run.torch_threads)
         self.game = make_game(config.game)
         self.learner = Learner(config.learner, self.game.spec.spec_string, config.net)
         self.checkpoint_path = self.run_dir / CHECKPOINT

@@ -106,7 +106,8 @@ class Learner:
         if len(self.replay) < max(self.config.min_replay, 1):
             return False
         spi = self.config.samples_per_insert
-        return spi <= 0 or self.samples_trained + self.config.batch_size <= spi * self.replay.inserted
+        budget = spi * self.replay.inserted
+        return spi <= 0 or self.samples_trained + self.config.batch_size <= budget
 
     def lr_at(self, step: int) -> float:
         c = self.config

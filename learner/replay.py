@@ -38,7 +38,8 @@ class ReplayWindow:
         """Append positions: obs [T, C, H, W], policy [T, A], value [T]."""
         t = obs.shape[0]
         if t > self.capacity:  # only the newest fit
-            obs, policy, value = obs[-self.capacity:], policy[-self.capacity:], value[-self.capacity:]
+            keep = slice(-self.capacity, None)
+            obs, policy, value = obs[keep], policy[keep], value[keep]
         idx = (self.inserted + np.arange(obs.shape[0])) % self.capacity
         self.obs[idx] = obs
         self.policy[idx] = policy

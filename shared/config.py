@@ -82,7 +82,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any], where: str = "config") -> T
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(names))})")
+        known = ", ".join(sorted(names))
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
     kwargs = {k: _convert(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     try:
         return cls(**kwargs)
@@ -112,7 +113,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {first}") from None
+        kind = path.suffix.lstrip(".") or "yaml"
+        raise ConfigError(f"{path}: not valid {kind}: {first}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
