@@ -41,6 +41,9 @@ class RunConfig:
     """Publish new weights to self-play every this many learner steps."""
     checkpoint_every_s: float = 60.0
     """Seconds between checkpoints (and one at the end)."""
+    snapshot_every_s: float = 0.0
+    """Seconds between weight snapshots ``snapshots/weights-<seconds>s.pt`` kept for
+    learning curves (0: none)."""
     eval_every_s: float = 120.0
     """Seconds between evaluation matches (0: only at the end)."""
     eval_games: int = 20

@@ -23,7 +23,7 @@ from deploy.config import TrainConfig
 from learner.learner import Learner
 from shared import config as cfg
 from shared.games import make_game
-from shared.nets import build_net
+from shared.nets import build_net, save_weights
 from shared.torch_evaluator import TorchEvaluator
 
 CHECKPOINT = "checkpoint.pt"
@@ -103,7 +103,7 @@ class LocalRun:
     def run(self) -> Progress:
         r = self.config.run
         self._write_config()
-        start = last_ckpt = last_eval = last_line = time.monotonic()
+        start = last_ckpt = last_eval = last_line = last_snap = time.monotonic()
         positions0 = 0
         steps_at_publish = self.learner.steps
         while not self._done(start):
@@ -125,6 +125,9 @@ class LocalRun:
                 self.progress.win_rates = self.evaluate()
                 self._log_eval()
                 last_eval = time.monotonic()
+            if r.snapshot_every_s and now - last_snap >= r.snapshot_every_s:
+                self._snapshot(now - start)
+                last_snap = now
             if now - last_ckpt >= r.checkpoint_every_s:
                 self.learner.save(self.checkpoint_path)
                 last_ckpt = now
@@ -139,6 +142,11 @@ class LocalRun:
         self._say(self.progress.line())
         self._say(f"checkpoint: {self.checkpoint_path}")
         return self.progress
+
+    def _snapshot(self, elapsed: float) -> None:
+        folder = self.run_dir / "snapshots"
+        folder.mkdir(parents=True, exist_ok=True)
+        save_weights(self.learner.weights(), folder / f"weights-{elapsed:06.0f}s.pt")
 
     def _log_eval(self) -> None:
         entry = {"elapsed_s": round(self.progress.elapsed, 1), "steps": self.learner.steps,

@@ -384,6 +384,23 @@ def test_superko_bans_exactly_the_repeatable_positions():
     assert legal(g, g.with_to_play(fake, 1), "C3")  # a white stone there is another position
 
 
+def test_superko_hash_counts_a_group_touching_the_move_twice_once():
+    g = make_go(size=5)
+    s = position(g, """
+        . X X . .
+        X O O X .
+        X O . X .
+        . X X X .
+        . . . . .
+    """)
+    result = play(g, s, "C3")  # captures the three white stones, which touch C3 twice
+    assert result.captures[0, 0] == 3
+    fake = s.copy()
+    fake.position_hashes[0, 1] = result.zobrist[0]
+    fake.num_positions[0] = fake.repeat_limit[0] = 2
+    assert not legal(g, g.with_to_play(fake, 0), "C3")
+
+
 # --- end of game, scoring ---------------------------------------------------------------------
 SEKI = """
     . X X X .
@@ -625,7 +642,7 @@ def check_random_game(game: Go, seed: int, start: GoState | None = None,
     return extra_bans
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31), size=st.sampled_from([5, 6, 7]),
        ko=st.sampled_from(["superko", "simple"]), komi=st.sampled_from([7.5, 0.5, 2.0]))
 def test_random_games_agree_with_the_reference(seed, size, ko, komi):
