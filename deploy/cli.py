@@ -54,7 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train by self-play. --local runs everything in this process.",
     )
     train.add_argument("--local", action="store_true",
-                       help="single-process loop: self-play, learner and evaluation in turn")
+                       help="single-process loop: self-play, learner and evaluation in turn "
+                            "(default: Ray actors + Redis, started for you)")
+    train.add_argument("--address", default=None,
+                       help="join this Ray cluster (default: $RAY_ADDRESS or a new local one)")
+    train.add_argument("--redis-url", default=None,
+                       help="use this Redis (redis://:PASSWORD@host:port/0, or the password "
+                            "in $ZEROFORGE_REDIS_PASSWORD); default: start the bundled one")
+    train.add_argument("--workers", type=int, default=None, help="self-play workers")
+    train.add_argument("--run-id", default=None, help="name of the run")
     train.add_argument("--config", default=None,
                        help="YAML/TOML config file, or a preset name from deploy/configs")
     train.add_argument("--game", default=None, help="game spec (overrides the config)")
@@ -68,7 +76,39 @@ def build_parser() -> argparse.ArgumentParser:
                        metavar="SECTION.KEY=VALUE",
                        help="override any config field, e.g. --set learner.lr=0.01 (repeatable)")
     train.set_defaults(func=commands.cmd_train)
+
+    for name, text in (("status", "show a running job: actors, throughput, weights, lag"),
+                       ("scale", "change the number of self-play workers or inference servers"),
+                       ("stop", "stop a running job cleanly (final checkpoint)")):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("--address", default=None,
+                       help="Ray cluster of the job (default: $RAY_ADDRESS or the local one)")
+        p.add_argument("--run-id", default=None, help="which run, if several are going")
+        if name == "status":
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "scale":
+            p.add_argument("--workers", type=_nonneg, default=None, help="self-play workers")
+            p.add_argument("--inference-servers", type=_positive, default=None,
+                           help="inference servers")
+        p.set_defaults(func=getattr(commands, f"cmd_{name}"))
     return parser
+
+
+def _nonneg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _nonneg(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -60,16 +60,65 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     overrides = list(args.overrides)
     for flag, key in (("game", "game"), ("minutes", "run.minutes"), ("steps",
-                      "run.max_learner_steps"), ("run_dir", "run.run_dir"), ("seed", "run.seed")):
-        value = getattr(args, flag)
+                      "run.max_learner_steps"), ("run_dir", "run.run_dir"), ("seed", "run.seed"),
+                      ("workers", "selfplay.workers"), ("run_id", "run.run_id")):
+        value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={value}")
     config = load_train_config(args.config, overrides)
-    if not args.local:
-        raise CommandError("the distributed runtime is not built yet; use --local")
-    from deploy.local_run import LocalRun
+    if args.local:
+        from deploy.local_run import LocalRun
 
-    LocalRun(config, resume=args.resume).run()
+        LocalRun(config, resume=args.resume).run()
+        return 0
+    from deploy import distributed
+
+    distributed.train(config, address=args.address, redis_url=args.redis_url,
+                      resume=args.resume)
+    return 0
+
+
+def _controller(args: argparse.Namespace):
+    from deploy import distributed
+
+    try:
+        return distributed.find_controller(args.address, args.run_id)
+    except distributed.RunNotFound as err:
+        raise CommandError(str(err)) from None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import ray
+
+    from deploy import distributed
+
+    _, controller = _controller(args)
+    st = ray.get(controller.status.remote())
+    print(distributed.status_json(st) if args.json else distributed.status_text(st))
+    return 0
+
+
+def cmd_scale(args: argparse.Namespace) -> int:
+    import ray
+
+    if args.workers is None and args.inference_servers is None:
+        raise CommandError("nothing to change: give --workers and/or --inference-servers")
+    run_id, controller = _controller(args)
+    try:
+        desired = ray.get(controller.scale.remote(args.workers, args.inference_servers))
+    except ray.exceptions.RayTaskError as err:
+        raise CommandError(str(err.cause) if err.cause else str(err).splitlines()[0]) from None
+    print(f"run {run_id}: desired " + ", ".join(f"{k} {v}" for k, v in desired.items()))
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    import ray
+
+    run_id, controller = _controller(args)
+    st = ray.get(controller.stop.remote())
+    print(f"run {run_id}: {st['state']} after {st['games']:.0f} games, "
+          f"{st['learner_steps']:.0f} learner steps, weights v{st['weights_version']:.0f}")
     return 0
 
 

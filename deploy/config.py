@@ -23,6 +23,8 @@ CONFIG_DIR = Path(__file__).parent / "configs"
 class RunConfig:
     """The run as a whole: where it writes, how long it lasts, how it reports."""
 
+    run_id: str = ""
+    """Name of the run (letters, digits, ``_.-``); empty: generated from the time."""
     run_dir: str = "runs/latest"
     """Directory for checkpoints, config copy, SGF samples and the progress log."""
     minutes: float = 0.0
@@ -60,6 +62,33 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class DistributedConfig:
+    """How a distributed run places its actors (ignored by ``train --local``)."""
+
+    inference: str = "auto"
+    """``local``: each self-play worker runs its own network; ``server``: workers send leaf
+    batches to inference servers; ``auto``: servers when the cluster has GPUs."""
+    inference_servers: int = 1
+    """Inference servers to keep alive when inference is ``server``."""
+    worker_cpus: float = 1.0
+    """CPUs Ray reserves per self-play worker."""
+    learner_cpus: float = 1.0
+    """CPUs Ray reserves for the learner."""
+    learner_gpus: float = 0.0
+    """GPUs Ray reserves for the learner (set 1 on GPU clusters)."""
+    evaluator: bool = True
+    """Run an evaluator actor that plays new weights against the anchors."""
+    evaluator_cpus: float = 0.5
+    """CPUs Ray reserves for the evaluator."""
+    monitor_interval_s: float = 1.0
+    """How often the controller checks actors, replaces dead ones and gathers metrics."""
+    metrics_port: int = 0
+    """Port of the run's Prometheus endpoint on the controller's host (0: any free one)."""
+    metrics_host: str = "127.0.0.1"
+    """Address the metrics endpoint binds to (loopback unless told otherwise)."""
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs."""
 
@@ -71,6 +100,7 @@ class TrainConfig:
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
 
 def _expand_net_preset(data: dict[str, Any]) -> dict[str, Any]:
