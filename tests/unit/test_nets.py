@@ -183,7 +183,8 @@ def test_save_and_load_weights_file(tmp_path) -> None:
 FUSE_CASES = {
     "tiny": PRESETS["tiny"],
     "resnet2x16": NetConfig(channels=16, blocks=2, value_hidden=(32,)),
-    "small": PRESETS["small"],  # no batch norm: fusing must leave it as it is
+    "small": PRESETS["small"],
+    "qpt": PRESETS["qpt"],  # no batch norm: fusing must leave it as it is
     "convnet_bn": NetConfig(kind="convnet", trunk=(8, 16), batch_norm=True),
 }
 
@@ -201,7 +202,7 @@ def test_fused_copy_matches_unfused(name: str) -> None:
         (p0, v0), (p1, v1) = net(x), fused(x)
     assert torch.allclose(p0, p1, atol=1e-4, rtol=1e-4)
     assert torch.allclose(v0, v1, atol=1e-5)
-    assert any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules()) == (name != "small")
+    assert any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules()) == (name != "qpt")
     assert net.training is False and all(p.requires_grad for p in net.parameters())
 
 
