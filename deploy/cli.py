@@ -77,6 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override any config field, e.g. --set learner.lr=0.01 (repeatable)")
     train.set_defaults(func=commands.cmd_train)
 
+    pre = sub.add_parser(
+        "pretrain",
+        help="supervised pre-training from SGF game records (Go or gomoku)",
+        description="Train the policy (move played) and value (result) from SGF records; "
+                    "writes RUN_DIR/checkpoint.pt, which `zeroforge train --resume` continues.",
+    )
+    pre.add_argument("--sgf", required=True, help="directory searched for *.sgf files")
+    pre.add_argument("--config", default=None, help="config file or preset (net, learner)")
+    pre.add_argument("--game", default=None, help="game spec of the records, e.g. go9")
+    pre.add_argument("--steps", type=_positive, default=1000, help="SGD steps")
+    pre.add_argument("--holdout", type=float, default=0.1, help="share of games held out")
+    pre.add_argument("--limit", type=_nonneg, default=0, help="use at most this many games")
+    pre.add_argument("--run-dir", default=None, help="where the checkpoint goes")
+    pre.add_argument("--set", dest="overrides", action="append", default=[],
+                     metavar="SECTION.KEY=VALUE", help="override any config field")
+    pre.set_defaults(func=commands.cmd_pretrain)
+
     for name, text in (("status", "show a running job: actors, throughput, weights, lag"),
                        ("scale", "change the number of self-play workers or inference servers"),
                        ("stop", "stop a running job cleanly (final checkpoint)")):

@@ -78,6 +78,25 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from deploy.config import load_train_config
+    from learner.pretrain import pretrain
+
+    overrides = list(args.overrides)
+    if args.game:
+        overrides.append(f"game={args.game}")
+    if args.run_dir:
+        overrides.append(f"run.run_dir={args.run_dir}")
+    if not 0 <= args.holdout < 1:
+        raise CommandError(f"--holdout must be in [0, 1), got {args.holdout}")
+    config = load_train_config(args.config, overrides)
+    report = pretrain(config, args.sgf, args.steps, args.holdout, args.limit)
+    print(f"pretrain: {report.games_used} games, {report.positions} positions, "
+          f"held-out move accuracy {report.holdout_accuracy:.1%} on "
+          f"{report.holdout_positions} positions, {report.seconds:.0f}s")
+    return 0
+
+
 def _controller(args: argparse.Namespace):
     from deploy import distributed
 

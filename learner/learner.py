@@ -164,8 +164,13 @@ class Learner:
         return self.version
 
     # --- checkpoints -----------------------------------------------------------------------
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write everything to ``path`` atomically (temp file + rename)."""
+    def save(self, path: str | os.PathLike, extra: dict | None = None) -> Path:
+        """Write everything to ``path`` atomically (temp file + rename).
+
+        ``extra`` is state of whoever drives the learner (e.g. the learner service's stream
+        cursor), saved in the same file so that it can never disagree with the replay window;
+        it must hold only what ``torch.load(weights_only=True)`` reads back (str, int, float,
+        bool, None, lists, dicts, tensors). ``restore`` returns it."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         replay = {k: torch.from_numpy(np.ascontiguousarray(v))
@@ -183,14 +188,16 @@ class Learner:
                          "games_seen": self.games_seen, "version": self.version},
             "rng": torch.from_numpy(_rng_state(self.rng)),
             "saved_at": time.time(),
+            "extra": dict(extra or {}),
         }
         tmp = path.with_name(path.name + ".tmp")
         torch.save(blob, tmp)
         os.replace(tmp, path)
         return path
 
-    def restore(self, path: str | os.PathLike) -> None:
-        """Load everything ``save`` wrote; CheckpointError says what is wrong."""
+    def restore(self, path: str | os.PathLike) -> dict:
+        """Load everything ``save`` wrote and return its ``extra`` ({} if none);
+        CheckpointError says what is wrong."""
         blob = load_checkpoint(path)
         if blob["game"] != self.game.spec.spec_string:
             raise CheckpointError(f"{path}: checkpoint is for game {blob['game']!r}, "
@@ -205,6 +212,10 @@ class Learner:
         self.steps, self.samples_trained = int(c["steps"]), int(c["samples_trained"])
         self.games_seen, self.version = int(c["games_seen"]), int(c["version"])
         self.rng = _rng_from_state(blob["rng"].numpy())
+        extra = blob.get("extra", {})
+        if not isinstance(extra, dict):
+            raise CheckpointError(f"{path}: 'extra' is a {type(extra).__name__}, not a dict")
+        return extra
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c = self.config

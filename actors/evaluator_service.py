@@ -1,0 +1,262 @@
+"""The evaluator service: plays the newest published weights against fixed anchors.
+
+A plain class (the distributed runtime wraps it in a Ray actor). Each ``run_once`` fetches
+the newest weights from the run's weight store, if they are newer than the last ones
+evaluated, and plays ``games`` games (colours alternating) against each anchor
+(``random``, ``uct:N``, ``minimax`` ... see ``actors.evaluation.make_anchor``) with the
+trained agent: PUCT search with its net, no noise, most-visited move.
+
+The "best" anchor
+    Besides the fixed anchors the newest weights play the best weights so far (AlphaGo
+    Zero's gating). The first weights evaluated become the best without a match; later
+    ones replace it when they score more than ``best_threshold`` (default 0.55, AlphaGo
+    Zero's 55 %) against it. Two deterministic searchers would play the same two games
+    over and over, so in this match both sides pick their first ``opening_moves`` moves in
+    proportion to visit counts (temperature 1) and play the most-visited move after that.
+    The best weights live under ``zf:{RUN}:eval:best`` (``EvalResultsStore``), so a
+    restarted evaluator keeps gating against them after the weight store pruned them.
+
+Results go to the metrics (``evaluator_score{anchor}``, ``evaluator_elo{anchor}``,
+``evaluator_weights_version``), to ``results()`` and to ``zf:{RUN}:eval``. Elo is the
+agent's advantage over the anchor, ±inf after a clean sweep either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from actors.evaluation import MCTSPlayer, make_anchor
+from deploy.config import TrainConfig
+from shared.arena import MatchResult, play_match
+from shared.games import make_game
+from shared.games.base import Game, State
+from shared.metrics import Recorder
+from shared.nets import StateDict, build_net, weights_from_bytes, weights_to_bytes
+from shared.search.config import SearchConfig
+from shared.search.mcts import MCTS
+from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+from shared.transport import TransportError, connect
+from shared.transport.results import EvalResultsStore, ResultsFormatError
+from shared.transport.weights import WeightsIntegrityError, WeightStore
+
+log = logging.getLogger(__name__)
+
+BEST = "best"
+"""Anchor label of the match against the best weights so far."""
+
+
+class _OpeningPlayer:
+    """PUCT without noise that samples its first ``opening_moves`` moves by visit counts,
+    so that matches between two deterministic searchers are not one game repeated."""
+
+    def __init__(self, game: Game, evaluator: TorchEvaluator, search: SearchConfig,
+                 opening_moves: int, name: str) -> None:
+        self.name = name
+        config = dataclasses.replace(search, add_noise=False, temperature=1.0,
+                                     temperature_moves=opening_moves, reuse_tree=False)
+        self._mcts = MCTS(game, evaluator, config)
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        return self._mcts.search(states, rng).action
+
+
+class EvaluatorService:
+    """Evaluates each new weights version of a run against anchors and the best so far.
+
+    ``anchors``/``games`` default to ``run.eval_anchors``/``run.eval_games``; the agent
+    searches with ``run.eval_simulations`` simulations (0: the search section's number).
+    """
+
+    def __init__(self, config: TrainConfig, redis_url: str, run_id: str,
+                 anchors: Sequence[str] | None = None, games: int | None = None, *,
+                 best_threshold: float = 0.55, opening_moves: int = 2,
+                 seed: int | None = None) -> None:
+        run = config.run
+        self.anchors = tuple(run.eval_anchors if anchors is None else anchors)
+        self.games = int(run.eval_games if games is None else games)
+        if self.games < 1:
+            raise ValueError(f"EvaluatorService: games must be >= 1, got {self.games}")
+        if not 0.0 <= best_threshold <= 1.0:
+            raise ValueError(f"EvaluatorService: best_threshold must be in [0, 1], "
+                             f"got {best_threshold}")
+        if BEST in self.anchors:
+            raise ValueError(f"EvaluatorService: {BEST!r} is always played; do not list it")
+        self.config = config
+        self.run_id = run_id
+        self.best_threshold = best_threshold
+        self.opening_moves = opening_moves
+        self.seed = run.seed if seed is None else seed
+        self.game = make_game(config.game)
+        self.search = config.search
+        if run.eval_simulations:
+            self.search = dataclasses.replace(self.search, num_simulations=run.eval_simulations)
+        # Built once: a minimax anchor keeps its solved positions between evaluations.
+        self._anchor_players = {spec: make_anchor(spec) for spec in self.anchors}
+        net = build_net(config.net, self.game.spec)
+        # One thread: the evaluator shares its machine with self-play and the learner.
+        inference = InferenceConfig(device="cpu", num_threads=run.torch_threads or None)
+        self._agent_eval = TorchEvaluator(net, config=inference)
+        self._best_eval = TorchEvaluator(net, config=inference)
+        self.recorder = Recorder()
+
+        self.version = -1
+        """Newest weights version evaluated (or skipped as unusable); -1 before any."""
+        self.best_version: int | None = None
+        self.bad_weights = 0
+        """Versions that could not be fetched or loaded (logged, skipped)."""
+        self.transport_errors = 0
+        self._results: dict = {}
+
+        self.redis = connect(redis_url)
+        self.store = WeightStore(self.redis, run_id)
+        self.results_store = EvalResultsStore(self.redis, run_id)
+        self._recover()
+
+    # --- one evaluation --------------------------------------------------------------------
+    def run_once(self) -> dict | None:
+        """Evaluate the newest weights if they are newer than the last evaluated; returns
+        the results, or None when there was nothing (usable) to evaluate."""
+        try:
+            got = self.store.fetch(newer_than=self.version)
+        except WeightsIntegrityError as err:
+            # Skip that version rather than fail on it at every call.
+            self.bad_weights += 1
+            latest = self.store.latest_version()
+            if latest is not None:
+                self.version = max(self.version, latest)
+            log.warning("evaluator skips weights: %s", err)
+            return None
+        if got is None:
+            return None
+        version, state_dict = got
+        try:
+            self._agent_eval.load_state_dict(state_dict, version)
+        except (RuntimeError, ValueError, KeyError) as err:
+            self.bad_weights += 1
+            self.version = version
+            log.warning("evaluator skips weights v%d: they do not fit the %s net (%s)",
+                        version, self.game.spec.spec_string, str(err).splitlines()[0][:200])
+            return None
+        started = time.monotonic()
+        rng = np.random.default_rng([self.seed, version])
+        agent = MCTSPlayer(self.game, self._agent_eval, self.search, name=f"v{version}")
+        matches = {spec: play_match(self.game, agent, player, self.games, rng)
+                   for spec, player in self._anchor_players.items()}
+        best = self._gate(version, state_dict, rng)
+        if best is not None:
+            matches[BEST] = best["match"]
+        self.version = version
+        self._results = {
+            "run_id": self.run_id,
+            "weights_version": version,
+            "time": time.time(),
+            "seconds": round(time.monotonic() - started, 3),
+            "games_per_anchor": self.games,
+            "simulations": self.search.num_simulations,
+            "anchors": {spec: _summary(m) for spec, m in matches.items()},
+            "best_version": self.best_version,
+            "promoted": bool(best and best["promoted"]),
+            "best_threshold": self.best_threshold,
+        }
+        self._record(version, matches)
+        self.results_store.put(self._results)
+        log.info("evaluated weights v%d in %.1f s: %s", version, self._results["seconds"],
+                 " ".join(f"{k} {m.score:.2f}" for k, m in matches.items()))
+        return self.results()
+
+    def _gate(self, version: int, state_dict: StateDict, rng: np.random.Generator
+              ) -> dict | None:
+        """Play the best weights; promote ``version`` if it scores above the threshold.
+        Returns None when there was no match (no best yet, or it is this version)."""
+        if self.best_version is None:
+            self._promote(version, state_dict)
+            return None
+        if self.best_version == version:
+            return None
+        challenger = _OpeningPlayer(self.game, self._agent_eval, self.search,
+                                    self.opening_moves, f"v{version}")
+        holder = _OpeningPlayer(self.game, self._best_eval, self.search, self.opening_moves,
+                                f"best-v{self.best_version}")
+        match = play_match(self.game, challenger, holder, self.games, rng)
+        promoted = match.score > self.best_threshold
+        if promoted:
+            self._promote(version, state_dict)
+        return {"match": match, "promoted": promoted}
+
+    def _promote(self, version: int, state_dict: StateDict) -> None:
+        self._best_eval.load_state_dict(state_dict, version)
+        self.best_version = version
+        self.results_store.put_best(version, weights_to_bytes(state_dict))
+
+    def _recover(self) -> None:
+        """Pick up the best weights and last results of a previous incarnation."""
+        try:
+            best = self.results_store.best()
+            if best is not None:
+                version, blob = best
+                self._best_eval.load_state_dict(weights_from_bytes(blob), version)
+                self.best_version = version
+            last = self.results_store.latest()
+        except (ResultsFormatError, RuntimeError, ValueError) as err:
+            # Unusable leftovers: start gating afresh rather than refuse to evaluate.
+            log.warning("evaluator ignores stored results of run %s: %s", self.run_id,
+                        str(err).splitlines()[0][:200])
+            self.best_version = None
+            return
+        if last is not None and isinstance(last.get("weights_version"), int):
+            self._results = last
+            self.version = last["weights_version"]
+            # Gauges show the last evaluation again rather than nothing until the next one.
+            r = self.recorder
+            for spec, summary in (last.get("anchors") or {}).items():
+                if isinstance(summary, dict) and all(
+                        isinstance(summary.get(k), int | float) for k in ("score", "elo")):
+                    r.set("evaluator_score", summary["score"], anchor=spec)
+                    r.set("evaluator_elo", summary["elo"], anchor=spec)
+            r.set("evaluator_weights_version", self.version)
+            r.set("weights_version", self.version, component="evaluator")
+
+    def _record(self, version: int, matches: dict[str, MatchResult]) -> None:
+        r = self.recorder
+        for spec, m in matches.items():
+            r.set("evaluator_score", m.score, anchor=spec)
+            r.set("evaluator_elo", m.elo().elo, anchor=spec)
+        r.set("evaluator_weights_version", version)
+        r.set("weights_version", version, component="evaluator")
+
+    # --- loop and reporting ----------------------------------------------------------------
+    def run(self, stop: threading.Event, interval_s: float | None = None) -> None:
+        """``run_once`` every ``interval_s`` (default ``run.eval_every_s``, at least 1 s)
+        until ``stop`` is set; Redis failures are logged, counted and retried."""
+        interval = max(self.config.run.eval_every_s if interval_s is None else interval_s, 1.0)
+        while not stop.is_set():
+            try:
+                self.run_once()
+            except TransportError as err:
+                self.transport_errors += 1
+                log.warning("evaluation failed, retrying in %.0f s: %s", interval, err)
+            stop.wait(interval)
+
+    def results(self) -> dict:
+        """The newest results (also stored under ``zf:{RUN}:eval``); {} before the first."""
+        return dict(self._results)
+
+    def stats(self) -> dict:
+        """The metrics snapshot (``shared.metrics.Recorder.snapshot``)."""
+        return self.recorder.snapshot()
+
+    def close(self) -> None:
+        self.redis.close()
+
+
+def _summary(match: MatchResult) -> dict:
+    elo = match.elo()
+    return {"score": match.score, "elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high,
+            "wins": match.wins, "draws": match.draws, "losses": match.losses,
+            "games": match.num_games}

@@ -1,0 +1,431 @@
+"""The learner service: a ``Learner`` fed from the run's sample stream, publishing weights.
+
+A plain class (the distributed runtime wraps it in a Ray actor; tests drive it directly).
+One turn (``run_once``) reads finished games from the stream, checks them, adds the good
+ones to the replay window, trains as far as the samples-per-insert ratio allows, publishes
+new weights every ``run.publish_every_steps`` steps and checkpoints every
+``run.checkpoint_every_s`` seconds.
+
+Exactly once
+    The checkpoint (``RUN_DIR/checkpoint.pt``, one file) holds the learner's state *and*
+    the stream cursor: the id of the last entry added to the replay window, plus the
+    service's counters. Entries are acknowledged only after a checkpoint that contains
+    them has been written ("checkpoint first, then ack", see ``shared.transport.stream``).
+    After a crash the restored service calls ``skip_through(cursor)``: re-delivered
+    entries at or below the cursor are already in the restored replay window and are
+    dropped; those above it were lost with the crash and are added again. So every game
+    lands in the replay window (and in ``games_received``) exactly once.
+
+Weights versions
+    Version 0 is the random initialisation: a fresh learner publishes it at construction,
+    so inference servers and workers have weights before the first training step. Each
+    later publish is ``Learner.publish()`` (version + 1). A version number is never reused
+    for other weights: a learner that resumes, or that finds a newer version in Redis than
+    its own (a crash after a publish but before the next checkpoint, or a run restarted
+    without its checkpoint), publishes its current weights under the next free version.
+
+Bad input
+    Entries the stream cannot decode are rejected by the stream itself (mirrored here into
+    ``rejected_entries_total{reason}``). A decoded game for another game, rules version or
+    observation/action shape is rejected with reason ``wrong_game``: acknowledged, counted,
+    logged in one line, never fatal.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from deploy.config import TrainConfig
+from learner.learner import CheckpointError, Learner
+from shared.metrics import Recorder
+from shared.samples import GameSamples
+from shared.transport import SampleStream, StreamConfig, TransportError, connect
+from shared.transport.weights import StaleVersionError, WeightStore
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "checkpoint.pt"
+SERVICE_STATE_FORMAT = "zeroforge-learner-service-v1"
+"""Tag of the service's part (``extra``) of the learner checkpoint."""
+RECENT_GAME_IDS = 10_000
+"""Game ids remembered (and checkpointed) for exactly-once checks: ~0.5 MB at most."""
+_ACK_CHUNK = 1000
+"""Ids per XACK: one huge command would stall Redis for everyone else."""
+
+
+class LearnerService:
+    """The run's learner: stream in, weights out, checkpoints in ``run_dir``.
+
+    ``resume=True`` restores ``run_dir/checkpoint.pt`` if it exists (a corrupt one raises
+    ``CheckpointError``; a missing one starts fresh, as on a run's first start);
+    ``resume=False`` starts fresh and overwrites the checkpoint at the first save.
+    ``stream_config`` names the consumer group and consumer (a restarted learner must keep
+    its consumer name to get its pending entries back) and the backlog limit;
+    ``weights_keep`` is how many versions the weight store keeps; ``recent_game_ids`` how
+    many received game ids ``recent_game_ids`` remembers.
+
+    Not thread-safe: ``run_once``, ``run``, ``checkpoint`` and ``stop`` belong to one
+    thread (to stop ``run`` from elsewhere, set its ``stop`` event); ``stats`` and
+    ``status`` only read and may be called from another.
+    """
+
+    def __init__(self, config: TrainConfig, redis_url: str, run_id: str, run_dir: str,
+                 resume: bool = True, *, stream_config: StreamConfig | None = None,
+                 weights_keep: int = 3, recent_game_ids: int = RECENT_GAME_IDS) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.run_dir = Path(run_dir)
+        self.checkpoint_path = self.run_dir / CHECKPOINT_NAME
+        if config.run.torch_threads:
+            # Process-wide; the service owns its process in a distributed run.
+            torch.set_num_threads(config.run.torch_threads)
+        self.learner = Learner(config.learner, config.game, config.net)
+        self.game_spec = self.learner.game.spec
+        self.recorder = Recorder()
+
+        self.cursor: str | None = None
+        """Id of the last stream entry added to the replay window."""
+        self.games_received = 0
+        self.positions_received = 0
+        self.rejected: collections.Counter[str] = collections.Counter()
+        """Entries rejected by reason: the stream's decode failures plus ``wrong_game``."""
+        self.recent_game_ids: collections.deque[str] = collections.deque(maxlen=recent_game_ids)
+        """Ids of the last received games, oldest first (checkpointed with the rest)."""
+        self.transport_errors = 0
+        """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
+        self.last_losses: dict[str, float] = {}
+        self._steps_at_publish = 0
+        self._unacked: list[str] = []
+        self._stream_mirror: collections.Counter[str] = collections.Counter()
+        self._stream_info: dict[str, int] = {}
+        self._dirty = False
+        self._closed = False
+
+        if resume and self.checkpoint_path.exists():
+            self._restore()
+        self._count_restored_totals()
+
+        self.redis = connect(redis_url)
+        self.stream = SampleStream(self.redis, run_id, stream_config)
+        # Re-delivered entries at or below the cursor are already in the restored window.
+        self.stream.skip_through(self.cursor)
+        self.weights = WeightStore(self.redis, run_id, keep=weights_keep)
+        self._publish_initial()
+        self._last_checkpoint = time.monotonic()
+
+    # --- one turn --------------------------------------------------------------------------
+    def run_once(self, max_read: int = 64, block_ms: int = 200) -> dict:
+        """Read up to ``max_read`` games, train, maybe publish and checkpoint.
+
+        Waits up to ``block_ms`` for new games only when there is nothing to train on, so
+        an idle learner does not spin and a busy one never waits. Returns what happened.
+        """
+        self._check_open()
+        wait = 0 if self.learner.can_train() and not self._at_step_limit() else block_ms
+        entries = self.stream.read(max_read, wait)
+        self._mirror_stream_rejections()
+        added, wrong = self._take(entries)
+        metrics = self.learner.train_available(self._step_budget())
+        if metrics:
+            self._dirty = True
+            self.last_losses = metrics[-1]
+            self._record_training(metrics)
+        published = None
+        if self.learner.steps - self._steps_at_publish >= max(self.config.run.publish_every_steps,
+                                                              1):
+            published = self._publish()
+        checkpointed = self._checkpoint_due() and self.checkpoint() is not None
+        self._refresh_stream_info()
+        return {"read": len(entries), "added": added, "wrong_game": wrong,
+                "steps": len(metrics), "published": published, "checkpointed": checkpointed}
+
+    def _take(self, entries: list[tuple[str, GameSamples]]) -> tuple[int, int]:
+        """Add the games that fit this run; ack-and-count the ones that do not."""
+        added, wrong_ids = 0, []
+        for entry_id, game in entries:
+            problem = self._mismatch(game)
+            if problem:
+                wrong_ids.append(entry_id)
+                self.rejected["wrong_game"] += 1
+                self.recorder.inc("rejected_entries_total", reason="wrong_game")
+                log.warning("rejected sample entry %s (game %s): %s", entry_id,
+                            game.game_id or "?", problem)
+                continue
+            self.learner.add([game])
+            self.cursor = entry_id
+            self._unacked.append(entry_id)
+            self.games_received += 1
+            self.positions_received += game.num_positions
+            if game.game_id:
+                self.recent_game_ids.append(game.game_id)
+            self.recorder.inc("learner_games_received_total")
+            self.recorder.inc("learner_positions_received_total", game.num_positions)
+            self.recorder.observe("policy_lag_versions",
+                                  self.learner.version - game.weights_version)
+            added += 1
+        if added:
+            self._dirty = True
+        if wrong_ids:
+            # Acked at once: such an entry can never become good, and left pending it
+            # would come back after every restart. Nothing of it enters the checkpoint.
+            self._ack(wrong_ids)
+        return added, len(wrong_ids)
+
+    def _mismatch(self, game: GameSamples) -> str | None:
+        """Why ``game`` cannot train this run's net, or None if it can."""
+        spec = self.game_spec
+        if game.game != spec.spec_string or game.game_version != spec.version:
+            return (f"game {game.game!r} v{game.game_version}, but this run plays "
+                    f"{spec.spec_string!r} v{spec.version}")
+        if tuple(game.obs.shape[1:]) != tuple(spec.obs_shape):
+            return f"observations {tuple(game.obs.shape[1:])}, expected {spec.obs_shape}"
+        if game.policy.shape[1] != spec.num_actions:
+            return f"{game.policy.shape[1]} actions, expected {spec.num_actions}"
+        return None
+
+    def _step_budget(self) -> int:
+        budget = max(self.config.run.train_steps_per_round, 1)
+        limit = self.config.run.max_learner_steps
+        if limit:
+            budget = min(budget, max(limit - self.learner.steps, 0))
+        return budget
+
+    def _at_step_limit(self) -> bool:
+        limit = self.config.run.max_learner_steps
+        return bool(limit and self.learner.steps >= limit)
+
+    # --- weights ---------------------------------------------------------------------------
+    def _publish_initial(self) -> None:
+        latest = self.weights.latest_version()
+        if latest is None and self.learner.version == 0 and self.learner.steps == 0:
+            self.weights.publish(self.learner.weights(), 0)  # version 0: random init
+            self._steps_at_publish = 0
+        elif (latest == self.learner.version and self._steps_at_publish == self.learner.steps
+              and self.learner.steps > 0):
+            pass  # Redis already holds exactly these weights under this version
+        else:
+            if latest is not None and latest > self.learner.version:
+                self.learner.version = latest
+            self._publish()
+        self.recorder.set("weights_version", self.learner.version, component="learner")
+
+    def _publish(self) -> int:
+        """Publish the current weights as the next version; returns it."""
+        version = self.learner.publish()
+        try:
+            self.weights.publish(self.learner.weights(), version)
+        except StaleVersionError as err:
+            # Someone published past us: a previous incarnation of this learner, or a second
+            # learner on the same run (a bug of the deployment). Move past it, loudly.
+            latest = self.weights.latest_version() or version
+            log.error("%s; continuing from version %d (two learners on run %s?)", err,
+                      latest + 1, self.run_id)
+            self.learner.version = latest
+            version = self.learner.publish()
+            self.weights.publish(self.learner.weights(), version)
+        self._steps_at_publish = self.learner.steps
+        self._dirty = True
+        self.recorder.set("weights_version", version, component="learner")
+        return version
+
+    # --- checkpoints -----------------------------------------------------------------------
+    def _checkpoint_due(self) -> bool:
+        if not self._dirty:
+            return False
+        if time.monotonic() - self._last_checkpoint >= self.config.run.checkpoint_every_s:
+            return True
+        # Unacked entries count against the workers' backlog limit: checkpoint (and so ack)
+        # early rather than let the workers block until the timer fires.
+        return len(self._unacked) >= max(self.stream.config.max_backlog // 2, 1)
+
+    def checkpoint(self) -> Path:
+        """Save the learner with the stream cursor and counters, then ack what it holds."""
+        self._check_open()
+        extra = {
+            "format": SERVICE_STATE_FORMAT,
+            "run_id": self.run_id,
+            "stream_cursor": self.cursor,
+            "games_received": self.games_received,
+            "positions_received": self.positions_received,
+            "steps_at_publish": self._steps_at_publish,
+            "rejected": dict(self.rejected),
+            "recent_game_ids": list(self.recent_game_ids),
+        }
+        path = self.learner.save(self.checkpoint_path, extra)
+        self._last_checkpoint = time.monotonic()
+        self._dirty = False
+        # Only now: an entry acked before the checkpoint that holds it could be lost.
+        ids, self._unacked = self._unacked, []
+        self._ack(ids)
+        return path
+
+    def _ack(self, ids: list[str]) -> None:
+        """Ack ``ids``; on a Redis failure keep them for the next checkpoint (re-delivered
+        ones at or below the cursor are skipped on restart, so a late ack is harmless)."""
+        for start in range(0, len(ids), _ACK_CHUNK):
+            chunk = ids[start:start + _ACK_CHUNK]
+            try:
+                self.stream.ack(chunk)
+            except TransportError as err:
+                self.transport_errors += 1
+                log.warning("ack of %d sample entries failed, retrying later: %s",
+                            len(ids) - start, err)
+                self._unacked[:0] = ids[start:]
+                return
+
+    def _restore(self) -> None:
+        extra = self.learner.restore(self.checkpoint_path)
+        where = self.checkpoint_path
+        if extra and extra.get("format") != SERVICE_STATE_FORMAT:
+            raise CheckpointError(f"{where}: unknown learner-service state "
+                                  f"{extra.get('format')!r}")
+        try:
+            cursor = extra.get("stream_cursor")
+            if cursor is not None and not isinstance(cursor, str):
+                raise TypeError("stream_cursor")
+            self.cursor = cursor
+            # A checkpoint of the local loop has no service state: its counters are the
+            # learner's own.
+            self.games_received = int(extra.get("games_received", self.learner.games_seen))
+            self.positions_received = int(extra.get("positions_received",
+                                                    self.learner.replay.inserted))
+            self._steps_at_publish = int(extra.get("steps_at_publish", -1))
+            self.rejected.update({str(k): int(v) for k, v in extra.get("rejected", {}).items()})
+            self.recent_game_ids.extend(str(g) for g in extra.get("recent_game_ids", []))
+        except (TypeError, ValueError, AttributeError) as err:
+            raise CheckpointError(f"{where}: malformed learner-service state "
+                                  f"({type(err).__name__}: {err})") from None
+        log.info("resumed from %s: step %d, %d games, weights v%d, stream cursor %s", where,
+                 self.learner.steps, self.games_received, self.learner.version, self.cursor)
+
+    # --- loop and shutdown -----------------------------------------------------------------
+    def run(self, stop: threading.Event | None = None, max_read: int = 64,
+            block_ms: int = 200) -> dict:
+        """``run_once`` until ``stop`` is set, ``run.max_learner_steps`` or ``run.minutes``;
+        then ``stop()`` (final publish, checkpoint, acks). Redis failures are logged in one
+        line, counted and retried with backoff. Returns ``status()``."""
+        start = time.monotonic()
+        backoff = 0.1
+        while not self._finished(start, stop):
+            try:
+                self.run_once(max_read, block_ms)
+                backoff = 0.1
+            except TransportError as err:
+                self.transport_errors += 1
+                log.warning("learner turn failed, retrying in %.1f s: %s", backoff, err)
+                if stop is not None:
+                    stop.wait(backoff)
+                else:
+                    time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+        status = self.status()
+        self.stop()
+        return status
+
+    def _finished(self, start: float, stop: threading.Event | None) -> bool:
+        minutes = self.config.run.minutes
+        return bool((stop is not None and stop.is_set()) or self._at_step_limit()
+                    or (minutes and time.monotonic() - start >= minutes * 60))
+
+    def stop(self) -> None:
+        """Publish unpublished training, write the final checkpoint, ack, disconnect."""
+        if self._closed:
+            return
+        if self.learner.steps > self._steps_at_publish:
+            try:
+                self._publish()
+            except TransportError as err:
+                self.transport_errors += 1
+                log.warning("final publish failed (the checkpoint keeps the weights): %s", err)
+        self.checkpoint()
+        self.close()
+
+    def close(self) -> None:
+        """Disconnect without a checkpoint (what a crash amounts to)."""
+        if not self._closed:
+            self._closed = True
+            self.redis.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("LearnerService is stopped")
+
+    # --- reporting -------------------------------------------------------------------------
+    def _count_restored_totals(self) -> None:
+        # Counters report the run's totals, so a restarted learner continues its series.
+        r = self.recorder
+        r.inc("learner_steps_total", self.learner.steps)
+        r.inc("learner_samples_trained_total", self.learner.samples_trained)
+        r.inc("learner_games_received_total", self.games_received)
+        r.inc("learner_positions_received_total", self.positions_received)
+        for reason, n in self.rejected.items():
+            r.inc("rejected_entries_total", n, reason=reason)
+
+    def _mirror_stream_rejections(self) -> None:
+        for reason, n in self.stream.rejected.items():
+            delta = n - self._stream_mirror[reason]
+            if delta:
+                self._stream_mirror[reason] = n
+                self.rejected[reason] += delta
+                self.recorder.inc("rejected_entries_total", delta, reason=reason)
+
+    def _record_training(self, metrics: list[dict[str, float]]) -> None:
+        r = self.recorder
+        r.inc("learner_steps_total", len(metrics))
+        r.inc("learner_samples_trained_total", len(metrics) * self.config.learner.batch_size)
+        last = metrics[-1]
+        for part, key in (("total", "loss"), ("policy", "policy_loss"), ("value", "value_loss")):
+            r.set("learner_loss", last[key], part=part)
+
+    def _refresh_stream_info(self) -> None:
+        try:
+            info = self.stream.info()
+        except TransportError as err:
+            self.transport_errors += 1
+            log.warning("stream info unavailable: %s", err)
+            return
+        self._stream_info = {"backlog": info.length, "pending": info.pending,
+                             "undelivered": info.lag}
+
+    def samples_per_insert(self) -> float:
+        """Positions trained per position inserted so far."""
+        return self.learner.samples_trained / max(self.learner.replay.inserted, 1)
+
+    def stats(self) -> dict:
+        """The metrics snapshot (``shared.metrics.Recorder.snapshot``)."""
+        r = self.recorder
+        r.set("learner_samples_per_insert", self.samples_per_insert())
+        r.set("replay_window_positions", len(self.learner.replay))
+        # The catalogue's stream lag: entries written but not yet acknowledged.
+        r.set("stream_lag_entries", self._stream_info.get("backlog", 0))
+        r.set("weights_version", self.learner.version, component="learner")
+        return r.snapshot()
+
+    def status(self) -> dict:
+        """Human-level numbers, from memory (no Redis call): stream figures are as of the
+        last turn."""
+        return {
+            "run_id": self.run_id,
+            "steps": self.learner.steps,
+            "samples_trained": self.learner.samples_trained,
+            "games_received": self.games_received,
+            "positions_received": self.positions_received,
+            "weights_version": self.learner.version,
+            "replay_positions": len(self.learner.replay),
+            "samples_per_insert": round(self.samples_per_insert(), 3),
+            "stream_backlog": self._stream_info.get("backlog"),
+            "stream_undelivered": self._stream_info.get("undelivered"),
+            "unacked": len(self._unacked),
+            "stream_cursor": self.cursor,
+            "skipped_duplicates": self.stream.skipped_duplicates,
+            "rejected": dict(self.rejected),
+            "losses": dict(self.last_losses),
+            "seconds_since_checkpoint": round(time.monotonic() - self._last_checkpoint, 1),
+            "transport_errors": self.transport_errors,
+        }

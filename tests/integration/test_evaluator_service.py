@@ -1,0 +1,144 @@
+"""EvaluatorService against a real redis-server: anchors, the best-weights gate, results in
+Redis, restarts and unusable weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from actors.evaluator_service import BEST, EvaluatorService
+from deploy.config import RunConfig, TrainConfig
+from learner.learner import LearnerConfig
+from learner.service import LearnerService
+from shared.games import make_game
+from shared.nets import NetConfig, build_net, weights_to_bytes
+from shared.search.config import SearchConfig
+from shared.transport.results import EvalResultsStore, ResultsFormatError
+from shared.transport.weights import WeightStore
+
+GAME = "tictactoe"
+ANCHORS = ("random", "minimax")
+
+
+def config() -> TrainConfig:
+    return TrainConfig(game=GAME, net=NetConfig.preset("tiny"),
+                       search=SearchConfig(num_simulations=8),
+                       learner=LearnerConfig(device="cpu"),
+                       run=RunConfig(eval_games=4, eval_anchors=ANCHORS, torch_threads=1))
+
+
+def random_weights(seed: int, game: str = GAME) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    return build_net(NetConfig.preset("tiny"), make_game(game).spec).state_dict()
+
+
+def gauges(snapshot: dict, name: str) -> dict[str, float]:
+    return {dict(map(tuple, labels)).get("anchor", ""): v
+            for labels, v in snapshot["values"].get(name, [])}
+
+
+def check_anchor(summary: dict, games: int) -> None:
+    assert 0.0 <= summary["score"] <= 1.0
+    assert summary["wins"] + summary["draws"] + summary["losses"] == summary["games"] == games
+    assert summary["score"] == pytest.approx((summary["wins"] + summary["draws"] / 2) / games)
+    assert summary["elo_low"] <= summary["elo"] <= summary["elo_high"]
+
+
+def test_new_weights_are_scored_against_each_anchor_and_the_best(
+        redis_server, redis_client, run_id):
+    store = WeightStore(redis_client, run_id)
+    store.publish(random_weights(1), 3)
+    ev = EvaluatorService(config(), redis_server.url, run_id)
+    assert ev.results() == {}
+
+    first = ev.run_once()
+    assert first["weights_version"] == 3
+    assert set(first["anchors"]) == set(ANCHORS)  # the first weights become best unplayed
+    for summary in first["anchors"].values():
+        check_anchor(summary, 4)
+    assert first["best_version"] == 3 and first["promoted"] is False
+    stored = EvalResultsStore(redis_client, run_id)
+    assert stored.latest() == first == ev.results()
+    snap = ev.stats()
+    assert gauges(snap, "evaluator_score") == {
+        a: first["anchors"][a]["score"] for a in ANCHORS}
+    assert gauges(snap, "evaluator_elo") == {a: first["anchors"][a]["elo"] for a in ANCHORS}
+    assert gauges(snap, "evaluator_weights_version") == {"": 3.0}
+
+    assert ev.run_once() is None  # nothing newer
+
+    store.publish(random_weights(2), 4)
+    second = ev.run_once()
+    assert second["weights_version"] == 4
+    assert set(second["anchors"]) == {*ANCHORS, BEST}
+    check_anchor(second["anchors"][BEST], 4)
+    promoted = second["anchors"][BEST]["score"] > 0.55
+    assert second["promoted"] is promoted
+    assert second["best_version"] == ev.best_version == (4 if promoted else 3)
+    assert stored.best()[0] == ev.best_version
+    assert [r["weights_version"] for r in stored.history()] == [4, 3]
+    ev.close()
+
+    # A restarted evaluator keeps its best and does not redo version 4.
+    again = EvaluatorService(config(), redis_server.url, run_id)
+    assert again.best_version == ev.best_version and again.version == 4
+    assert again.results() == second
+    assert gauges(again.stats(), "evaluator_score") == {
+        a: s["score"] for a, s in second["anchors"].items()}
+    assert again.run_once() is None
+    again.close()
+
+
+def test_weights_published_by_the_learner_service_are_evaluated(
+        redis_server, run_id, tmp_path):
+    learner = LearnerService(config(), redis_server.url, run_id, str(tmp_path))
+    ev = EvaluatorService(config(), redis_server.url, run_id, anchors=("uct:20",), games=2)
+    results = ev.run_once()
+    assert results["weights_version"] == 0  # the learner's initial random weights
+    check_anchor(results["anchors"]["uct:20"], 2)
+    learner.stop()
+    ev.close()
+
+
+def test_unusable_weights_are_skipped_and_the_next_ones_evaluated(
+        redis_server, redis_client, run_id, caplog):
+    store = WeightStore(redis_client, run_id)
+    # Weights of a net for another board: shapes do not fit the tic-tac-toe net.
+    store.publish(random_weights(1, "gomoku:width=5,height=5,k=4"), 1)
+    ev = EvaluatorService(config(), redis_server.url, run_id, anchors=("random",), games=2)
+    with caplog.at_level("WARNING"):
+        assert ev.run_once() is None
+    assert ev.bad_weights == 1 and ev.version == 1
+    assert any("do not fit" in r.getMessage() and "\n" not in r.getMessage()
+               for r in caplog.records)
+    assert ev.run_once() is None  # skipped for good, not retried
+
+    # A damaged blob (fails its sha256) is skipped too.
+    blob = weights_to_bytes(random_weights(2))
+    store.publish(blob, 2)
+    redis_client.set(store.key(2), blob[:-1] + bytes([blob[-1] ^ 1]))
+    assert ev.run_once() is None and ev.bad_weights == 2
+
+    store.publish(random_weights(3), 3)
+    assert ev.run_once()["weights_version"] == 3
+    ev.close()
+
+
+def test_garbage_in_the_results_keys(redis_server, redis_client, run_id):
+    stored = EvalResultsStore(redis_client, run_id)
+    redis_client.set(stored.key, b"\xc1 not msgpack")
+    with pytest.raises(ResultsFormatError, match="not msgpack"):
+        stored.latest()
+    stored.put_best(7, b"PAYLOAD-BYTES")
+    record = redis_client.get(stored.best_key)
+    redis_client.set(stored.best_key, record.replace(b"PAYLOAD-BYTES", b"PAYLOAD-BYTEZ"))
+    with pytest.raises(ResultsFormatError, match="sha256"):
+        stored.best()
+
+    # The evaluator starts anyway, gating afresh.
+    WeightStore(redis_client, run_id).publish(random_weights(1), 1)
+    ev = EvaluatorService(config(), redis_server.url, run_id, anchors=("random",), games=2)
+    assert ev.best_version is None
+    assert ev.run_once()["best_version"] == 1
+    assert stored.latest()["weights_version"] == 1
+    ev.close()
