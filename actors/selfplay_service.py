@@ -7,6 +7,7 @@ the weight store, or from inference servers (``server``) through ``RemoteEvaluat
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -53,6 +54,8 @@ class SelfPlayService:
                                      seed=seed, worker_id=worker_id, run_id=run_id)
         self.recorder = Recorder()
         self._stop = threading.Event()
+        self.appended_ids: collections.deque[str] = collections.deque(maxlen=100_000)
+        """Ids of the games this worker appended, newest last (for exactly-once checks)."""
         self._last_poll = 0.0
         self.errors = 0
 
@@ -76,9 +79,12 @@ class SelfPlayService:
             version, state_dict = newer
             self.evaluator.load_state_dict(state_dict, version)
 
-    def run(self, max_games: int = 0) -> int:
-        """Play until ``stop`` (or ``max_games`` games); returns games appended. Finished
-        games are always appended before returning, so stopping loses none."""
+    def run(self, stop: threading.Event | None = None, max_games: int = 0) -> int:
+        """Play until ``stop`` is set / ``stop()`` is called (or ``max_games`` games);
+        returns games appended. Finished games are always appended before returning, so
+        stopping loses none."""
+        if stop is not None:
+            self._stop = stop
         appended = 0
         kind = {"worker_kind": "selfplay"}
         stats = self.worker.stats
@@ -93,6 +99,7 @@ class SelfPlayService:
                                   source="local")
             if games:
                 self._append(games)
+                self.appended_ids.extend(g.game_id for g in games)
                 appended += len(games)
                 self.recorder.inc("selfplay_games_total", len(games), **kind)
             if time.monotonic() - self._last_poll >= 2.0:

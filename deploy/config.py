@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actors.inference import InferenceServerConfig
 from actors.selfplay import SelfPlayConfig
 from learner.learner import LearnerConfig
 from shared import config as cfg
@@ -101,6 +102,8 @@ class TrainConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     run: RunConfig = field(default_factory=RunConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    inference: InferenceServerConfig = field(default_factory=InferenceServerConfig)
+    """Inference servers (used when ``distributed.inference`` is ``server``)."""
 
 
 def _expand_net_preset(data: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,44 @@ class _Slot:
     last_stats: dict = field(default_factory=dict)
 
 
+class ServiceHost:
+    """Runs one plain service (self-play, learner or evaluator) inside a Ray actor.
+
+    ``run`` blocks in one actor thread until ``stop`` (from another thread) sets the event;
+    the service's own loop then finishes cleanly (final append, final checkpoint).
+    """
+
+    def __init__(self, kind: str, *args: Any) -> None:
+        if kind == "learner":
+            from learner.service import LearnerService as cls
+        elif kind == "evaluator":
+            from actors.evaluator_service import EvaluatorService as cls
+        else:
+            cls = SelfPlayService
+        self.kind = kind
+        self.service = cls(*args)
+        self._stop = threading.Event()
+
+    def run(self) -> Any:
+        result = self.service.run(self._stop)
+        return result if isinstance(result, int | dict) else None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def stats(self) -> dict:
+        return self.service.stats()
+
+    def set_servers(self, servers: list) -> None:
+        if hasattr(self.service, "set_servers"):
+            self.service.set_servers(servers)
+
+    def game_ids(self) -> list[str]:
+        """Ids of the games this service appended (self-play) or received (learner)."""
+        return list(getattr(self.service, "appended_ids", None)
+                    or getattr(self.service, "recent_game_ids", []))
+
+
 class Controller:
     """Owns one run. Methods are called through Ray by the CLI (status, scale, stop)."""
 
@@ -80,36 +118,25 @@ class Controller:
         index = self._next_index[kind]
         self._next_index[kind] += 1
         c, d = self.config, self.config.distributed
+        host = ray.remote(ServiceHost)
         if kind == "learner":
-            from learner.service import LearnerService
-
-            handle = ray.remote(LearnerService).options(
-                num_cpus=d.learner_cpus, num_gpus=d.learner_gpus, max_concurrency=4,
-                name=f"learner-{self.run_id}", namespace=NAMESPACE).remote(
-                c, self.redis_url, self.run_id, self.run_dir,
-                self.resume or self.restarts["learner"] > 0)
+            resume = self.resume or self.restarts["learner"] > 0
+            handle = host.options(num_cpus=d.learner_cpus, num_gpus=d.learner_gpus,
+                                  max_concurrency=4).remote(
+                "learner", c, self.redis_url, self.run_id, self.run_dir, resume)
         elif kind == "inference":
             from actors.inference import make_inference_actor
 
-            handle = make_inference_actor(c, self.redis_url, self.run_id)
+            handle = make_inference_actor(c.game, c.net, c.inference, self.redis_url, self.run_id)
         elif kind == "evaluator":
-            from actors.evaluator_service import EvaluatorService
-
-            handle = ray.remote(EvaluatorService).options(
-                num_cpus=d.evaluator_cpus, max_concurrency=4).remote(
-                c, self.redis_url, self.run_id)
+            handle = host.options(num_cpus=d.evaluator_cpus, max_concurrency=4).remote(
+                "evaluator", c, self.redis_url, self.run_id)
         else:
             servers = [s.handle for s in self.slots["inference"] if not s.stopping]
-            handle = ray.remote(SelfPlayService).options(
-                num_cpus=d.worker_cpus, max_concurrency=4).remote(
-                c, self.redis_url, self.run_id, f"w{index}",
+            handle = host.options(num_cpus=d.worker_cpus, max_concurrency=4).remote(
+                "selfplay", c, self.redis_url, self.run_id, f"w{index}",
                 seed_for(c.run.seed, index), self.inference, servers)
-        slot = _Slot(kind, index, handle)
-        if kind != "inference":
-            slot.run_ref = handle.run.remote()
-        else:
-            slot.run_ref = handle.serve_forever.remote()
-        return slot
+        return _Slot(kind, index, handle, run_ref=handle.run.remote())
 
     def _fill(self) -> None:
         """Create actors up to the desired counts; stop extra ones (newest first)."""
@@ -158,9 +185,9 @@ class Controller:
                 if not ready:
                     continue
                 slots.remove(slot)
-                # a finished worker's counters still count; a learner's successor restores
-                # its counters from the checkpoint, so the learner's are not kept
-                if slot.last_stats and kind != "learner":
+                # a finished actor's counters still count, except a crashed learner's: its
+                # successor restores them from the checkpoint
+                if slot.last_stats and (kind != "learner" or slot.stopping):
                     self.finished_stats.append(slot.last_stats)
                 try:
                     ray.get(slot.run_ref)

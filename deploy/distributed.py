@@ -33,7 +33,9 @@ def _ray_init(address: str | None, local_cpus: int | None = None) -> None:
         kwargs["address"] = address
     else:
         # A private local cluster on loopback; other zeroforge commands join with "auto".
-        kwargs["num_cpus"] = local_cpus or max(2, os.cpu_count() or 2)
+        # Logical CPUs are twice the cores: on a laptop the learner, the workers and the
+        # evaluator take turns on the same cores rather than waiting for a free one.
+        kwargs["num_cpus"] = local_cpus or 2 * (os.cpu_count() or 2)
         kwargs["_node_ip_address"] = "127.0.0.1"
     ray.init(**kwargs)
 

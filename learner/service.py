@@ -324,9 +324,26 @@ class LearnerService:
                 else:
                     time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
+        self.drain()
         status = self.status()
         self.stop()
         return status
+
+    def drain(self, max_read: int = 256) -> int:
+        """Take every game already in the stream into the replay window (no training), so
+        the final checkpoint holds the games workers appended just before they stopped."""
+        taken = 0
+        try:
+            while True:
+                entries = self.stream.read(max_read, 0)
+                self._mirror_stream_rejections()
+                if not entries:
+                    return taken
+                taken += self._take(entries)[0]
+        except TransportError as err:
+            self.transport_errors += 1
+            log.warning("learner: could not drain the stream before stopping: %s", err)
+            return taken
 
     def _finished(self, start: float, stop: threading.Event | None) -> bool:
         minutes = self.config.run.minutes

@@ -1,0 +1,502 @@
+"""InferenceServer: one network shared by many self-play workers, their leaf batches merged.
+
+Each self-play worker sends one leaf batch per simulation round. A server gathers the
+batches that arrive within ``max_wait_ms`` of the first waiting one (up to ``max_batch``
+positions), runs the network once on all of them and hands each caller its own rows, so
+a GPU sees batches of thousands of positions while each worker searches only B games.
+
+Three parts, only the last two of which know about Ray:
+
+- ``InferenceServer``: a plain asyncio class (unit-tested without Ray). It is meant to
+  live in an *async* Ray actor, where every ``evaluate`` call in flight is a coroutine on
+  one event loop; the network runs in a one-thread executor so the loop keeps accepting
+  requests meanwhile. New weights come from the ``WeightStore`` (pub/sub announcement or
+  a periodic look) and are swapped in on that same network thread, hence always *between*
+  two network calls: a batch is never computed with mixed weights and every answer carries
+  the version that computed it.
+- ``RemoteEvaluator``: the ``Evaluator`` a self-play worker holds in its Ray process; it
+  sends each leaf batch to one of the server actors and fails over when one dies.
+- ``make_inference_actor``: the one place ``ray.remote`` is applied to the server.
+
+Torch is imported only where a network is built, so a self-play process that merely holds
+a ``RemoteEvaluator`` does not pay for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shared import config as cfg
+from shared.games import make_game
+from shared.metrics import Recorder
+from shared.search.evaluator import Evaluation, check_evaluation
+
+if TYPE_CHECKING:
+    from shared.nets import NetConfig
+    from shared.transport import WeightStore, WeightSubscription
+
+__all__ = [
+    "InferenceServerConfig", "InferenceServer", "RemoteEvaluator", "NoInferenceServerError",
+    "make_inference_actor",
+]
+
+log = logging.getLogger(__name__)
+
+Answer = tuple[np.ndarray, np.ndarray, int]
+"""What ``InferenceServer.evaluate`` returns: (logits [b, A] float32, value [b] float32,
+weights version)."""
+
+
+@dataclass(frozen=True)
+class InferenceServerConfig:
+    """How an inference server batches requests and runs its network."""
+
+    max_batch: int = 1024
+    """Most positions per network call. Requests are never split across two calls; a
+    single request larger than this runs alone."""
+    max_wait_ms: float = 2.0
+    """How long the oldest waiting request may wait for others to join its batch. Requests
+    that queue up while a network call runs go out together at once, so this only matters
+    when the server is idle and a lone request arrives."""
+    device: str = "auto"
+    """``"auto"`` (a GPU when the cluster has one, else CPU), ``"cpu"``, ``"cuda"``."""
+    weights_poll_s: float = 1.0
+    """Longest time between looks for newer weights in the WeightStore; an announcement on
+    the store's pub/sub channel is picked up at once."""
+    compile: bool = False
+    """``torch.compile`` the network (GPUs; slow first calls, pays off for small batches)."""
+    num_threads: int = 1
+    """torch intra-op threads of the server process (0: torch's default). One is fastest
+    when the server shares cores with self-play workers."""
+    num_cpus: float = 1.0
+    """Ray CPUs reserved for each server actor (also when it holds a GPU: the batching loop
+    and the transfers need a core)."""
+    max_concurrency: int = 1000
+    """Ray requests in flight per server actor: one per self-play worker is enough, as each
+    waits for its answer before sending the next batch."""
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError(f"InferenceServerConfig.max_batch must be >= 1, got {self.max_batch}")
+        if self.max_wait_ms < 0 or self.weights_poll_s <= 0:
+            raise ValueError("InferenceServerConfig: max_wait_ms must be >= 0 and "
+                             "weights_poll_s > 0")
+        if self.num_threads < 0 or self.num_cpus < 0 or self.max_concurrency < 1:
+            raise ValueError(f"InferenceServerConfig: bad resources in {self}")
+
+
+@dataclass(eq=False)
+class _Request:
+    """One caller's leaf batch waiting in the queue."""
+
+    obs: np.ndarray
+    """[b, C, H, W] as the caller sent it."""
+    legal: np.ndarray
+    """[b, A] bool."""
+    future: asyncio.Future[Answer]
+    """Resolved with this request's rows, or with the error that concerns it alone."""
+    arrived: float
+    """Event-loop time of arrival (starts the ``max_wait_ms`` clock)."""
+
+    @property
+    def size(self) -> int:
+        return int(self.obs.shape[0])
+
+
+class InferenceServer:
+    """Batches concurrent ``evaluate`` calls into few network calls (see module docstring).
+
+    All coroutines must run on one event loop (Ray's, in an async actor); the background
+    tasks start with the first ``evaluate``, ``ready`` or ``run`` call. ``run``/``stop``
+    /``stats`` are what a supervising controller calls.
+    """
+
+    def __init__(self, game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
+                 redis_url: str | None, run_id: str) -> None:
+        from shared.nets import build_net
+        from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+
+        self.config = config
+        spec = make_game(game_spec).spec
+        self.obs_shape: tuple[int, ...] = tuple(spec.obs_shape)
+        self.num_actions = int(spec.num_actions)
+        self._evaluator = TorchEvaluator(build_net(net_config, spec), config=InferenceConfig(
+            device=config.device, compile=config.compile,
+            num_threads=config.num_threads or None))
+        self.device = str(self._evaluator.device)
+        self.recorder = Recorder()
+        self.recorder.set("weights_version", self.weights_version, component="inference")
+        # Every torch call (forward passes and weight swaps) runs on this one thread, in
+        # submission order: that is what keeps a swap from landing inside a batch.
+        self._net_thread = ThreadPoolExecutor(1, thread_name_prefix="inference-net")
+        # Redis waits and blob decoding get their own thread so they never delay a batch.
+        self._io_thread = ThreadPoolExecutor(1, thread_name_prefix="inference-weights")
+        self._queue: deque[_Request] = deque()
+        self._arrived = asyncio.Event()  # set on each arrival; binds to a loop on first use
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stopped = asyncio.Event()
+        self._served = 0
+        self._store: WeightStore | None = None
+        self._subscription: WeightSubscription | None = None
+        self._newest_seen = -1
+        """Newest version loaded from any source; the store is asked only for newer ones.
+        -1, not 0: a learner's initial publish as version 0 must still replace the random
+        initialisation this server starts with."""
+        if redis_url is not None:
+            from shared.transport import WeightStore, connect
+
+            self._store = WeightStore(connect(redis_url), run_id)
+            # Subscribed before the first fetch, so no announcement falls in between; the
+            # subscription is read only by the weights thread from then on.
+            self._subscription = self._store.subscribe()
+            # Start with the run's current weights rather than answer with random ones.
+            got = self._store.fetch(newer_than=-1)
+            if got is not None:
+                self._install(got[1], got[0])
+
+    # -- public API ------------------------------------------------------------------------
+    @property
+    def weights_version(self) -> int:
+        """Version of the weights the next batch will be computed with."""
+        return int(self._evaluator.weights_version)
+
+    async def ready(self) -> int:
+        """Start the background tasks if needed; returns the weights version held (a Ray
+        caller awaits this to know the actor is constructed and serving)."""
+        self._start()
+        return self.weights_version
+
+    async def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Answer:
+        """Evaluate obs [b, C, H, W] (uint8 planes) with legal [b, A] bool.
+
+        Returns (policy_logits [b, A] float32, value [b] float32, weights_version) computed
+        in one network call, possibly together with other callers' positions. A malformed
+        request raises ValueError here, for its caller only.
+        """
+        obs, legal = self._checked(obs, legal)
+        self._start()
+        if obs.shape[0] == 0:
+            return (np.zeros((0, self.num_actions), np.float32), np.zeros(0, np.float32),
+                    self.weights_version)
+        loop = asyncio.get_running_loop()
+        request = _Request(obs, legal, loop.create_future(), loop.time())
+        self._queue.append(request)
+        self._arrived.set()
+        return await request.future
+
+    async def load_weights(self, state_dict_bytes: bytes, version: int) -> int:
+        """Swap in ``shared.nets.weights_to_bytes`` weights as ``version`` (between two
+        network calls, like the store's); returns the version now held."""
+        from shared.nets import weights_from_bytes
+
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"load_weights: version must be an integer >= 0, got {version!r}")
+        loop = asyncio.get_running_loop()
+        state_dict = await loop.run_in_executor(self._io_thread, weights_from_bytes,
+                                                state_dict_bytes)
+        await loop.run_in_executor(self._net_thread, self._install, state_dict, version)
+        return self.weights_version
+
+    async def run(self) -> int:
+        """Serve until ``stop``; returns the requests served. A supervisor (the controller)
+        keeps this call open: its result arriving means the server stopped or died."""
+        self._start()
+        await self._stopped.wait()
+        return self._served
+
+    def stop(self) -> None:
+        """End ``run``. Requests keep being answered until the actor is killed, so workers
+        still holding this server finish their calls while they switch to others. Call it
+        on the event loop's thread (Ray does, for an async actor)."""
+        self._stopped.set()
+
+    def stats(self) -> dict:
+        """The recorder's snapshot (see ``shared.metrics``)."""
+        return self.recorder.snapshot()
+
+    def close(self) -> None:
+        """Stop the background tasks and threads (a Ray actor just dies instead)."""
+        for task in self._tasks.values():
+            task.cancel()
+        for request in self._queue:
+            if not request.future.done():
+                request.future.set_exception(RuntimeError("InferenceServer closed"))
+        self._queue.clear()
+        self._net_thread.shutdown(wait=False, cancel_futures=True)
+        self._io_thread.shutdown(wait=False, cancel_futures=True)
+        if self._subscription is not None:
+            self._subscription.close()
+            self._subscription = None
+
+    # -- requests --------------------------------------------------------------------------
+    def _checked(self, obs: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        obs, legal = np.asarray(obs), np.asarray(legal)
+        if obs.ndim != 4 or obs.shape[1:] != self.obs_shape:
+            raise ValueError(f"InferenceServer: observations of shape {obs.shape}, expected "
+                             f"[b, {', '.join(map(str, self.obs_shape))}]")
+        if obs.dtype.kind not in "biuf":
+            raise ValueError(f"InferenceServer: observations of dtype {obs.dtype}, expected "
+                             "uint8 planes (or bool/float)")
+        if legal.shape != (obs.shape[0], self.num_actions):
+            raise ValueError(f"InferenceServer: legal masks of shape {legal.shape} for "
+                             f"{obs.shape[0]} observations, expected "
+                             f"[{obs.shape[0]}, {self.num_actions}]")
+        return obs, legal
+
+    def _start(self) -> None:
+        """Create the background tasks on the running loop (once; again if one died)."""
+        loop = asyncio.get_running_loop()
+        wanted = {"inference-batcher": self._batch_loop}
+        if self._store is not None:
+            wanted["inference-weights"] = self._weights_loop
+        for name, body in wanted.items():
+            task = self._tasks.get(name)
+            if task is None or task.done():
+                self._tasks[name] = task = loop.create_task(body(), name=name)
+                task.add_done_callback(_log_crash)
+
+    async def _next_batch(self) -> list[_Request]:
+        """Wait for a request, then gather queued ones up to ``max_batch`` positions until
+        the oldest has waited ``max_wait_ms`` (or the batch is full)."""
+        loop = asyncio.get_running_loop()
+        while not self._queue:
+            self._arrived.clear()
+            await self._arrived.wait()
+        deadline = self._queue[0].arrived + self.config.max_wait_ms / 1000
+        batch: list[_Request] = []
+        size, limit = 0, self.config.max_batch
+        while True:
+            while self._queue and (not batch or size + self._queue[0].size <= limit):
+                request = self._queue.popleft()
+                if not request.future.done():  # else its caller was cancelled while it waited
+                    batch.append(request)
+                    size += request.size
+            if size >= limit or (batch and self._queue):
+                return batch  # full, or the next request would not fit: it leads the next batch
+            left = deadline - loop.time()
+            if left <= 0:
+                return batch
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except TimeoutError:
+                return batch
+
+    async def _batch_loop(self) -> None:
+        while True:
+            batch = await self._next_batch()
+            try:
+                await self._run(batch)
+            except Exception as err:  # a bug here must not leave callers waiting forever
+                log.exception("inference batch failed")
+                for request in batch:
+                    if not request.future.done():
+                        request.future.set_exception(err)
+
+    async def _run(self, batch: list[_Request]) -> None:
+        """One network call for ``batch``; each request's future gets its rows."""
+        batch = [r for r in batch if not r.future.done()]  # drop callers cancelled meanwhile
+        if not batch:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        try:
+            ev = await loop.run_in_executor(self._net_thread, self._forward,
+                                            [r.obs for r in batch], [r.legal for r in batch])
+        except Exception as err:
+            if len(batch) == 1:
+                if not batch[0].future.done():
+                    batch[0].future.set_exception(err)
+                return
+            # Something in the merged call failed (one odd request, or a batch too large
+            # for the device): run each alone so the error reaches only whom it concerns.
+            log.warning("inference batch of %d requests failed (%s: %s); retrying them one "
+                        "by one", len(batch), type(err).__name__, err)
+            for request in batch:
+                await self._run([request])
+            return
+        size = sum(r.size for r in batch)
+        rec = self.recorder
+        rec.inc("nn_evaluations_total", size, source="server")
+        rec.inc("inference_requests_total", len(batch))
+        self._served += len(batch)
+        rec.observe("inference_batch_size", size)
+        for request in batch:
+            rec.observe("inference_queue_wait_seconds", max(now - request.arrived, 0.0))
+        start = 0
+        for request in batch:
+            end = start + request.size
+            if not request.future.done():
+                # Copies: a caller in this process must not hold a view of everyone's rows.
+                request.future.set_result((ev.policy_logits[start:end].copy(),
+                                           ev.value[start:end].copy(), ev.weights_version))
+            start = end
+
+    def _forward(self, obs: list[np.ndarray], legal: list[np.ndarray]) -> Evaluation:
+        """On the network thread: concatenate and evaluate. The concatenation also copies
+        Ray's read-only argument buffers into one writable array torch can take."""
+        return self._evaluator.evaluate(np.concatenate(obs), np.concatenate(legal))
+
+    # -- weights ---------------------------------------------------------------------------
+    def _install(self, state_dict: dict, version: int, only_if_newer: bool = False) -> bool:
+        """On the network thread (or before serving): load the weights; returns whether
+        it did. The store's weights pass ``only_if_newer``, checked here, in the thread's
+        order, so a fetch racing a direct push never takes the server back a version."""
+        if only_if_newer and version <= self._newest_seen:
+            return False
+        self._evaluator.load_state_dict(state_dict, version)
+        self._newest_seen = max(self._newest_seen, version)
+        self.recorder.set("weights_version", self.weights_version, component="inference")
+        return True
+
+    async def _weights_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                got = await loop.run_in_executor(self._io_thread, self._wait_for_weights)
+                if got is not None and await loop.run_in_executor(
+                        self._net_thread, self._install, got[1], got[0], True):
+                    log.info("inference server now on weights version %d", got[0])
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # Redis down, a corrupt blob: keep serving, try again
+                log.warning("inference server: no new weights (%s: %s); keeping version %d",
+                            type(err).__name__, err, self.weights_version)
+                await asyncio.sleep(self.config.weights_poll_s)
+
+    def _wait_for_weights(self) -> tuple[int, dict] | None:
+        """On the I/O thread: wait up to ``weights_poll_s`` for an announcement, then fetch
+        anything newer. Fetching after every wait, announced or not, covers announcements
+        missed while the subscription was down."""
+        assert self._store is not None
+        if self._subscription is None:
+            self._subscription = self._store.subscribe()
+        try:
+            self._subscription.poll(self.config.weights_poll_s)
+        except Exception:
+            self._subscription.close()
+            self._subscription = None
+            raise
+        return self._store.fetch(newer_than=self._newest_seen)
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("inference server task %s crashed: %r (restarted on the next request)",
+                  task.get_name(), task.exception())
+
+
+# ------------------------------------------------------------------------------------------
+# Ray wiring
+# ------------------------------------------------------------------------------------------
+
+
+class NoInferenceServerError(RuntimeError):
+    """Every inference server a RemoteEvaluator knew of has died."""
+
+
+class RemoteEvaluator:
+    """The Evaluator of a self-play worker whose network lives in InferenceServer actors.
+
+    ``evaluate`` sends the leaf batch to the servers in turn (round robin from a random
+    start, so workers do not all begin on the same one); a server found dead is dropped,
+    logged once, and the batch goes to the next. ``weights_version`` is the version of
+    the last answer, so finished games are tagged with the weights that played them.
+    """
+
+    def __init__(self, servers: Sequence[Any], timeout_s: float | None = 300.0) -> None:
+        self.timeout_s = timeout_s
+        """Longest wait for one answer (None: forever); a server busy compiling its first
+        batches may take a while."""
+        self.weights_version = 0
+        self._servers: list[Any] = []
+        self._next = 0
+        self.set_servers(servers)
+
+    @property
+    def servers(self) -> list[Any]:
+        """The server handles still in use."""
+        return list(self._servers)
+
+    def set_servers(self, servers: Sequence[Any]) -> None:
+        """Use these server actor handles from now on (after scaling or replacement)."""
+        self._servers = list(servers)
+        self._next = random.randrange(len(self._servers)) if self._servers else 0
+
+    def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
+        """obs [B, C, H, W] uint8, legal [B, A] bool -> Evaluation from one server."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        while self._servers:
+            i = self._next % len(self._servers)
+            server = self._servers[i]
+            try:
+                logits, value, version = ray.get(server.evaluate.remote(obs, legal),
+                                                 timeout=self.timeout_s)
+            except RayActorError as err:
+                del self._servers[i]
+                self._next = i  # the next server has moved into slot i
+                log.warning("inference server %s is gone (%s); failing over to %d other(s)",
+                            server, type(err).__name__, len(self._servers))
+                continue
+            except GetTimeoutError:
+                raise TimeoutError(f"inference server {server} did not answer within "
+                                   f"{self.timeout_s} s") from None
+            self._next = i + 1
+            ev = Evaluation(logits, value, int(version))
+            check_evaluation(ev, legal.shape[0], legal.shape[1])
+            self.weights_version = ev.weights_version
+            return ev
+        raise NoInferenceServerError(
+            "RemoteEvaluator: no inference server left (all have died); the controller "
+            "must start new ones and hand them over with set_servers")
+
+
+class InferenceServerActor(InferenceServer):
+    """The form Ray instantiates: configs arrive as plain dicts (``shared.config.to_dict``)
+    so none of our classes is pickled across the process boundary."""
+
+    def __init__(self, game_spec: str, net_config: dict, config: dict, redis_url: str | None,
+                 run_id: str) -> None:
+        from shared.nets import NetConfig
+
+        super().__init__(game_spec, cfg.from_dict(NetConfig, net_config, "net"),
+                         cfg.from_dict(InferenceServerConfig, config, "inference"),
+                         redis_url, run_id)
+
+
+def make_inference_actor(game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
+                         redis_url: str | None, run_id: str, *, name: str | None = None
+                         ) -> Any:
+    """Start one InferenceServer as an async Ray actor; returns its handle.
+
+    It takes a GPU when ``config.device`` asks for CUDA, or is ``"auto"`` and the cluster
+    has GPUs; otherwise it runs on ``config.num_cpus`` CPUs. Call ``ready`` on the handle
+    to wait until it serves. ``ray.init`` must have run.
+    """
+    import ray
+
+    gpus = ray.cluster_resources().get("GPU", 0.0)
+    wants_gpu = config.device.startswith("cuda") or (config.device == "auto" and gpus >= 1)
+    if wants_gpu and gpus < 1:
+        raise ValueError(f"inference device {config.device!r} needs a GPU, and the Ray "
+                         "cluster has none")
+    options: dict[str, Any] = {"num_cpus": config.num_cpus,
+                               "max_concurrency": config.max_concurrency}
+    if wants_gpu:
+        options["num_gpus"] = 1
+    if name is not None:
+        options["name"] = name
+    actor_cls = ray.remote(InferenceServerActor).options(**options)
+    return actor_cls.remote(game_spec, cfg.to_dict(net_config), cfg.to_dict(config),
+                            redis_url, run_id)

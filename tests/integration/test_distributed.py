@@ -1,0 +1,162 @@
+"""The distributed runtime on a real local Ray (2 CPUs) and the real bundled redis-server.
+
+Each test starts its own run (controller + learner + self-play workers) and checks what a
+user relies on: games reach the learner exactly once, weights flow back, scaling and
+actor deaths lose nothing, malformed entries are rejected while the run goes on.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import pytest
+import ray
+
+from deploy.config import load_train_config
+from deploy.controller import NAMESPACE, Controller, controller_name
+from shared.transport import connect, stream_key
+
+SETTINGS = [
+    "game=tictactoe", "net=tiny", "search.num_simulations=12", "selfplay.games_in_parallel=8",
+    "selfplay.workers=1", "learner.batch_size=32", "learner.min_replay=64",
+    "learner.samples_per_insert=2", "learner.optimizer=adamw", "learner.lr=0.003",
+    "run.publish_every_steps=5", "run.checkpoint_every_s=1", "run.train_steps_per_round=4",
+    "distributed.inference=local", "distributed.worker_cpus=0.25",
+    "distributed.learner_cpus=0.25", "distributed.evaluator=false",
+    "distributed.monitor_interval_s=0.3",
+]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE,
+             logging_level="ERROR", _node_ip_address="127.0.0.1")
+    yield
+    ray.shutdown()
+
+
+def wait_for(check, timeout: float = 90.0, every: float = 0.5):
+    """Poll ``check()`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def start_run(redis_server, run_id, tmp_path, *extra):
+    config = load_train_config(None, [*SETTINGS, *extra])
+    controller = ray.remote(Controller).options(
+        name=controller_name(run_id), max_concurrency=16, num_cpus=0).remote(
+        config, redis_server.url, run_id, str(tmp_path), False)
+    ray.get(controller.start.remote())
+    return controller
+
+
+def status(controller) -> dict:
+    return ray.get(controller.status.remote())
+
+
+def all_ids(handles) -> list[str]:
+    return [i for ids in ray.get([h.game_ids.remote() for h in handles]) for i in ids]
+
+
+def test_games_reach_the_learner_exactly_once_and_weights_flow_back(
+        local_ray, redis_server, run_id, tmp_path):
+    controller = start_run(redis_server, run_id, tmp_path)
+    wait_for(lambda: status(controller)["weights_version"] >= 3)
+    workers = ray.get(controller.actor_handles.remote("selfplay"))
+    [learner] = ray.get(controller.actor_handles.remote("learner"))
+    # later games are played with published weights: the worker's version moves on
+    def worker_version():
+        snap = ray.get(workers[0].stats.remote())
+        series = {tuple(map(tuple, k)): v for k, v in snap["values"]["weights_version"]}
+        return series[(("component", "selfplay"),)]
+
+    wait_for(lambda: worker_version() >= 2)
+    final = ray.get(controller.stop.remote())
+    produced = all_ids(workers)
+    received = ray.get(learner.game_ids.remote())
+    assert len(produced) >= 10
+    assert collections.Counter(received) == collections.Counter(produced)
+    assert final["games_received"] == len(produced) == final["games"]
+    assert final["state"] == "stopped"
+    assert (tmp_path / "checkpoint.pt").exists()
+
+
+def test_scaling_up_and_down_loses_no_game(local_ray, redis_server, run_id, tmp_path):
+    controller = start_run(redis_server, run_id, tmp_path)
+    wait_for(lambda: status(controller)["games"] > 0)
+    ray.get(controller.scale.remote(workers=3))
+    wait_for(lambda: status(controller)["alive"]["selfplay"] == 3)
+    workers = ray.get(controller.actor_handles.remote("selfplay"))
+    wait_for(lambda: all(ray.get([w.game_ids.remote() for w in workers])))
+    ray.get(controller.scale.remote(workers=1))
+    wait_for(lambda: status(controller)["alive"]["selfplay"] == 1)
+    before = status(controller)["games"]
+    wait_for(lambda: status(controller)["games"] > before)  # the remaining one still plays
+    [learner] = ray.get(controller.actor_handles.remote("learner"))
+    final = ray.get(controller.stop.remote())
+    produced = all_ids(workers)
+    assert collections.Counter(ray.get(learner.game_ids.remote())) == collections.Counter(
+        produced)
+    assert final["games_received"] == len(produced)
+
+
+def test_dead_worker_is_replaced_and_dead_learner_resumes(
+        local_ray, redis_server, run_id, tmp_path):
+    controller = start_run(redis_server, run_id, tmp_path)
+    wait_for(lambda: status(controller)["learner_steps"] >= 10)
+    [worker] = ray.get(controller.actor_handles.remote("selfplay"))
+    ray.kill(worker)
+    wait_for(lambda: status(controller)["restarts"]["selfplay"] == 1
+             and status(controller)["alive"]["selfplay"] == 1)
+    [learner] = ray.get(controller.actor_handles.remote("learner"))
+    wait_for(lambda: (tmp_path / "checkpoint.pt").exists())
+    ray.kill(learner)
+    wait_for(lambda: status(controller)["restarts"]["learner"] == 1)
+    new_workers = ray.get(controller.actor_handles.remote("selfplay"))
+    [new_learner] = wait_for(lambda: [h for h in ray.get(
+        controller.actor_handles.remote("learner")) if h != learner])
+    # the replacement restored the checkpoint: its counters go on, they don't restart at 0
+    wait_for(lambda: status(controller)["learner_steps"] >= 10)
+    final = ray.get(controller.stop.remote())
+    # every game the replacement worker made was received once; none twice overall
+    received = ray.get(new_learner.game_ids.remote())
+    counts = collections.Counter(received)
+    assert counts and max(counts.values()) == 1
+    assert set(all_ids(new_workers)) <= set(received)
+    assert final["learner_steps"] >= 10
+
+
+def test_malformed_entries_are_rejected_while_the_run_goes_on(
+        local_ray, redis_server, run_id, tmp_path):
+    controller = start_run(redis_server, run_id, tmp_path)
+    wait_for(lambda: status(controller)["games_received"] > 0)
+    client = connect(redis_server.url)
+    client.xadd(stream_key(run_id), {"d": b"\x00garbage"})
+    client.xadd(stream_key(run_id), {"nothing": b"here"})
+    rejected = wait_for(lambda: status(controller)["rejected"]
+                        if sum(status(controller)["rejected"].values()) >= 2 else None)
+    assert len(rejected) >= 1
+    before = status(controller)["games_received"]
+    wait_for(lambda: status(controller)["games_received"] > before)
+    ray.get(controller.stop.remote())
+    client.close()
+
+
+def test_metrics_endpoint_serves_the_catalogue(local_ray, redis_server, run_id, tmp_path):
+    import urllib.request
+
+    controller = start_run(redis_server, run_id, tmp_path)
+    wait_for(lambda: status(controller)["learner_steps"] > 0)
+    url = status(controller)["metrics_url"]
+    assert url.startswith("http://127.0.0.1:")
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    for name in ("zeroforge_selfplay_games_total", "zeroforge_learner_steps_total",
+                 "zeroforge_actors_alive", "zeroforge_replay_window_positions"):
+        assert name in text
+    ray.get(controller.stop.remote())

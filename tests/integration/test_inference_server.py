@@ -1,0 +1,160 @@
+"""InferenceServer actors on a real local Ray, weights through a real Redis."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+import torch
+
+from actors.inference import (
+    InferenceServerConfig,
+    NoInferenceServerError,
+    RemoteEvaluator,
+    make_inference_actor,
+)
+from actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from shared.games import make_game
+from shared.nets import NetConfig, build_net
+from shared.search.config import SearchConfig
+from shared.torch_evaluator import TorchEvaluator
+from shared.transport import RedisServer, WeightStore, connect
+
+GAME = "tictactoe"
+SPEC = make_game(GAME).spec
+NET = NetConfig.preset("tiny")
+# Half a CPU each: the module's Ray has two, and a test runs up to three actors at once.
+SERVER = InferenceServerConfig(num_cpus=0.5, max_wait_ms=20, weights_poll_s=0.2)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+             configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def start_server(config: InferenceServerConfig = SERVER, redis_url: str | None = None,
+                 run_id: str = "itest") -> Any:
+    server = make_inference_actor(GAME, NET, config, redis_url, run_id)
+    ray.get(server.ready.remote(), timeout=120)
+    return server
+
+
+def leaves(batch: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    obs = (rng.random((batch, *SPEC.obs_shape)) < 0.3).astype(np.uint8)
+    return obs, np.ones((batch, SPEC.num_actions), bool)
+
+
+def selfplay_client(servers: list, seed: int) -> dict:
+    """A self-play worker in a Ray task, its network behind the servers. Returns plain
+    data only: shapes and versions of the games it finished."""
+    evaluator = RemoteEvaluator(servers)
+    worker = SelfPlayWorker(make_game(GAME), evaluator, SearchConfig(num_simulations=8),
+                            SelfPlayConfig(games_in_parallel=4), seed=seed)
+    games = worker.play_games(4)
+    return {"obs": [g.obs.shape for g in games], "policy": [g.policy.shape for g in games],
+            "versions": [g.weights_version for g in games],
+            "simulations": worker.stats.simulations}
+
+
+def stat(snapshot: dict, name: str) -> float:
+    return sum(v for _, v in snapshot["values"].get(name, []))
+
+
+def test_two_selfplay_clients_share_one_server(ray_cluster: None) -> None:
+    server = start_server()
+    try:
+        running = server.run.remote()  # as the controller supervises it
+        client = ray.remote(num_cpus=0.5)(selfplay_client)
+        results = ray.get([client.remote([server], seed) for seed in (1, 2)], timeout=300)
+        for result in results:
+            assert len(result["obs"]) >= 4
+            for obs, policy in zip(result["obs"], result["policy"], strict=True):
+                assert obs[1:] == SPEC.obs_shape and policy == (obs[0], SPEC.num_actions)
+            assert result["versions"] == [0] * len(result["obs"])
+        snap = ray.get(server.stats.remote())
+        requests = stat(snap, "inference_requests_total")
+        [[_, hist]] = snap["hists"]["inference_batch_size"]
+        calls = sum(hist[:-1])
+        # Each simulation round of a worker is one request (plus the root's).
+        assert requests >= sum(r["simulations"] for r in results) / (4 * 8)
+        assert calls < requests, "the two workers' requests were never merged"
+        assert stat(snap, "nn_evaluations_total") == hist[-1]  # positions = batch size sum
+        assert ray.wait([running], timeout=0)[0] == []
+        server.stop.remote()
+        assert ray.get(running, timeout=30) == requests
+    finally:
+        ray.kill(server)
+
+
+def test_published_weights_reach_the_server(ray_cluster: None, redis_server: RedisServer,
+                                            run_id: str) -> None:
+    store = WeightStore(connect(redis_server.url), run_id)
+    # A long poll interval: only the pub/sub announcement can bring new weights quickly.
+    config = InferenceServerConfig(num_cpus=0.5, max_wait_ms=1, weights_poll_s=30)
+    server = start_server(config, redis_server.url, run_id)
+    late = None
+    try:
+        evaluator = RemoteEvaluator([server])
+        obs, legal = leaves(5, 0)
+        assert evaluator.evaluate(obs, legal).weights_version == 0
+        torch.manual_seed(5)
+        net = build_net(NET, SPEC)
+        store.publish(net, 1)
+        published = time.monotonic()
+        while (ev := evaluator.evaluate(obs, legal)).weights_version != 1:
+            assert time.monotonic() - published < 10, "version 1 never reached the server"
+            time.sleep(0.02)
+        want = TorchEvaluator(net).evaluate(obs, legal)
+        np.testing.assert_allclose(ev.policy_logits, want.policy_logits, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ev.value, want.value, rtol=1e-4, atol=1e-5)
+        assert evaluator.weights_version == 1
+        assert stat(ray.get(server.stats.remote()), "weights_version") == 1
+        # A server started after the publish begins with the run's weights.
+        late = start_server(config, redis_server.url, run_id)
+        assert ray.get(late.ready.remote()) == 1
+        # A malformed request fails for its caller only; the server keeps serving.
+        with pytest.raises(ValueError, match="legal masks of shape"):
+            evaluator.evaluate(obs, legal[:, :-1])
+        assert evaluator.evaluate(obs, legal).weights_version == 1
+    finally:
+        ray.kill(server)
+        if late is not None:
+            ray.kill(late)
+
+
+def test_remote_evaluator_fails_over_when_a_server_dies(
+        ray_cluster: None, caplog: pytest.LogCaptureFixture) -> None:
+    first, second = start_server(), start_server()
+    third = None
+    try:
+        evaluator = RemoteEvaluator([first, second])
+        obs, legal = leaves(3, 1)
+        for _ in range(2):
+            ev = evaluator.evaluate(obs, legal)
+            assert ev.policy_logits.shape == (3, SPEC.num_actions) and ev.value.shape == (3,)
+        ray.kill(first)
+        with caplog.at_level(logging.WARNING, logger="actors.inference"):
+            for _ in range(4):
+                assert evaluator.evaluate(obs, legal).value.shape == (3,)
+        gone = [r for r in caplog.records if "is gone" in r.getMessage()]
+        assert len(gone) == 1 and "failing over to 1 other" in gone[0].getMessage()
+        assert evaluator.servers == [second]
+        ray.kill(second)
+        with pytest.raises(NoInferenceServerError, match="no inference server left"):
+            evaluator.evaluate(obs, legal)
+        third = start_server()
+        evaluator.set_servers([third])
+        assert evaluator.evaluate(obs, legal).value.shape == (3,)
+    finally:
+        for server in (first, second, third):
+            if server is not None:
+                ray.kill(server)
