@@ -76,6 +76,10 @@ class ServiceHost:
         if hasattr(self.service, "set_servers"):
             self.service.set_servers(servers)
 
+    def node_id(self) -> str:
+        """The Ray node this actor runs on (where the scheduler placed it)."""
+        return ray.get_runtime_context().get_node_id()
+
     def game_ids(self) -> list[str]:
         """Ids of the games this service appended (self-play) or received (learner)."""
         return list(getattr(self.service, "appended_ids", None)

@@ -160,3 +160,21 @@ def test_metrics_endpoint_serves_the_catalogue(local_ray, redis_server, run_id, 
                  "zeroforge_actors_alive", "zeroforge_replay_window_positions"):
         assert name in text
     ray.get(controller.stop.remote())
+
+
+def test_workers_can_use_inference_servers(local_ray, redis_server, run_id, tmp_path):
+    controller = start_run(redis_server, run_id, tmp_path, "distributed.inference=server",
+                           "distributed.inference_servers=1", "inference.num_cpus=0.25",
+                           "selfplay.workers=2")
+    assert status(controller)["inference"] == "server"
+    wait_for(lambda: status(controller)["games_received"] >= 10)
+    [server] = ray.get(controller.actor_handles.remote("inference"))
+    snap = ray.get(server.stats.remote())
+    requests = {tuple(map(tuple, k)): v for k, v in snap["values"]["inference_requests_total"]}
+    assert requests[()] > 0
+    ray.get(controller.scale.remote(inference_servers=2))
+    wait_for(lambda: status(controller)["alive"]["inference"] == 2)
+    before = status(controller)["games"]
+    wait_for(lambda: status(controller)["games"] > before)
+    final = ray.get(controller.stop.remote())
+    assert final["games_received"] == final["games"]

@@ -1,0 +1,85 @@
+"""`zeroforge train` as a user runs it: local loop with resume, and the distributed job
+driven from a second terminal with status, scale and stop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from learner.learner import load_checkpoint
+from tests.e2e.test_cli import EXE, zf
+
+FAST = ["--set", "net=tiny", "--set", "search.num_simulations=12",
+        "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",
+        "--set", "learner.batch_size=32", "--set", "run.eval_games=4",
+        "--set", "run.progress_every_s=1"]
+
+
+def test_local_training_writes_a_checkpoint_and_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    r = zf("train", "--local", "--config", "tictactoe", "--steps", "20", "--run-dir",
+           str(run_dir), *FAST, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "score vs random" in r.stdout and "checkpoint:" in r.stdout
+    first = load_checkpoint(run_dir / "checkpoint.pt")["counters"]
+    assert first["steps"] >= 20
+    r = zf("train", "--local", "--config", "tictactoe", "--steps", "40", "--run-dir",
+           str(run_dir), "--resume", *FAST, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"resumed from {run_dir / 'checkpoint.pt'}: step {first['steps']}" in r.stdout
+    second = load_checkpoint(run_dir / "checkpoint.pt")["counters"]
+    assert second["steps"] >= 40 and second["games_seen"] > first["games_seen"]
+
+
+def test_resume_from_a_corrupt_checkpoint_is_one_line(tmp_path):
+    (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    r = zf("train", "--local", "--config", "tictactoe", "--run-dir", str(tmp_path), "--resume")
+    assert r.returncode == 1
+    assert "corrupt or not a checkpoint" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_distributed_job_train_status_scale_stop(tmp_path):
+    cmd = [EXE, "train", "--config", "tictactoe", "--run-dir", str(tmp_path / "run"),
+           "--run-id", "e2e-run", *FAST, "--set", "distributed.evaluator=false",
+           "--set", "distributed.worker_cpus=0.25", "--set", "distributed.learner_cpus=0.25"]
+    train = subprocess.Popen(cmd if EXE else [sys.executable, "-m", "deploy.cli", *cmd[1:]],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            line = train.stdout.readline()
+            assert line and time.monotonic() < deadline, "train did not start"
+            if "metrics at http://127.0.0.1:" in line:
+                break
+        for _ in range(60):
+            st = json.loads(zf("status", "--json").stdout)
+            if st["games_received"] > 0:
+                break
+            time.sleep(1)
+        assert st["run_id"] == "e2e-run" and st["alive"]["selfplay"] == 1
+        r = zf("scale", "--workers", "2")
+        assert r.returncode == 0 and "selfplay 2" in r.stdout
+        for _ in range(60):
+            st = json.loads(zf("status", "--json").stdout)
+            if st["alive"]["selfplay"] == 2:
+                break
+            time.sleep(1)
+        assert st["desired"]["selfplay"] == 2 and st["alive"]["selfplay"] == 2
+        text = zf("status").stdout
+        assert "actors (alive/desired, restarts): " in text and "selfplay 2/2" in text
+        r = zf("scale", "--inference-servers", "2")
+        assert r.returncode == 1 and "inference=local" in r.stderr
+        r = zf("stop")
+        assert r.returncode == 0 and "stopped after" in r.stdout
+        out, _ = train.communicate(timeout=120)
+        assert train.returncode == 0, out
+        assert "run e2e-run stopped" in out
+        # the job is gone, and so is its Ray cluster: a clear one-line error
+        r = zf("status")
+        assert r.returncode == 1 and "error:" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    finally:
+        if train.poll() is None:
+            train.kill()

@@ -1,0 +1,38 @@
+"""A run on a simulated multi-node cluster (ray.cluster_utils.Cluster): workers spread over
+the nodes and the run works the same."""
+
+from __future__ import annotations
+
+import ray
+from ray.cluster_utils import Cluster
+
+from deploy.config import load_train_config
+from deploy.controller import NAMESPACE, Controller, controller_name
+from tests.integration.test_distributed import SETTINGS, status, wait_for
+
+
+def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path):
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.add_node(num_cpus=1)
+    try:
+        ray.init(address=cluster.address, namespace=NAMESPACE, logging_level="ERROR")
+        cluster.wait_for_nodes()
+        # one worker per node's CPU: the scheduler must use several nodes
+        config = load_train_config(None, [*SETTINGS, "selfplay.workers=2",
+                                          "distributed.worker_cpus=1",
+                                          "distributed.learner_cpus=0.5"])
+        controller = ray.remote(Controller).options(
+            name=controller_name(run_id), max_concurrency=16, num_cpus=0).remote(
+            config, redis_server.url, run_id, str(tmp_path), False)
+        ray.get(controller.start.remote())
+        wait_for(lambda: status(controller)["alive"]["selfplay"] == 2
+                 and status(controller)["games_received"] >= 5, timeout=120)
+        workers = ray.get(controller.actor_handles.remote("selfplay"))
+        nodes = set(ray.get([w.node_id.remote() for w in workers]))
+        assert len(nodes) == 2
+        final = ray.get(controller.stop.remote())
+        assert final["games_received"] == final["games"] > 0
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
