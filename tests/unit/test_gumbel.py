@@ -2,90 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
 from shared.games import make_game
-from shared.games.base import Game, GameSpec, State
 from shared.search.config import SearchConfig
-from shared.search.evaluator import Evaluation, UniformEvaluator
+from shared.search.evaluator import UniformEvaluator
 from shared.search.mcts import MCTS
-
-TTT = make_game("tictactoe")
-
-
-def ttt(board: str) -> State:
-    """A tic-tac-toe position (batch of one) drawn as three rows of X, O and '.'."""
-    cells = "".join(board.split())
-    xs = [i for i, c in enumerate(cells) if c == "X"]
-    os_ = [i for i, c in enumerate(cells) if c == "O"]
-    state = TTT.init(1)
-    for i in range(len(xs) + len(os_)):
-        state = TTT.step(state, np.array([xs[i // 2] if i % 2 == 0 else os_[i // 2]]))
-    return state
+from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 
 
 def gumbel(**kw) -> SearchConfig:
     return SearchConfig(**{"gumbel": True, "take_immediate_wins": False, **kw})
 
 
-# --- a 1-ply bandit whose arm values are known exactly ---------------------------------
-@dataclass
-class ArmState(State):
-    arm: np.ndarray
-    """[B] int32: the arm pulled at the root (-1 before)."""
-
-
-class Bandit(Game):
-    """Pull one of A arms, then play on forever; every position below arm a is worth
-    ``values[a]`` to the root player, so Q(root, a) is exactly ``values[a]``."""
-
-    name = "bandit"
-
-    def __init__(self, num_arms: int) -> None:
-        self.spec = GameSpec("bandit", 1, (1, num_arms), num_arms, (2, 1, num_arms), "bandit",
-                             10**6)
-
-    def init(self, batch: int) -> ArmState:
-        return ArmState(to_play=np.zeros(batch, np.int8), ply=np.zeros(batch, np.int32),
-                        terminal=np.zeros(batch, bool), outcome=np.zeros(batch, np.int8),
-                        legal=np.ones((batch, self.spec.num_actions), bool),
-                        last_action=np.full(batch, -1, np.int32), arm=np.full(batch, -1, np.int32))
-
-    def _step(self, state: ArmState, actions: np.ndarray) -> ArmState:
-        s = state.copy()
-        s.arm = np.where(s.arm < 0, actions, s.arm).astype(np.int32)
-        s.to_play = (1 - s.to_play).astype(np.int8)
-        s.ply = s.ply + 1
-        s.last_action = actions.astype(np.int32)
-        return s
-
-    def observe(self, state: ArmState) -> np.ndarray:
-        obs = np.zeros((state.batch_size, 2, 1, self.spec.num_actions), np.uint8)
-        pulled = np.flatnonzero(state.arm >= 0)
-        obs[pulled, 0, 0, state.arm[pulled]] = 1
-        obs[:, 1] = state.to_play[:, None, None]
-        return obs
-
-
-class BanditEvaluator:
-    """Given logits; value = values[arm] for the root player, in the mover's view."""
-
-    def __init__(self, values, logits=None) -> None:
-        self.values = np.asarray(values, np.float32)
-        self.logits = np.zeros(len(values), np.float32) if logits is None else np.asarray(
-            logits, np.float32)
-
-    def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
-        pulled = obs[:, 0, 0, :].astype(bool)
-        v = np.where(pulled.any(1), self.values[pulled.argmax(1)], 0.0)
-        v = np.where(obs[:, 1, 0, 0] == 0, v, -v).astype(np.float32)
-        return Evaluation(np.broadcast_to(self.logits, legal.shape).copy(), v)
-
-
-ARM_VALUES = [-0.5, 0.0, 0.3, 0.6, 0.1]
 
 
 # --- tactics at small budgets ------------------------------------------------------------
