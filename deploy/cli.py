@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--workers", type=int, default=None, help="self-play workers")
     train.add_argument("--run-id", default=None, help="name of the run")
     train.add_argument("--config", default=None,
-                       help="YAML/TOML config file, or a preset name from deploy/configs")
+                       help="YAML/TOML config file, or a preset name from deploy/configs "
+                            "(default: tictactoe)")
     train.add_argument("--game", default=None, help="game spec (overrides the config)")
     train.add_argument("--minutes", type=float, default=None, help="stop after this long")
     train.add_argument("--steps", type=int, default=None, help="stop after this many learner steps")

@@ -65,7 +65,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={value}")
-    config = load_train_config(args.config, overrides)
+    # with no config, the preset that shows learning within minutes on a laptop
+    config = load_train_config(args.config or "tictactoe", overrides)
     if args.local:
         from deploy.local_run import LocalRun
 

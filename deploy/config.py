@@ -51,8 +51,9 @@ class RunConfig:
     """Seconds between evaluation matches (0: only at the end)."""
     eval_games: int = 20
     """Games per evaluation match against each anchor."""
-    eval_anchors: tuple[str, ...] = ("random",)
-    """Opponents: ``random``, ``uct:PLAYOUTS``, ``minimax`` (tic-tac-toe)."""
+    eval_anchors: tuple[str, ...] = ("random", "uct:100", "uct:1000")
+    """Fixed opponents: ``random``, ``uct:PLAYOUTS`` (pure MCTS), ``uctsolver:PLAYOUTS``,
+    ``minimax`` (tic-tac-toe). The distributed evaluator also plays the previous best."""
     eval_simulations: int = 0
     """Simulations a move for the trained agent in evaluation (0: the search's number)."""
     progress_every_s: float = 5.0

@@ -49,7 +49,8 @@ def _progress_line(st: dict) -> str:
     elapsed = max(st["elapsed_s"], 1e-9)
     scores = " ".join(f"{k} {v:.0%}" for k, v in st["scores"].items()) or "-"
     return (f"[{st['elapsed_s']:7.1f}s] workers {a['selfplay']}/{d['selfplay']} | "
-            f"games {st['games']:.0f} | positions/s {st['positions'] / elapsed:.0f} | "
+            f"games {st['games']:.0f} ({st['games'] / elapsed:.1f}/s) | "
+            f"positions/s {st['positions'] / elapsed:.0f} | "
             f"steps {st['learner_steps']:.0f} | weights v{st['weights_version']:.0f} | "
             f"lag {st['stream_lag']:.0f} | score vs {scores}")
 

@@ -172,6 +172,17 @@ def test_workers_can_use_inference_servers(local_ray, redis_server, run_id, tmp_
     snap = ray.get(server.stats.remote())
     requests = {tuple(map(tuple, k)): v for k, v in snap["values"]["inference_requests_total"]}
     assert requests[()] > 0
+    # published weights reach the server, and the workers' games carry the new version
+    wait_for(lambda: status(controller)["weights_version"] >= 2)
+    workers = ray.get(controller.actor_handles.remote("selfplay"))
+
+    def version(handle, component):
+        snap = ray.get(handle.stats.remote())
+        series = {tuple(map(tuple, k)): v for k, v in snap["values"]["weights_version"]}
+        return series.get((("component", component),), 0)
+
+    wait_for(lambda: version(server, "inference") >= 1)
+    wait_for(lambda: version(workers[0], "selfplay") >= 1)
     ray.get(controller.scale.remote(inference_servers=2))
     wait_for(lambda: status(controller)["alive"]["inference"] == 2)
     before = status(controller)["games"]
