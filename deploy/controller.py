@@ -189,17 +189,23 @@ class Controller:
                 if not ready:
                     continue
                 slots.remove(slot)
+                try:
+                    ray.get(slot.run_ref)
+                    crashed = False
+                    # its final counters, after its last games went out
+                    with contextlib.suppress(Exception):
+                        slot.last_stats = ray.get(slot.handle.stats.remote(), timeout=10)
+                except Exception as err:
+                    crashed = True
+                    log.warning("%s %d died: %s", kind, slot.index, str(err).splitlines()[0])
                 # a finished actor's counters still count, except a crashed learner's: its
                 # successor restores them from the checkpoint
                 if slot.last_stats and (kind != "learner" or slot.stopping):
                     self.finished_stats.append(slot.last_stats)
-                try:
-                    ray.get(slot.run_ref)
-                    crashed = False
-                except Exception as err:
-                    crashed = True
-                    log.warning("%s %d died: %s", kind, slot.index, str(err).splitlines()[0])
                 if slot.stopping:
+                    # retired by scale-down: its games are in; free its CPUs for others
+                    with contextlib.suppress(Exception):
+                        ray.kill(slot.handle)
                     continue
                 if kind == "learner" and not crashed:
                     # the learner returns by itself when a run limit is reached: run over
@@ -273,6 +279,16 @@ class Controller:
             self._collect()
             self._state = "stopped"
         return self.status()
+
+    def shutdown(self) -> None:
+        """Stop (if not yet) and kill every actor of the run, freeing their resources."""
+        self.stop()
+        with self._lock:
+            for slots in self.slots.values():
+                for slot in slots:
+                    with contextlib.suppress(Exception):
+                        ray.kill(slot.handle)
+                slots.clear()
 
     def status(self) -> dict:
         m = self._merged
