@@ -14,6 +14,7 @@ Prints the match table (draws count half) and, for --curve, win rate over wall t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import time
@@ -32,7 +33,7 @@ from shared.torch_evaluator import TorchEvaluator
 
 
 def match_table(game, evaluator, config, sims: int, anchor: str, games: int, seed: int):
-    search = type(config.search)(**{**config.search.__dict__, "num_simulations": sims})
+    search = dataclasses.replace(config.search, num_simulations=sims)
     agent = MCTSPlayer(game, evaluator, search, name=f"agent{sims}")
     start = time.monotonic()
     result = play_match(game, agent, make_anchor(anchor), games, np.random.default_rng(seed))

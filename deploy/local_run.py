@@ -6,6 +6,7 @@ evaluation players), just called in turn in one process.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -95,7 +96,7 @@ class LocalRun:
         r = self.config.run
         search = self.config.search
         if r.eval_simulations:
-            search = type(search)(**{**search.__dict__, "num_simulations": r.eval_simulations})
+            search = dataclasses.replace(search, num_simulations=r.eval_simulations)
         agent = MCTSPlayer(self.game, self.evaluator, search)
         results = evaluate_against(self.game, agent, r.eval_anchors, r.eval_games, self.rng)
         return {k: v.score for k, v in results.items()}

@@ -9,6 +9,7 @@ accuracy and value error.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -109,9 +110,8 @@ def pretrain(config: TrainConfig, sgf_dir: str | Path, steps: int, holdout: floa
     held = [games[i] for i in order[:n_hold]]
     train = [games[i] for i in order[n_hold:]]
     positions = sum(g.num_positions for g in train)
-    lcfg = type(config.learner)(**{**config.learner.__dict__, "samples_per_insert": 0.0,
-                                   "min_replay": 1,
-                                   "replay_capacity": max(positions, 1)})
+    lcfg = dataclasses.replace(config.learner, samples_per_insert=0.0, min_replay=1,
+                               replay_capacity=max(positions, 1))
     learner = Learner(lcfg, game.spec.spec_string, config.net)
     learner.add(train)
     print(f"pretrain: {len(train)} games ({positions} positions) to train on, {len(held)} "

@@ -8,6 +8,7 @@ lines through the stone just played, in a numba kernel that loops over the batch
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numba
@@ -180,8 +181,7 @@ class TicTacToe(Gomoku):
 
     def __init__(self) -> None:
         super().__init__(width=3, height=3, k=3)
-        self.spec = GameSpec(**{**self.spec.__dict__, "name": self.name,
-                                "spec_string": self.name})
+        self.spec = dataclasses.replace(self.spec, name=self.name, spec_string=self.name)
 
     def parse_action(self, text: str) -> int:
         t = text.strip()
