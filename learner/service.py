@@ -44,6 +44,7 @@ import torch
 from deploy.config import TrainConfig
 from learner.learner import CheckpointError, Learner
 from shared.metrics import Recorder
+from shared.nets import save_weights
 from shared.samples import GameSamples
 from shared.transport import SampleStream, StreamConfig, TransportError, connect
 from shared.transport.weights import StaleVersionError, WeightStore
@@ -118,6 +119,7 @@ class LearnerService:
         self.weights = WeightStore(self.redis, run_id, keep=weights_keep)
         self._publish_initial()
         self._last_checkpoint = time.monotonic()
+        self._started = self._last_snapshot = time.monotonic()
 
     # --- one turn --------------------------------------------------------------------------
     def run_once(self, max_read: int = 64, block_ms: int = 200) -> dict:
@@ -141,6 +143,7 @@ class LearnerService:
                                                               1):
             published = self._publish()
         checkpointed = self._checkpoint_due() and self.checkpoint() is not None
+        self._maybe_snapshot()
         self._refresh_stream_info()
         return {"read": len(entries), "added": added, "wrong_game": wrong,
                 "steps": len(metrics), "published": published, "checkpointed": checkpointed}
@@ -243,6 +246,20 @@ class LearnerService:
         # Unacked entries count against the workers' backlog limit: checkpoint (and so ack)
         # early rather than let the workers block until the timer fires.
         return len(self._unacked) >= max(self.stream.config.max_backlog // 2, 1)
+
+    def _maybe_snapshot(self) -> Path | None:
+        """Every ``run.snapshot_every_s``: the weights as ``snapshots/weights-<s>s.pt``
+        (seconds since this service started), for learning curves."""
+        every = self.config.run.snapshot_every_s
+        now = time.monotonic()
+        if not every or now - self._last_snapshot < every:
+            return None
+        self._last_snapshot = now
+        folder = self.run_dir / "snapshots"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"weights-{int(now - self._started):06d}s.pt"
+        save_weights(self.learner.weights(), path)
+        return path
 
     def checkpoint(self) -> Path:
         """Save the learner with the stream cursor and counters, then ack what it holds."""

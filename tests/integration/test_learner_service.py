@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import threading
+import time
 from collections import Counter
 
 import msgpack
@@ -18,7 +19,7 @@ from deploy.config import RunConfig, TrainConfig
 from learner.learner import CheckpointError, Learner, LearnerConfig
 from learner.service import CHECKPOINT_NAME, SERVICE_STATE_FORMAT, LearnerService
 from shared.games import make_game
-from shared.nets import NetConfig, build_net
+from shared.nets import NetConfig, build_net, load_weights
 from shared.samples import GameSamples
 from shared.search.config import SearchConfig
 from shared.torch_evaluator import TorchEvaluator
@@ -309,3 +310,19 @@ def test_a_newer_version_in_redis_is_never_reused(redis_server, redis_client, ru
     service = LearnerService(train_config(), redis_server.url, run_id, str(tmp_path))
     assert service.learner.version == 6 and store.latest_version() == 6
     service.close()
+
+
+def test_weight_snapshots_for_learning_curves(redis_server, redis_client, run_id, tmp_path,
+                                              played):
+    config = train_config(snapshot_every_s=1.0)
+    SampleStream(redis_client, run_id).append(renamed(played, "snap"))
+    service = LearnerService(config, redis_server.url, run_id, str(tmp_path))
+    for _ in range(3):
+        time.sleep(1.05)
+        service.run_once(max_read=8, block_ms=0)
+    snaps = sorted((tmp_path / "snapshots").glob("weights-*s.pt"))
+    seconds = [int(p.stem.split("-")[1].rstrip("s")) for p in snaps]
+    assert len(seconds) == 3 and seconds[0] >= 1 and seconds == sorted(set(seconds))
+    net = build_net(NetConfig.preset("tiny"), make_game(GAME).spec)
+    load_weights(snaps[-1], net)  # plain tensors, loadable with weights_only=True
+    service.stop()
