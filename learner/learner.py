@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from learner.replay import ReplayWindow
+from shared.config import to_dict
 from shared.games import make_game
 from shared.nets import NetConfig, build_net
 from shared.samples import GameSamples
@@ -179,7 +180,7 @@ class Learner:
             "format": CHECKPOINT_FORMAT,
             "game": self.game.spec.spec_string,
             "game_version": self.game.spec.version,
-            "net_config": _plain(dataclasses.asdict(self.net_config)),
+            "net_config": to_dict(self.net_config),
             "learner_config": dataclasses.asdict(self.config),
             "model": self.weights(),
             "optimizer": self.optimizer.state_dict(),
@@ -240,21 +241,6 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path}: not a {CHECKPOINT_FORMAT} file")
     return blob
-
-
-def net_from_checkpoint(path: str | os.PathLike) -> tuple[torch.nn.Module, str, NetConfig]:
-    """The trained net of a checkpoint (eval mode, CPU), its game spec and net config."""
-    blob = load_checkpoint(path)
-    nc = blob["net_config"]
-    net_config = NetConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in nc.items()})
-    net = build_net(net_config, make_game(blob["game"]).spec)
-    net.load_state_dict(blob["model"])
-    net.eval()
-    return net, blob["game"], net_config
-
-
-def _plain(d: dict) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
 def _rng_state(rng: np.random.Generator) -> np.ndarray:
