@@ -305,6 +305,9 @@ def test_new_versions_are_announced(redis_client, run_id, net_weights):
         assert sub.poll(0.05) is None
         store.publish(net_weights, 4)
         store.publish(net_weights, 5)
+        # let both announcements reach the subscriber's socket: poll then returns the newest
+        # of everything queued (without the pause, 5 can still be in flight: a flaky test)
+        time.sleep(0.2)
         assert sub.poll(2.0) == 5
     waiter: list[int | None] = []
     thread = threading.Thread(target=lambda: waiter.append(store.wait_for_version(6, 5.0)))
