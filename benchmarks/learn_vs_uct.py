@@ -5,16 +5,20 @@
     python benchmarks/learn_vs_uct.py --config gomoku6 --minutes 30 --games 100
     # five-stone chess
     python benchmarks/learn_vs_uct.py --config fivestone --minutes 30 --games 100
-    # learning curve of an existing run's snapshots (no training)
-    python benchmarks/learn_vs_uct.py --config gomoku8 --curve runs/gomoku8 --games 50
+    # learning curve of an existing run (no training): the untrained net, every weight
+    # snapshot and the final checkpoint, each against every anchor; rows also as JSON
+    python benchmarks/learn_vs_uct.py --config gomoku8 --curve runs/gomoku8 --games 50 \
+        --anchor uct:1000 --anchor uctsolver:1000 --json runs/gomoku8/curve.json
+    python benchmarks/plot_curve.py runs/gomoku8/curve.json --out docs/img/curve.svg
 
-Prints the match table (draws count half) and, for --curve, win rate over wall time.
+Prints the match table (draws count half) and, for --curve, score over wall time.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import platform
 import time
@@ -26,6 +30,8 @@ import torch
 from actors.evaluation import MCTSPlayer, make_anchor
 from deploy.config import load_train_config
 from deploy.local_run import LocalRun
+from learner.learner import load_checkpoint
+from learner.service import CHECKPOINT_NAME
 from shared.arena import play_match
 from shared.games import make_game
 from shared.nets import build_net, load_weights
@@ -40,16 +46,77 @@ def match_table(game, evaluator, config, sims: int, anchor: str, games: int, see
     return result, time.monotonic() - start
 
 
+def curve_points(run_dir: Path, run_minutes: float) -> list[tuple[float, str, Path | None]]:
+    """(minutes of training, label, weights file) for the untrained net (None), each
+    ``snapshots/weights-<seconds>s.pt`` and the run's final checkpoint (at ``run_minutes``)."""
+    points: list[tuple[float, str, Path | None]] = [(0.0, "0 min (untrained)", None)]
+    for snap in sorted((run_dir / "snapshots").glob("weights-*s.pt")):
+        minutes = int(snap.stem.split("-")[1].rstrip("s")) / 60
+        points.append((minutes, f"{minutes:.0f} min", snap))
+    final = run_dir / CHECKPOINT_NAME
+    if final.exists():
+        points.append((run_minutes, f"{run_minutes:.0f} min (final)", final))
+    return points
+
+
+def load_net(game, config, path: Path | None, seed: int) -> torch.nn.Module:
+    """The net of a snapshot or checkpoint; freshly initialised (seeded) for None."""
+    torch.manual_seed(seed)
+    net = build_net(config.net, game.spec)
+    if path is None:
+        return net
+    if path.name == CHECKPOINT_NAME:
+        net.load_state_dict(load_checkpoint(path)["model"])
+    else:
+        load_weights(path, net)
+    return net
+
+
+def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
+    """Score of every point of ``curve_points`` against every anchor: a Markdown table on
+    stdout (a row as soon as it is measured) and, with ``--json``, the rows in a file."""
+    points = curve_points(run_dir, config.run.minutes)
+    print(f"{len(points)} points x {len(anchors)} anchors, {args.games} games each, "
+          f"agent {args.sims} simulations")
+    print("| training wall clock | " + " | ".join(f"vs `{a}` (+/=/-)" for a in anchors)
+          + " |\n|---:|" + "---:|" * len(anchors))
+    rows = []
+    for minutes, label, path in points:
+        evaluator = TorchEvaluator(load_net(game, config, path, args.seed))
+        cells, row = [], {"minutes": minutes, "label": label,
+                          "weights": str(path) if path else None, "results": {}}
+        for anchor in anchors:
+            result, took = match_table(game, evaluator, config, args.sims, anchor, args.games,
+                                       args.seed)
+            e = result.elo()
+            cells.append(f"{result.score:.0%} (+{result.wins} ={result.draws} -{result.losses})")
+            row["results"][anchor] = {"wins": result.wins, "draws": result.draws,
+                                      "losses": result.losses, "score": result.score,
+                                      # a 0% or 100% score has an unbounded Elo: null
+                                      **{k: (v if np.isfinite(v) else None) for k, v in
+                                         {"elo": e.elo, "elo_low": e.low,
+                                          "elo_high": e.high}.items()},
+                                      "seconds": took}
+        rows.append(row)
+        print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps({
+                "game": config.game, "agent_simulations": args.sims, "games": args.games,
+                "anchors": anchors, "rows": rows}, indent=1, allow_nan=False) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="preset name or config file")
     parser.add_argument("--minutes", type=float, default=None, help="training budget")
     parser.add_argument("--games", type=int, default=100)
     parser.add_argument("--sims", type=int, default=400, help="agent simulations a move")
-    parser.add_argument("--anchor", default="uct:1000")
+    parser.add_argument("--anchor", dest="anchors", action="append", default=None,
+                        help="opponent (repeatable with --curve); default uct:1000")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--curve", default=None, help="evaluate RUN_DIR/snapshots instead")
+    parser.add_argument("--json", default=None, help="with --curve: also write the rows here")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -62,24 +129,16 @@ def main() -> None:
     config = load_train_config(args.config, overrides)
     game = make_game(config.game)
 
+    anchors = args.anchors or ["uct:1000"]
     if args.curve:
-        snaps = sorted((Path(args.curve) / "snapshots").glob("weights-*s.pt"))
-        print("| training wall clock | score vs " + args.anchor + " | +/=/- |\n|---:|---:|---|")
-        for snap in snaps:
-            net = build_net(config.net, game.spec)
-            load_weights(snap, net)
-            result, _ = match_table(game, TorchEvaluator(net), config, args.sims, args.anchor,
-                                    args.games, args.seed)
-            minutes = int(snap.stem.split("-")[1].rstrip("s")) / 60
-            print(f"| {minutes:.0f} min | {result.score:.0%} | +{result.wins} ={result.draws} "
-                  f"-{result.losses} |", flush=True)
+        curve(game, config, Path(args.curve), anchors, args)
         return
 
     start = time.monotonic()
     run = LocalRun(config)
     progress = run.run()
     trained = time.monotonic() - start
-    result, took = match_table(game, run.evaluator, config, args.sims, args.anchor, args.games,
+    result, took = match_table(game, run.evaluator, config, args.sims, anchors[0], args.games,
                                args.seed + 1)
     print()
     print("| item | value |\n|---|---|")
@@ -87,7 +146,7 @@ def main() -> None:
     print(f"| self-play games / positions | {progress.games} / {run.worker.stats.positions} |")
     print(f"| learner steps | {progress.steps} |")
     print(f"| agent | {args.sims} simulations a move, no noise, most-visited move |")
-    print(f"| opponent | {args.anchor} |")
+    print(f"| opponent | {anchors[0]} |")
     print(f"| result ({result.num_games} games, colours alternating) | +{result.wins} "
           f"={result.draws} -{result.losses}, score {result.score:.1%} |")
     e = result.elo()

@@ -1,0 +1,107 @@
+"""Draw a learning curve (score against each anchor over training wall clock) as an SVG.
+
+    python benchmarks/plot_curve.py runs/gomoku8/curve.json --out docs/img/gomoku8-curve.svg
+
+The input is the JSON that ``learn_vs_uct.py --curve ... --json FILE`` writes. Plain SVG
+text, no plotting library: the picture is small, and the docs render it as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+WIDTH, HEIGHT = 640, 380
+LEFT, RIGHT, TOP, BOTTOM = 64, 24, 48, 56
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
+
+
+def _nice_step(span: float, target_ticks: int = 8) -> float:
+    """A round tick spacing (1, 2 or 5 times a power of ten) giving about target ticks."""
+    raw = max(span, 1e-9) / target_ticks
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def render_svg(curve: dict, title: str | None = None) -> str:
+    """The SVG text of ``curve`` (the ``--json`` layout: anchors, rows of minutes and
+    per-anchor results with score and Elo bounds), score in percent on the y axis."""
+    rows = sorted(curve["rows"], key=lambda r: r["minutes"])
+    if not rows:
+        raise ValueError("the curve has no rows to draw")
+    anchors = list(curve["anchors"])
+    x_max = max(r["minutes"] for r in rows) or 1.0
+    x_step = _nice_step(x_max)
+    x_max = math.ceil(x_max / x_step) * x_step
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def px(minutes: float) -> float:
+        return LEFT + plot_w * minutes / x_max
+
+    def py(score: float) -> float:
+        return TOP + plot_h * (1.0 - score)
+
+    title = title or (f"{curve.get('game', '')}: score vs pure MCTS over training "
+                      f"({curve.get('games', '?')} games a point)")
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+           f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+           f'<text x="{WIDTH / 2}" y="22" text-anchor="middle" font-size="14">'
+           f'{escape(title)}</text>']
+    for pct in range(0, 101, 10):  # horizontal grid with score labels
+        y = py(pct / 100)
+        out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
+                   f'stroke="{"#888" if pct in (0, 50) else "#ddd"}"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{pct}%</text>')
+    ticks = int(round(x_max / x_step))
+    for i in range(ticks + 1):
+        x = px(i * x_step)
+        out.append(f'<line x1="{x:.1f}" y1="{TOP + plot_h}" x2="{x:.1f}" '
+                   f'y2="{TOP + plot_h + 5}" stroke="#888"/>')
+        out.append(f'<text x="{x:.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">'
+                   f'{i * x_step:g}</text>')
+    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 14}" text-anchor="middle">'
+               f'training wall clock (minutes)</text>')
+    out.append(f'<text transform="translate(16 {TOP + plot_h / 2}) rotate(-90)" '
+               f'text-anchor="middle">score (draws count half)</text>')
+    for i, anchor in enumerate(anchors):
+        colour = COLOURS[i % len(COLOURS)]
+        points = [(px(r["minutes"]), py(r["results"][anchor]["score"]))
+                  for r in rows if anchor in r["results"]]
+        if not points:
+            continue
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        out.append(f'<polyline class="series" data-anchor="{escape(anchor)}" points="{path}" '
+                   f'fill="none" stroke="{colour}" stroke-width="2"/>')
+        out.extend(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>'
+                   for x, y in points)
+        # legend bottom right: a curve that learns climbs away from that corner
+        lx, ly = WIDTH - RIGHT - 170, py(0) - 18 * (len(anchors) - i) - 8
+        out.append(f'<line x1="{lx}" y1="{ly:.1f}" x2="{lx + 24}" y2="{ly:.1f}" '
+                   f'stroke="{colour}" stroke-width="2"/>')
+        out.append(f'<text x="{lx + 30}" y="{ly + 4:.1f}">vs {escape(anchor)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("curve", help="JSON written by learn_vs_uct.py --curve --json")
+    parser.add_argument("--out", required=True, help="SVG file to write")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args()
+    try:
+        curve = json.loads(Path(args.curve).read_text())
+        svg = render_svg(curve, args.title)
+    except (OSError, ValueError, KeyError) as err:
+        parser.exit(1, f"plot_curve: {args.curve}: {err}\n")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(svg)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

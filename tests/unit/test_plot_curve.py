@@ -1,0 +1,55 @@
+"""The learning-curve picture (benchmarks/plot_curve.py): one line per anchor, points
+placed by minutes and score, and a clear error for a curve with nothing to draw."""
+
+import importlib.util
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plot_curve.py"
+_spec = importlib.util.spec_from_file_location("plot_curve", _PATH)
+plot_curve = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(plot_curve)
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _curve(rows):
+    return {"game": "gomoku8", "games": 50, "anchors": ["uct:1000", "uctsolver:1000"],
+            "rows": [{"minutes": m, "results": {a: {"score": s} for a, s in scores.items()}}
+                     for m, scores in rows]}
+
+
+def _series(svg: str) -> dict[str, list[tuple[float, float]]]:
+    root = ET.fromstring(svg)
+    return {line.get("data-anchor"): [tuple(map(float, p.split(",")))
+                                      for p in line.get("points").split()]
+            for line in root.iter(SVG + "polyline")}
+
+
+def test_one_line_per_anchor_with_points_in_time_order():
+    # rows out of order on purpose: the picture sorts them by minutes
+    svg = plot_curve.render_svg(_curve([
+        (30, {"uct:1000": 0.8, "uctsolver:1000": 0.6}),
+        (0, {"uct:1000": 0.1, "uctsolver:1000": 0.0}),
+        (15, {"uct:1000": 0.5}),
+    ]))
+    series = _series(svg)
+    assert set(series) == {"uct:1000", "uctsolver:1000"}
+    uct = series["uct:1000"]
+    assert len(uct) == 3 and len(series["uctsolver:1000"]) == 2
+    xs, ys = zip(*uct, strict=True)
+    assert list(xs) == sorted(xs) and xs[0] == plot_curve.LEFT
+    # a higher score is drawn higher up (smaller y)
+    assert ys[0] > ys[1] > ys[2]
+    # score 0 sits on the x axis, the same height for both series' first point
+    assert series["uctsolver:1000"][0][1] == pytest.approx(plot_curve.HEIGHT - plot_curve.BOTTOM)
+
+
+def test_title_is_escaped_and_empty_curve_is_refused():
+    svg = plot_curve.render_svg(_curve([(0, {"uct:1000": 0.5})]), title="a < b & c")
+    assert "a &lt; b &amp; c" in svg
+    ET.fromstring(svg)  # well-formed
+    with pytest.raises(ValueError, match="no rows"):
+        plot_curve.render_svg(_curve([]))
