@@ -2,8 +2,9 @@
 
     python benchmarks/plot_curve.py runs/gomoku8/curve.json --out docs/img/gomoku8-curve.svg
 
-The input is the JSON that ``learn_vs_uct.py --curve ... --json FILE`` writes. Plain SVG
-text, no plotting library: the picture is small, and the docs render it as it is.
+The input is the JSON that ``learn_vs_uct.py --curve ... --json FILE`` writes; several
+files (e.g. one per anchor, measured by processes side by side) are merged by minutes.
+Plain SVG text, no plotting library: the picture is small, and the docs render it as it is.
 """
 
 from __future__ import annotations
@@ -24,6 +25,23 @@ def _nice_step(span: float, target_ticks: int = 8) -> float:
     raw = max(span, 1e-9) / target_ticks
     power = 10 ** math.floor(math.log10(raw))
     return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def merge_curves(curves: list[dict]) -> dict:
+    """One curve from several of the same run: anchors in order of first appearance,
+    rows joined on their minutes (a later file's result for the same anchor wins)."""
+    if not curves:
+        raise ValueError("no curves to merge")
+    merged = {k: v for k, v in curves[0].items() if k not in ("anchors", "rows")}
+    anchors: list[str] = []
+    rows: dict[float, dict] = {}
+    for curve in curves:
+        anchors += [a for a in curve["anchors"] if a not in anchors]
+        for row in curve["rows"]:
+            into = rows.setdefault(row["minutes"], {**row, "results": {}})
+            into["results"].update(row["results"])
+    merged.update(anchors=anchors, rows=[rows[m] for m in sorted(rows)])
+    return merged
 
 
 def render_svg(curve: dict, title: str | None = None) -> str:
@@ -89,15 +107,21 @@ def render_svg(curve: dict, title: str | None = None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("curve", help="JSON written by learn_vs_uct.py --curve --json")
+    parser.add_argument("curves", nargs="+", help="JSON written by learn_vs_uct.py --curve "
+                        "--json (several are merged)")
     parser.add_argument("--out", required=True, help="SVG file to write")
     parser.add_argument("--title", default=None)
     args = parser.parse_args()
+    curves = []
+    for name in args.curves:
+        try:
+            curves.append(json.loads(Path(name).read_text()))
+        except (OSError, ValueError) as err:
+            parser.exit(1, f"plot_curve: {name}: {err}\n")
     try:
-        curve = json.loads(Path(args.curve).read_text())
-        svg = render_svg(curve, args.title)
-    except (OSError, ValueError, KeyError) as err:
-        parser.exit(1, f"plot_curve: {args.curve}: {err}\n")
+        svg = render_svg(merge_curves(curves), args.title)
+    except (ValueError, KeyError, TypeError) as err:
+        parser.exit(1, f"plot_curve: {' + '.join(args.curves)}: not a learning curve ({err!r})\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(svg)
     print(f"wrote {args.out}")

@@ -53,3 +53,16 @@ def test_title_is_escaped_and_empty_curve_is_refused():
     ET.fromstring(svg)  # well-formed
     with pytest.raises(ValueError, match="no rows"):
         plot_curve.render_svg(_curve([]))
+
+
+def test_curves_measured_side_by_side_merge_on_minutes():
+    uct = {**_curve([(0, {"uct:1000": 0.1}), (15, {"uct:1000": 0.6})]), "anchors": ["uct:1000"]}
+    solver = {**_curve([(15, {"uctsolver:1000": 0.4}), (0, {"uctsolver:1000": 0.0})]),
+              "anchors": ["uctsolver:1000"]}
+    merged = plot_curve.merge_curves([uct, solver])
+    assert merged["anchors"] == ["uct:1000", "uctsolver:1000"]
+    assert [r["minutes"] for r in merged["rows"]] == [0, 15]
+    assert merged["rows"][1]["results"] == {"uct:1000": {"score": 0.6},
+                                            "uctsolver:1000": {"score": 0.4}}
+    assert merged["game"] == "gomoku8"
+    assert set(_series(plot_curve.render_svg(merged))) == {"uct:1000", "uctsolver:1000"}
