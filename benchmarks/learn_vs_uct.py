@@ -72,16 +72,41 @@ def load_net(game, config, path: Path | None, seed: int) -> torch.nn.Module:
     return net
 
 
+def earlier_rows(path: str | None, header: dict) -> list[dict]:
+    """Rows of an earlier ``--json`` file measured the same way (same game, agent, games
+    and anchors), so an interrupted or growing curve goes on where it stopped; [] if none."""
+    if not path or not Path(path).exists():
+        return []
+    try:
+        old = json.loads(Path(path).read_text())
+    except ValueError as err:
+        raise SystemExit(f"learn_vs_uct: {path}: not JSON ({err}); "
+                         "move it away to start over") from None
+    measured = {k: old.get(k) for k in header}
+    if measured != header:
+        raise SystemExit(f"learn_vs_uct: {path} was measured differently ({measured}); "
+                         "move it away to start over")
+    return list(old["rows"])
+
+
 def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
     """Score of every point of ``curve_points`` against every anchor: a Markdown table on
-    stdout (a row as soon as it is measured) and, with ``--json``, the rows in a file."""
+    stdout (a row as soon as it is measured) and, with ``--json``, the rows in a file
+    (points already in that file are not played again)."""
     points = curve_points(run_dir, config.run.minutes)
-    print(f"{len(points)} points x {len(anchors)} anchors, {args.games} games each, "
-          f"agent {args.sims} simulations")
+    if not args.final:
+        points = [p for p in points if p[2] is None or p[2].name != CHECKPOINT_NAME]
+    header = {"game": config.game, "agent_simulations": args.sims, "games": args.games,
+              "anchors": anchors}
+    rows = earlier_rows(args.json, header)
+    done = {row["label"] for row in rows}
+    print(f"{len(points)} points ({len(done & {p[1] for p in points})} measured before) x "
+          f"{len(anchors)} anchors, {args.games} games each, agent {args.sims} simulations")
     print("| training wall clock | " + " | ".join(f"vs `{a}` (+/=/-)" for a in anchors)
           + " |\n|---:|" + "---:|" * len(anchors))
-    rows = []
     for minutes, label, path in points:
+        if label in done:
+            continue
         evaluator = TorchEvaluator(load_net(game, config, path, args.seed))
         cells, row = [], {"minutes": minutes, "label": label,
                           "weights": str(path) if path else None, "results": {}}
@@ -100,9 +125,9 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
         rows.append(row)
         print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
         if args.json:
-            Path(args.json).write_text(json.dumps({
-                "game": config.game, "agent_simulations": args.sims, "games": args.games,
-                "anchors": anchors, "rows": rows}, indent=1, allow_nan=False) + "\n")
+            rows.sort(key=lambda r: r["minutes"])
+            Path(args.json).write_text(json.dumps({**header, "rows": rows}, indent=1,
+                                                  allow_nan=False) + "\n")
 
 
 def main() -> None:
@@ -116,7 +141,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--curve", default=None, help="evaluate RUN_DIR/snapshots instead")
-    parser.add_argument("--json", default=None, help="with --curve: also write the rows here")
+    parser.add_argument("--json", default=None,
+                        help="with --curve: also write the rows here (and skip those in it)")
+    parser.add_argument("--no-final", dest="final", action="store_false",
+                        help="with --curve: leave out RUN_DIR/checkpoint.pt (run still going)")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     torch.set_num_threads(1)
