@@ -44,6 +44,22 @@ def merge_curves(curves: list[dict]) -> dict:
     return merged
 
 
+def markdown_table(curve: dict) -> str:
+    """The curve as a Markdown table: a row per point, a column per anchor with the score
+    and the game counts (+wins =draws -losses)."""
+    anchors = curve["anchors"]
+    lines = ["| training wall clock | " + " | ".join(f"vs `{a}`" for a in anchors) + " |",
+             "|---:|" + "---:|" * len(anchors)]
+    for row in sorted(curve["rows"], key=lambda r: r["minutes"]):
+        cells = []
+        for anchor in anchors:
+            r = row["results"].get(anchor)
+            cells.append("" if r is None else
+                         f"{r['score']:.0%} (+{r['wins']} ={r['draws']} −{r['losses']})")
+        lines.append(f"| {row.get('label', row['minutes'])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render_svg(curve: dict, title: str | None = None) -> str:
     """The SVG text of ``curve`` (the ``--json`` layout: anchors, rows of minutes and
     per-anchor results with score and Elo bounds), score in percent on the y axis."""
@@ -110,6 +126,8 @@ def main() -> None:
     parser.add_argument("curves", nargs="+", help="JSON written by learn_vs_uct.py --curve "
                         "--json (several are merged)")
     parser.add_argument("--out", required=True, help="SVG file to write")
+    parser.add_argument("--table", action="store_true",
+                        help="also print the merged curve as a Markdown table")
     parser.add_argument("--title", default=None)
     args = parser.parse_args()
     curves = []
@@ -119,12 +137,14 @@ def main() -> None:
         except (OSError, ValueError) as err:
             parser.exit(1, f"plot_curve: {name}: {err}\n")
     try:
-        svg = render_svg(merge_curves(curves), args.title)
+        merged = merge_curves(curves)
+        svg = render_svg(merged, args.title)
+        table = markdown_table(merged) if args.table else ""
     except (ValueError, KeyError, TypeError) as err:
         parser.exit(1, f"plot_curve: {' + '.join(args.curves)}: not a learning curve ({err!r})\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(svg)
-    print(f"wrote {args.out}")
+    print(table + f"wrote {args.out}")
 
 
 if __name__ == "__main__":

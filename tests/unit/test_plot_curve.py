@@ -66,3 +66,15 @@ def test_curves_measured_side_by_side_merge_on_minutes():
                                             "uctsolver:1000": {"score": 0.4}}
     assert merged["game"] == "gomoku8"
     assert set(_series(plot_curve.render_svg(merged))) == {"uct:1000", "uctsolver:1000"}
+
+
+def test_markdown_table_has_a_row_per_point_and_blank_cells_for_missing_results():
+    curve = _curve([(15, {"uct:1000": 0.75}), (0, {"uct:1000": 0.0, "uctsolver:1000": 0.0})])
+    for row, wins in zip(curve["rows"], (3, 0), strict=True):
+        row["label"] = f"{row['minutes']} min"
+        for result in row["results"].values():
+            result.update(wins=wins, draws=0, losses=4 - wins)
+    lines = plot_curve.markdown_table(curve).splitlines()
+    assert lines[0] == "| training wall clock | vs `uct:1000` | vs `uctsolver:1000` |"
+    assert lines[2] == "| 0 min | 0% (+0 =0 −4) | 0% (+0 =0 −4) |"
+    assert lines[3] == "| 15 min | 75% (+3 =0 −1) |  |"
