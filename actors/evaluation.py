@@ -15,13 +15,18 @@ from shared.search.mcts import MCTS
 
 
 class MCTSPlayer:
-    """The trained agent: PUCT search with its network, no noise, most-visited move."""
+    """The trained agent: PUCT search with its network, no noise, most-visited move.
+
+    With ``opening_moves`` > 0 the first that many plies of a game are sampled in
+    proportion to visit counts (temperature 1) instead: two deterministic searchers would
+    otherwise play the same two games over and over."""
 
     def __init__(self, game: Game, evaluator: Evaluator, search: SearchConfig,
-                 name: str = "agent") -> None:
+                 name: str = "agent", opening_moves: int = 0) -> None:
         self.name = name
-        self.search_config = dataclasses.replace(search, add_noise=False, temperature_moves=0,
-                                                 reuse_tree=False)
+        self.search_config = dataclasses.replace(
+            search, add_noise=False, reuse_tree=False, temperature_moves=opening_moves,
+            temperature=1.0 if opening_moves else search.temperature)
         self._mcts = MCTS(game, evaluator, self.search_config)
 
     def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:

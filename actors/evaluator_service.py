@@ -35,11 +35,8 @@ from actors.evaluation import MCTSPlayer, make_anchor
 from deploy.config import TrainConfig
 from shared.arena import MatchResult, play_match
 from shared.games import make_game
-from shared.games.base import Game, State
 from shared.metrics import Recorder
 from shared.nets import StateDict, build_net, weights_from_bytes, weights_to_bytes
-from shared.search.config import SearchConfig
-from shared.search.mcts import MCTS
 from shared.torch_evaluator import InferenceConfig, TorchEvaluator
 from shared.transport import TransportError, connect
 from shared.transport.results import EvalResultsStore, ResultsFormatError
@@ -49,21 +46,6 @@ log = logging.getLogger(__name__)
 
 BEST = "best"
 """Anchor label of the match against the best weights so far."""
-
-
-class _OpeningPlayer:
-    """PUCT without noise that samples its first ``opening_moves`` moves by visit counts,
-    so that matches between two deterministic searchers are not one game repeated."""
-
-    def __init__(self, game: Game, evaluator: TorchEvaluator, search: SearchConfig,
-                 opening_moves: int, name: str) -> None:
-        self.name = name
-        config = dataclasses.replace(search, add_noise=False, temperature=1.0,
-                                     temperature_moves=opening_moves, reuse_tree=False)
-        self._mcts = MCTS(game, evaluator, config)
-
-    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
-        return self._mcts.search(states, rng).action
 
 
 class EvaluatorService:
@@ -179,10 +161,10 @@ class EvaluatorService:
             return None
         if self.best_version == version:
             return None
-        challenger = _OpeningPlayer(self.game, self._agent_eval, self.search,
-                                    self.opening_moves, f"v{version}")
-        holder = _OpeningPlayer(self.game, self._best_eval, self.search, self.opening_moves,
-                                f"best-v{self.best_version}")
+        challenger = MCTSPlayer(self.game, self._agent_eval, self.search, f"v{version}",
+                                opening_moves=self.opening_moves)
+        holder = MCTSPlayer(self.game, self._best_eval, self.search,
+                            f"best-v{self.best_version}", opening_moves=self.opening_moves)
         match = play_match(self.game, challenger, holder, self.games, rng)
         promoted = match.score > self.best_threshold
         if promoted:

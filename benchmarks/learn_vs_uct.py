@@ -10,6 +10,9 @@
     python benchmarks/learn_vs_uct.py --config gomoku8 --curve runs/gomoku8 --games 50 \
         --anchor uct:1000 --anchor uctsolver:1000 --json runs/gomoku8/curve.json
     python benchmarks/plot_curve.py runs/gomoku8/curve.json --out docs/img/curve.svg
+    # each snapshot against the final net (openings sampled for variety)
+    python benchmarks/learn_vs_uct.py --config gomoku8 --curve runs/gomoku8 --games 50 \
+        --anchor net:runs/gomoku8/checkpoint.pt --no-final
 
 Prints the match table (draws count half) and, for --curve, score over wall time.
 """
@@ -37,12 +40,27 @@ from shared.games import make_game
 from shared.nets import build_net, load_weights
 from shared.torch_evaluator import TorchEvaluator
 
+OPENING_MOVES = 2
+"""Plies both sides sample by visit counts when the opponent is another net (``net:PATH``):
+two deterministic searchers would otherwise replay the same two games."""
+
 
 def match_table(game, evaluator, config, sims: int, anchor: str, games: int, seed: int):
+    """Play the agent (``sims`` simulations, no noise) against ``anchor``: a fixed opponent
+    (``make_anchor``) or ``net:PATH``, the net of a snapshot or checkpoint at the same
+    simulations. Returns the match result and the seconds it took."""
     search = dataclasses.replace(config.search, num_simulations=sims)
-    agent = MCTSPlayer(game, evaluator, search, name=f"agent{sims}")
+    opening = 0
+    if anchor.startswith("net:"):
+        opening = OPENING_MOVES
+        path = Path(anchor[len("net:"):])
+        opponent = MCTSPlayer(game, TorchEvaluator(load_net(game, config, path, seed)), search,
+                              name=path.stem, opening_moves=opening)
+    else:
+        opponent = make_anchor(anchor)
+    agent = MCTSPlayer(game, evaluator, search, name=f"agent{sims}", opening_moves=opening)
     start = time.monotonic()
-    result = play_match(game, agent, make_anchor(anchor), games, np.random.default_rng(seed))
+    result = play_match(game, agent, opponent, games, np.random.default_rng(seed))
     return result, time.monotonic() - start
 
 
@@ -137,7 +155,8 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=100)
     parser.add_argument("--sims", type=int, default=400, help="agent simulations a move")
     parser.add_argument("--anchor", dest="anchors", action="append", default=None,
-                        help="opponent (repeatable with --curve); default uct:1000")
+                        help="opponent (repeatable with --curve): random, uct:N, uctsolver:N, "
+                        "or net:PATH (a snapshot or checkpoint); default uct:1000")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--curve", default=None, help="evaluate RUN_DIR/snapshots instead")

@@ -131,3 +131,24 @@ def test_elo_interval_shrinks_with_games_and_draws():
     assert hundred.high == pytest.approx(139.5, abs=1.0)
     drawish = elo_difference(0.6, 100, draw_fraction=0.8)
     assert hundred.low < drawish.low < drawish.high < hundred.high
+
+
+def test_agent_samples_only_its_opening_moves():
+    """MCTSPlayer(opening_moves=k): the first k plies follow visit counts at temperature 1
+    (different games open differently); without it every game gets the same move."""
+    from actors.evaluation import MCTSPlayer
+    from shared.search.config import SearchConfig
+    from shared.search.evaluator import UniformEvaluator
+
+    game = make_game("gomoku6")
+    search = SearchConfig(num_simulations=16, temperature_moves=30)
+    states = game.init(64)
+    rng = np.random.default_rng(0)
+    fixed = MCTSPlayer(game, UniformEvaluator(), search)
+    assert len(set(fixed.select(game, states, rng).tolist())) == 1
+    opening = MCTSPlayer(game, UniformEvaluator(), search, opening_moves=1)
+    first = opening.select(game, states, rng)
+    assert len(set(first.tolist())) > 8
+    # past the opening the same position always gets the same (most visited) move
+    second_ply = game.step(states, np.full(64, int(first[0])))
+    assert len(set(opening.select(game, second_ply, rng).tolist())) == 1
