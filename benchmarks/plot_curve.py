@@ -44,11 +44,12 @@ def merge_curves(curves: list[dict]) -> dict:
     return merged
 
 
-def markdown_table(curve: dict) -> str:
-    """The curve as a Markdown table: a row per point, a column per anchor with the score
-    and the game counts (+wins =draws -losses)."""
-    anchors = curve["anchors"]
-    lines = ["| training wall clock | " + " | ".join(f"vs `{a}`" for a in anchors) + " |",
+def markdown_table(curve: dict, labels: dict[str, str] | None = None) -> str:
+    """The curve as a Markdown table: a row per point, a column per anchor (headed by its
+    entry in ``labels``, else "vs `anchor`") with the score and +wins =draws -losses."""
+    anchors, labels = curve["anchors"], labels or {}
+    lines = ["| training wall clock | "
+             + " | ".join(labels.get(a, f"vs `{a}`") for a in anchors) + " |",
              "|---:|" + "---:|" * len(anchors)]
     for row in sorted(curve["rows"], key=lambda r: r["minutes"]):
         cells = []
@@ -60,9 +61,12 @@ def markdown_table(curve: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_svg(curve: dict, title: str | None = None) -> str:
+def render_svg(curve: dict, title: str | None = None,
+               labels: dict[str, str] | None = None) -> str:
     """The SVG text of ``curve`` (the ``--json`` layout: anchors, rows of minutes and
-    per-anchor results with score and Elo bounds), score in percent on the y axis."""
+    per-anchor results with score and Elo bounds), score in percent on the y axis; the
+    legend names an anchor by its entry in ``labels``, else "vs anchor"."""
+    labels = labels or {}
     rows = sorted(curve["rows"], key=lambda r: r["minutes"])
     if not rows:
         raise ValueError("the curve has no rows to draw")
@@ -113,10 +117,11 @@ def render_svg(curve: dict, title: str | None = None) -> str:
         out.extend(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>'
                    for x, y in points)
         # legend bottom right: a curve that learns climbs away from that corner
-        lx, ly = WIDTH - RIGHT - 170, py(0) - 18 * (len(anchors) - i) - 8
+        lx, ly = WIDTH - RIGHT - 260, py(0) - 18 * (len(anchors) - i) - 8
         out.append(f'<line x1="{lx}" y1="{ly:.1f}" x2="{lx + 24}" y2="{ly:.1f}" '
                    f'stroke="{colour}" stroke-width="2"/>')
-        out.append(f'<text x="{lx + 30}" y="{ly + 4:.1f}">vs {escape(anchor)}</text>')
+        out.append(f'<text x="{lx + 30}" y="{ly + 4:.1f}">'
+                   f'{escape(labels.get(anchor, "vs " + anchor))}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -129,7 +134,10 @@ def main() -> None:
     parser.add_argument("--table", action="store_true",
                         help="also print the merged curve as a Markdown table")
     parser.add_argument("--title", default=None)
+    parser.add_argument("--label", action="append", default=[], metavar="ANCHOR=TEXT",
+                        help="legend and column text for an anchor (repeatable)")
     args = parser.parse_args()
+    labels = dict(item.partition("=")[::2] for item in args.label)
     curves = []
     for name in args.curves:
         try:
@@ -138,8 +146,8 @@ def main() -> None:
             parser.exit(1, f"plot_curve: {name}: {err}\n")
     try:
         merged = merge_curves(curves)
-        svg = render_svg(merged, args.title)
-        table = markdown_table(merged) if args.table else ""
+        svg = render_svg(merged, args.title, labels)
+        table = markdown_table(merged, labels) if args.table else ""
     except (ValueError, KeyError, TypeError) as err:
         parser.exit(1, f"plot_curve: {' + '.join(args.curves)}: not a learning curve ({err!r})\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

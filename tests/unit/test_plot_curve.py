@@ -78,3 +78,15 @@ def test_markdown_table_has_a_row_per_point_and_blank_cells_for_missing_results(
     assert lines[0] == "| training wall clock | vs `uct:1000` | vs `uctsolver:1000` |"
     assert lines[2] == "| 0 min | 0% (+0 =0 −4) | 0% (+0 =0 −4) |"
     assert lines[3] == "| 15 min | 75% (+3 =0 −1) |  |"
+
+
+def test_labels_name_anchors_in_legend_and_table():
+    curve = _curve([(0, {"uct:1000": 0.5})])
+    curve["rows"][0]["results"]["uct:1000"].update(wins=1, draws=0, losses=1)
+    labels = {"uct:1000": "vs pure MCTS"}
+    texts = [t.text for t in ET.fromstring(plot_curve.render_svg(curve, labels=labels))
+             .iter(SVG + "text")]
+    # uctsolver has no results here: no line, so no legend entry either
+    assert "vs pure MCTS" in texts and "vs uctsolver:1000" not in texts
+    assert plot_curve.markdown_table(curve, labels).startswith(
+        "| training wall clock | vs pure MCTS | vs `uctsolver:1000` |")
