@@ -200,7 +200,7 @@ class Controller:
                     log.warning("%s %d died: %s", kind, slot.index, str(err).splitlines()[0])
                 # a finished actor's counters still count, except a crashed learner's: its
                 # successor restores them from the checkpoint
-                if slot.last_stats and (kind != "learner" or slot.stopping):
+                if slot.last_stats and not (kind == "learner" and crashed):
                     self.finished_stats.append(slot.last_stats)
                 if slot.stopping:
                     # retired by scale-down: its games are in; free its CPUs for others
@@ -208,7 +208,10 @@ class Controller:
                         ray.kill(slot.handle)
                     continue
                 if kind == "learner" and not crashed:
-                    # the learner returns by itself when a run limit is reached: run over
+                    # the learner returns by itself when a run limit is reached: run over.
+                    # No successor: the _fill after this reap must not start a fresh learner
+                    # (it would overwrite the final checkpoint with untrained weights).
+                    self.desired["learner"] = 0
                     threading.Thread(target=self.stop, daemon=True).start()
                     continue
                 self.restarts[kind] += 1  # the next _fill replaces it

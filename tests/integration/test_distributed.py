@@ -205,3 +205,19 @@ def test_workers_can_use_inference_servers(local_ray, redis_server, run_id, tmp_
     wait_for(lambda: status(controller)["games"] > before)
     final = ray.get(controller.stop.remote())
     assert final["games_received"] == final["games"]
+
+
+def test_run_limit_ends_the_run_and_keeps_the_trained_checkpoint(
+        local_ray, redis_server, run_id, tmp_path):
+    """The learner returns by itself at run.max_learner_steps: the controller stops the run
+    without starting a successor learner (which once overwrote the final checkpoint with
+    untrained weights) and keeps the learner's counters in the final status."""
+    from learner.learner import load_checkpoint
+
+    controller = start_run(redis_server, run_id, tmp_path, "run.max_learner_steps=15")
+    final = wait_for(lambda: (st := status(controller))["state"] == "stopped" and st)
+    assert final["restarts"]["learner"] == 0
+    assert final["learner_steps"] >= 15
+    saved = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert saved["counters"]["steps"] == final["learner_steps"]
+    assert saved["extra"]["games_received"] == final["games_received"] > 0
