@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shared.games import GAMES, PRESETS, make_game
@@ -55,6 +57,21 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def keep_earlier_checkpoint(run_dir: Path) -> Path | None:
+    """A fresh run (no ``--resume``) in a folder that holds an earlier run's checkpoint
+    would overwrite it at its first save: move it aside (timestamped) and say where."""
+    from deploy.local_run import CHECKPOINT
+
+    earlier = run_dir / CHECKPOINT
+    if not earlier.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(earlier.stat().st_mtime))
+    kept = earlier.with_name(f"checkpoint-{stamp}.pt")
+    earlier.rename(kept)
+    print(f"{earlier} is an earlier run's checkpoint (no --resume): kept as {kept}")
+    return kept
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from deploy.config import load_train_config
 
@@ -67,6 +84,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             overrides.append(f"{key}={value}")
     # with no config, the preset that shows learning within minutes on a laptop
     config = load_train_config(args.config or "tictactoe", overrides)
+    if not args.resume:
+        keep_earlier_checkpoint(Path(config.run.run_dir))
     if args.local:
         from deploy.local_run import LocalRun
 

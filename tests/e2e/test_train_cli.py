@@ -31,6 +31,14 @@ def test_local_training_writes_a_checkpoint_and_resumes(tmp_path):
     assert f"resumed from {run_dir / 'checkpoint.pt'}: step {first['steps']}" in r.stdout
     second = load_checkpoint(run_dir / "checkpoint.pt")["counters"]
     assert second["steps"] >= 40 and second["games_seen"] > first["games_seen"]
+    # a fresh run (no --resume) in the same folder moves the earlier checkpoint aside
+    r = zf("train", "--local", "--config", "tictactoe", "--steps", "5", "--run-dir",
+           str(run_dir), *FAST, timeout=300)
+    assert r.returncode == 0, r.stderr
+    [kept] = run_dir.glob("checkpoint-*.pt")
+    assert f"kept as {kept}" in r.stdout
+    assert load_checkpoint(kept)["counters"]["steps"] == second["steps"]
+    assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] < second["steps"]
 
 
 def test_resume_from_a_corrupt_checkpoint_is_one_line(tmp_path):
