@@ -33,8 +33,7 @@ import torch
 from actors.evaluation import MCTSPlayer, make_anchor
 from deploy.config import load_train_config
 from deploy.local_run import LocalRun
-from learner.learner import load_checkpoint
-from learner.service import CHECKPOINT_NAME
+from learner.learner import CHECKPOINT_NAME, load_checkpoint
 from shared.arena import play_match
 from shared.games import make_game
 from shared.nets import build_net, load_weights

@@ -60,9 +60,9 @@ def cmd_play(args: argparse.Namespace) -> int:
 def keep_earlier_checkpoint(run_dir: Path) -> Path | None:
     """A fresh run (no ``--resume``) in a folder that holds an earlier run's checkpoint
     would overwrite it at its first save: move it aside (timestamped) and say where."""
-    from deploy.local_run import CHECKPOINT
+    from learner.learner import CHECKPOINT_NAME
 
-    earlier = run_dir / CHECKPOINT
+    earlier = run_dir / CHECKPOINT_NAME
     if not earlier.exists():
         return None
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(earlier.stat().st_mtime))

@@ -21,13 +21,11 @@ import yaml
 from actors.evaluation import MCTSPlayer, evaluate_against
 from actors.selfplay import SelfPlayWorker
 from deploy.config import TrainConfig
-from learner.learner import Learner
+from learner.learner import CHECKPOINT_NAME, Learner
 from shared import config as cfg
 from shared.games import make_game
 from shared.nets import build_net, save_weights
 from shared.torch_evaluator import TorchEvaluator
-
-CHECKPOINT = "checkpoint.pt"
 
 
 @dataclass
@@ -63,7 +61,7 @@ class LocalRun:
             torch.set_num_threads(config.run.torch_threads)
         self.game = make_game(config.game)
         self.learner = Learner(config.learner, self.game.spec.spec_string, config.net)
-        self.checkpoint_path = self.run_dir / CHECKPOINT
+        self.checkpoint_path = self.run_dir / CHECKPOINT_NAME
         if resume:
             self.learner.restore(self.checkpoint_path)
             self._say(f"resumed from {self.checkpoint_path}: step {self.learner.steps}, "

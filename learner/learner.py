@@ -25,6 +25,8 @@ from shared.nets import NetConfig, build_net
 from shared.samples import GameSamples
 
 CHECKPOINT_FORMAT = "zeroforge-checkpoint-v1"
+CHECKPOINT_NAME = "checkpoint.pt"
+"""File name of a run's checkpoint in its run directory (local loop and learner service)."""
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 
 from deploy.config import TrainConfig
-from learner.learner import CheckpointError, Learner
+from learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from shared.metrics import Recorder
 from shared.nets import save_weights
 from shared.samples import GameSamples
@@ -51,7 +51,6 @@ from shared.transport.weights import StaleVersionError, WeightStore
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_NAME = "checkpoint.pt"
 SERVICE_STATE_FORMAT = "zeroforge-learner-service-v1"
 """Tag of the service's part (``extra``) of the learner checkpoint."""
 RECENT_GAME_IDS = 10_000
