@@ -44,16 +44,51 @@ def test_replay_ring_keeps_the_newest():
     np.testing.assert_array_equal(w.state_arrays()["value"], w2.state_arrays()["value"])
 
 
+def board_symmetries(board: np.ndarray) -> list[np.ndarray]:
+    """The 8 images of a square [..., N, N] array under rotations and reflections, worked out
+    here with numpy rather than taken from the game, so the test checks the geometry too."""
+    flipped = np.swapaxes(board, -1, -2)
+    return ([np.rot90(board, k, axes=(-2, -1)) for k in range(4)]
+            + [np.rot90(flipped, k, axes=(-2, -1)) for k in range(4)])
+
+
 def test_augmentation_maps_obs_and_policy_together():
-    game = make_game("gomoku:width=5,height=5,k=4")
+    """Each sampled position is its source under one board symmetry, its policy is the
+    source's under that same symmetry, and every one of the 8 symmetries gets used."""
+    game = make_game("gomoku:size=5,k=4")
+    side, n = 5, 64
+    rng = np.random.default_rng(0)
+    obs = np.zeros((n, *game.spec.obs_shape), np.uint8)
+    policy = np.zeros((n, game.spec.num_actions), np.float32)
+    for i in range(n):
+        # two marked stones and a policy over three points; redrawn until no symmetry but
+        # the identity leaves the picture unchanged, so the symmetry used can be told
+        while True:
+            a, b, c = rng.choice(side * side, 3, replace=False)
+            marks = np.zeros(side * side, np.int64)
+            marks[a], marks[b], marks[c] = 1, 2, 4
+            images = {img.tobytes() for img in board_symmetries(marks.reshape(side, side))}
+            if len(images) == 8:
+                break
+        obs[i, 0].flat[a] = 1
+        obs[i, 1].flat[b] = 1
+        obs[i, 2].flat[c] = 1
+        policy[i, [a, b, c]] = 0.5, 0.3, 0.2
     w = ReplayWindow(1000, game.spec.obs_shape, game.spec.num_actions, game.symmetries())
-    w.add(one_hot_game(game, 200, 0))
-    obs, policy, _ = w.sample(500, np.random.default_rng(1))
-    stone = obs[:, 0].reshape(500, -1).argmax(axis=1)
-    np.testing.assert_array_equal(stone, policy.argmax(axis=1))
-    unaugmented = w.obs[: len(w)][:, 0].reshape(len(w), -1).argmax(axis=1)
-    # some samples really were moved by a non-identity symmetry
-    assert not set(stone.tolist()) <= set(unaugmented.tolist()) or len(set(stone)) > 1
+    w.add_arrays(obs, policy, np.arange(n, dtype=np.float32))  # value = source index
+    s_obs, s_policy, s_value = w.sample(800, np.random.default_rng(1))
+    used = np.zeros(8, np.int64)
+    for o, p, v in zip(s_obs, s_policy, s_value, strict=True):
+        i = int(v)
+        hits = [k for k, img in enumerate(board_symmetries(obs[i])) if np.array_equal(img, o)]
+        assert len(hits) == 1, f"sample from position {i} is no symmetry of it"
+        k = hits[0]
+        expected = board_symmetries(policy[i].reshape(side, side))[k].reshape(-1)
+        np.testing.assert_array_equal(p, expected, err_msg=f"policy of position {i} was "
+                                      "not mapped by the symmetry its observation went through")
+        used[k] += 1
+    # 800 draws over 8 symmetries: about 100 each; augmentation off would put all at k=0
+    assert (used >= 40).all(), f"symmetries used: {used.tolist()}"
 
 
 def make_learner(**kw) -> Learner:
