@@ -8,13 +8,18 @@ actor deaths lose nothing, malformed entries are rejected while the run goes on.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 
+import msgpack
+import numpy as np
 import pytest
 import ray
 
 from deploy.config import load_train_config
 from deploy.controller import NAMESPACE, Controller, controller_name
+from shared.games import make_game
+from shared.samples import GameSamples, encode
 from shared.transport import connect, stream_key
 
 SETTINGS = [
@@ -153,11 +158,30 @@ def test_malformed_entries_are_rejected_while_the_run_goes_on(
     controller = start_run(redis_server, run_id, tmp_path)
     wait_for(lambda: status(controller)["games_received"] > 0)
     client = connect(redis_server.url)
-    client.xadd(stream_key(run_id), {"d": b"\x00garbage"})
-    client.xadd(stream_key(run_id), {"nothing": b"here"})
+    # one entry per reason, each broken in its own way; the run is tic-tac-toe
+    ttt = make_game("tictactoe").spec
+    game = GameSamples(ttt.spec_string, ttt.version, np.zeros((3, *ttt.obs_shape), np.uint8),
+                       np.full((3, ttt.num_actions), 1 / ttt.num_actions, np.float32),
+                       np.array([0, 1, 0], np.int8), outcome=1, game_id="bad")
+    fields = msgpack.unpackb(encode(game), raw=False)
+    other = make_game("gomoku:size=4,k=3").spec
+    foreign = dataclasses.replace(
+        game, game=other.spec_string, obs=np.zeros((3, *other.obs_shape), np.uint8),
+        policy=np.full((3, other.num_actions), 1 / other.num_actions, np.float32))
+    bad = {
+        "not_msgpack": {"d": b"\xc1garbage"},
+        "no_data": {"nothing": b"here"},
+        "unknown_schema": {"d": msgpack.packb({**fields, "schema": 99}, use_bin_type=True)},
+        "bad_outcome": {"d": msgpack.packb({**fields, "outcome": 5}, use_bin_type=True)},
+        "bad_to_play": {"d": msgpack.packb({**fields, "to_play": b"\x00\x02\x00"},
+                                           use_bin_type=True)},
+        "wrong_game": {"d": encode(foreign)},
+    }
+    for entry in bad.values():
+        client.xadd(stream_key(run_id), entry)
     rejected = wait_for(lambda: status(controller)["rejected"]
-                        if sum(status(controller)["rejected"].values()) >= 2 else None)
-    assert len(rejected) >= 1
+                        if sum(status(controller)["rejected"].values()) >= len(bad) else None)
+    assert rejected == {reason: 1 for reason in bad}
     before = status(controller)["games_received"]
     wait_for(lambda: status(controller)["games_received"] > before)
     ray.get(controller.stop.remote())
