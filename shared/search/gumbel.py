@@ -22,10 +22,12 @@ Choices made here:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
-from shared.search.tree import ILLEGAL
+from shared.search.tree import ILLEGAL, child_q
 
 _TINY = 1e-30  # added to priors: a legal move whose prior underflowed keeps a finite log
 
@@ -36,36 +38,34 @@ def _sigma(q, max_visits, c_visit, c_scale):
 
 
 @numba.njit(cache=True)
-def completed_q(visits, value_sum, raw_value, prior, children, to_play, b, n, out):
-    """Completed Q of node n's legal actions into ``out`` [A] (node n mover's view).
+def completed_q(t, b, n, out):
+    """Completed Q of node n of tree b (``t``: ``TreeArrays``) into ``out`` [A] (mover's view).
 
     Visited actions get their mean value; unvisited ones the mixed value
     v_mix = (v̂ + ΣN / Σ_{visited} π · Σ_{visited} π q) / (1 + ΣN), which blends the node's
     own evaluation v̂ with the prior-weighted Q of what the search has seen.
     Returns (Σ_b N(b), max_b N(b)) over the children.
     """
-    num_actions = children.shape[2]
+    num_actions = t.children.shape[2]
     sum_n = 0
     max_n = 0
     sum_p = 0.0
     sum_pq = 0.0
     sum_q = 0.0
     for a in range(num_actions):
-        child = children[b, n, a]
-        if child >= 0 and visits[b, child] > 0:
-            cv = visits[b, child]
-            q = value_sum[b, child] / cv
-            if to_play[b, child] != to_play[b, n]:
-                q = -q
+        child = t.children[b, n, a]
+        if child >= 0 and t.visits[b, child] > 0:
+            cv = t.visits[b, child]
+            q = child_q(t, b, n, child)
             out[a] = q
             sum_n += cv
             max_n = max(max_n, cv)
-            sum_p += prior[b, n, a]
-            sum_pq += prior[b, n, a] * q
+            sum_p += t.prior[b, n, a]
+            sum_pq += t.prior[b, n, a] * q
             sum_q += q
         else:
             out[a] = np.nan
-    v_hat = np.float64(raw_value[b, n])
+    v_hat = np.float64(t.raw_value[b, n])
     if sum_n == 0:
         v_mix = v_hat
     elif sum_p > _TINY:
@@ -77,34 +77,33 @@ def completed_q(visits, value_sum, raw_value, prior, children, to_play, b, n, ou
                 visited += 1
         v_mix = (v_hat + sum_n * sum_q / visited) / (1.0 + sum_n)
     for a in range(num_actions):
-        if children[b, n, a] != ILLEGAL and np.isnan(out[a]):
+        if t.children[b, n, a] != ILLEGAL and np.isnan(out[a]):
             out[a] = v_mix
     return sum_n, max_n
 
 
 @numba.njit(cache=True)
-def improved_policy(visits, value_sum, raw_value, prior, children, to_play, b, n,
-                    c_visit, c_scale, q, out):
+def improved_policy(t, b, n, c_visit, c_scale, q, out):
     """π' = softmax(log prior + σ(completed Q)) over node n's legal actions into ``out`` [A].
 
     ``q`` [A] is scratch (left holding the completed Q). Returns Σ_b N(b).
     """
-    sum_n, max_n = completed_q(visits, value_sum, raw_value, prior, children, to_play, b, n, q)
+    sum_n, max_n = completed_q(t, b, n, q)
     # softmax(log p + σ) = p · exp(σ - max σ) / Σ: no log per action, and every unvisited
     # action shares σ(v_mix), so the exps are one per visited action plus one.
     top = -np.inf
     for a in range(out.shape[0]):
-        if children[b, n, a] != ILLEGAL:
+        if t.children[b, n, a] != ILLEGAL:
             top = max(top, q[a])
     shared_q = np.nan
     shared_w = 0.0
     total = 0.0
     for a in range(out.shape[0]):
-        child = children[b, n, a]
+        child = t.children[b, n, a]
         if child == ILLEGAL:
             out[a] = 0.0
             continue
-        if child < 0 or visits[b, child] == 0:
+        if child < 0 or t.visits[b, child] == 0:
             if shared_q != q[a]:
                 shared_q = q[a]
                 shared_w = np.exp(_sigma(q[a], max_n, c_visit, c_scale)
@@ -112,7 +111,7 @@ def improved_policy(visits, value_sum, raw_value, prior, children, to_play, b, n
             w = shared_w
         else:
             w = np.exp(_sigma(q[a], max_n, c_visit, c_scale) - _sigma(top, max_n, c_visit, c_scale))
-        out[a] = (prior[b, n, a] + _TINY) * w
+        out[a] = (t.prior[b, n, a] + _TINY) * w
         total += out[a]
     for a in range(out.shape[0]):
         out[a] /= total
@@ -120,17 +119,15 @@ def improved_policy(visits, value_sum, raw_value, prior, children, to_play, b, n
 
 
 @numba.njit(cache=True)
-def interior_pick(visits, value_sum, raw_value, prior, children, to_play, b, n,
-                  c_visit, c_scale, q, pi):
+def interior_pick(t, b, n, c_visit, c_scale, q, pi):
     """The paper's deterministic non-root selection: argmax π'(a) - N(a) / (1 + ΣN)."""
-    sum_n = improved_policy(visits, value_sum, raw_value, prior, children, to_play, b, n,
-                            c_visit, c_scale, q, pi)
+    sum_n = improved_policy(t, b, n, c_visit, c_scale, q, pi)
     best, best_score = -1, -np.inf
     for a in range(pi.shape[0]):
-        child = children[b, n, a]
+        child = t.children[b, n, a]
         if child == ILLEGAL:
             continue
-        n_a = visits[b, child] if child >= 0 else 0
+        n_a = t.visits[b, child] if child >= 0 else 0
         score = pi[a] - n_a / (1.0 + sum_n)
         if score > best_score:
             best, best_score = a, score
@@ -146,83 +143,101 @@ def _phase_budget(num_alive, num_phases, phase, budget, used):
 
 
 @numba.njit(cache=True)
-def _rank_score(visits, value_sum, raw_value, prior, children, to_play, b,
-                base, c_visit, c_scale, q, out):
+def _rank_score(t, b, base, c_visit, c_scale, q, out):
     """g + logits + σ(completed Q) of the root's actions into ``out`` [A]."""
-    _, max_n = completed_q(visits, value_sum, raw_value, prior, children, to_play, b, 0, q)
+    _, max_n = completed_q(t, b, 0, q)
     for a in range(out.shape[0]):
         out[a] = base[b, a] + _sigma(q[a], max_n, c_visit, c_scale)
 
 
+class Halving(NamedTuple):
+    """Sequential-halving state of B roots, one argument for the numba kernels."""
+
+    base: np.ndarray
+    """[B, A] float64: g + log prior of the considered actions, -inf elsewhere."""
+    alive: np.ndarray
+    """[B, A] bool: actions still in the race."""
+    visits: np.ndarray
+    """[B, A] int32: visits each root action got from this search."""
+    num_alive: np.ndarray
+    """[B] int64: actions still in the race."""
+    num_phases: np.ndarray
+    """[B] int64: ceil(log2 m) halving phases."""
+    phase: np.ndarray
+    """[B] int64: current phase."""
+    phase_left: np.ndarray
+    """[B] int64: simulations left in the current phase."""
+    used: np.ndarray
+    """[B] int64: simulations spent so far."""
+    budget: int
+    """Simulations of the whole search."""
+
+
 @numba.njit(cache=True)
-def root_actions_kernel(visits, value_sum, raw_value, prior, children, to_play,
-                        base, alive, halving_visits, phase, num_phases, phase_left,
-                        num_alive, used, budget, c_visit, c_scale, out_action):
+def root_actions_kernel(t, h, c_visit, c_scale, out_action):
     """The root action of the next simulation of every game, by sequential halving.
 
-    Per game: ``base`` [B, A] is g + log prior (-inf outside the considered set),
-    ``alive`` [B, A] the actions still in the race, ``halving_visits`` [B, A] the visits
-    each got in this search; ``phase``, ``num_phases``, ``phase_left`` (simulations left
-    in the phase), ``num_alive`` and ``used`` (simulations so far) are [B] int64.
-    Within a phase the alive action with the fewest visits goes next (ties: larger base),
-    so every survivor gets the phase's visits; when a phase is spent the better-ranked
-    half survives.
+    ``t`` is the trees (``TreeArrays``), ``h`` the ``Halving`` state, updated here; the
+    actions go to ``out_action`` [B]. Within a phase the alive action with the fewest
+    visits goes next (ties: larger base), so every survivor gets the phase's visits; when
+    a phase is spent the better-ranked half survives.
     """
-    num_actions = base.shape[1]
+    num_actions = h.base.shape[1]
     q = np.empty(num_actions)
     score = np.empty(num_actions)
-    for b in range(base.shape[0]):
-        if phase_left[b] == 0 and phase[b] < num_phases[b] - 1:
-            _rank_score(visits, value_sum, raw_value, prior, children, to_play, b,
-                        base, c_visit, c_scale, q, score)
-            keep = (num_alive[b] + 1) // 2
+    for b in range(h.base.shape[0]):
+        if h.phase_left[b] == 0 and h.phase[b] < h.num_phases[b] - 1:
+            _rank_score(t, b, h.base, c_visit, c_scale, q, score)
+            keep = (h.num_alive[b] + 1) // 2
             for a in range(num_actions):
-                if not alive[b, a]:
+                if not h.alive[b, a]:
                     score[a] = -np.inf
             for a in range(num_actions):
-                alive[b, a] = False
+                h.alive[b, a] = False
             for _ in range(keep):
                 best = np.argmax(score)
-                alive[b, best] = True
+                h.alive[b, best] = True
                 score[best] = -np.inf
-            num_alive[b] = keep
-            phase[b] += 1
-            phase_left[b] = _phase_budget(keep, num_phases[b], phase[b], budget, used[b])
+            h.num_alive[b] = keep
+            h.phase[b] += 1
+            h.phase_left[b] = _phase_budget(keep, h.num_phases[b], h.phase[b], h.budget,
+                                            h.used[b])
         pick, fewest, pick_base = -1, 1 << 30, -np.inf
         for a in range(num_actions):
-            if alive[b, a] and (halving_visits[b, a] < fewest or (
-                    halving_visits[b, a] == fewest and base[b, a] > pick_base)):
-                pick, fewest, pick_base = a, halving_visits[b, a], base[b, a]
+            if h.alive[b, a] and (h.visits[b, a] < fewest or (
+                    h.visits[b, a] == fewest and h.base[b, a] > pick_base)):
+                pick, fewest, pick_base = a, h.visits[b, a], h.base[b, a]
         out_action[b] = pick  # -1 only without legal moves; the descent reports that game
         if pick >= 0:
-            halving_visits[b, pick] += 1
-        phase_left[b] -= 1
-        used[b] += 1
+            h.visits[b, pick] += 1
+        h.phase_left[b] -= 1
+        h.used[b] += 1
 
 
 @numba.njit(cache=True)
-def finish_kernel(visits, value_sum, raw_value, prior, children, to_play,
-                  base, alive, c_visit, c_scale, out_action, out_policy):
-    """Winner of the halving (best-ranked alive action) and the root's improved policy."""
+def finish_kernel(t, base, alive, c_visit, c_scale, out_action, out_policy):
+    """Winner of the halving (best-ranked alive action) and the root's improved policy.
+
+    ``base``, ``alive`` [B, A] as in ``Halving``; writes ``out_action`` [B] and
+    ``out_policy`` [B, A].
+    """
     num_actions = base.shape[1]
     q = np.empty(num_actions)
     score = np.empty(num_actions)
     pi = np.empty(num_actions)
     for b in range(base.shape[0]):
-        _rank_score(visits, value_sum, raw_value, prior, children, to_play, b,
-                    base, c_visit, c_scale, q, score)
+        _rank_score(t, b, base, c_visit, c_scale, q, score)
         best, best_score = -1, -np.inf
         for a in range(num_actions):
             if alive[b, a] and score[a] > best_score:
                 best, best_score = a, score[a]
         out_action[b] = best
-        improved_policy(visits, value_sum, raw_value, prior, children, to_play, b, 0,
-                        c_visit, c_scale, q, pi)
+        improved_policy(t, b, 0, c_visit, c_scale, q, pi)
         out_policy[b, :] = pi
 
 
 class GumbelRoot:
-    """Per-search state of sequential halving at the B roots."""
+    """Per-search state of sequential halving at the B roots (arrays as in ``Halving``)."""
 
     def __init__(self, root_prior: np.ndarray, legal: np.ndarray, gumbel: np.ndarray,
                  max_considered: int, budget: int) -> None:
@@ -238,21 +253,17 @@ class GumbelRoot:
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.arange(a)[None, :].repeat(b, 0), axis=1)
         self.alive = rank < m[:, None]
-        """[B, A] bool: actions still in the race."""
         self.base = np.where(self.alive, start, -np.inf)
-        """[B, A] float64: g + log prior of the considered actions, -inf elsewhere."""
         self.halving_visits = np.zeros((b, a), np.int32)
-        """[B, A] int32: visits each root action got from this search."""
         self.num_alive = m
-        """[B] int64: actions still in the race."""
         self.num_phases = np.maximum(1, np.ceil(np.log2(np.maximum(m, 1))).astype(np.int64))
-        """[B] int64: ceil(log2 m) halving phases."""
         self.phase = np.zeros(b, np.int64)
-        """[B] int64: current phase."""
         self.used = np.zeros(b, np.int64)
-        """[B] int64: simulations spent so far."""
         # The first phase's budget, as _phase_budget computes it for phase 0.
         first = np.minimum(np.maximum(1, budget // (self.num_phases * np.maximum(m, 1))) * m,
                            budget)
         self.phase_left = np.where(self.num_phases == 1, budget, first).astype(np.int64)
-        """[B] int64: simulations left in the current phase."""
+        self.arrays = Halving(self.base, self.alive, self.halving_visits, self.num_alive,
+                              self.num_phases, self.phase, self.phase_left, self.used,
+                              self.budget)
+        """The same arrays (shared, not copied) as one ``Halving`` for the kernels."""

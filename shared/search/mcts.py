@@ -34,7 +34,10 @@ from shared.search.tree import (
     ILLEGAL,
     UNEXPANDED,
     Tree,
+    add_child,
     backup_kernel,
+    child_q,
+    expand_backup_kernel,
     expand_kernel,
     same_states,
 )
@@ -106,32 +109,27 @@ def sample_actions(visit_counts: np.ndarray, temperature: np.ndarray,
 
 
 @numba.njit(cache=True)
-def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
-               c_puct, c_base, fpu, fpu_relative):
+def _puct_pick(t, b, n, prior_row, c_puct, c_base, fpu, fpu_relative):
     """argmax_a Q(a) + c · P(a) · sqrt(N(n)) / (1 + N(a)) over node n's legal actions.
 
     N(n) counts the node's own evaluation, so at a fresh node the prior breaks the tie
     between the (all-unvisited) children instead of the action order.
     """
-    parent_n = visits[b, n]
+    parent_n = t.visits[b, n]
     c = c_puct
     if c_base > 0:
         c += np.log((1.0 + parent_n + c_base) / c_base)
     scale = c * np.sqrt(np.float64(parent_n))
     unvisited_q = fpu
     if fpu_relative:
-        unvisited_q = value_sum[b, n] / parent_n - fpu
+        unvisited_q = t.value_sum[b, n] / parent_n - fpu
     best, best_score = -1, -np.inf
-    for a in range(children.shape[2]):
-        child = children[b, n, a]
+    for a in range(t.children.shape[2]):
+        child = t.children[b, n, a]
         if child == ILLEGAL:
             continue
-        if child >= 0 and visits[b, child] > 0:
-            cv = visits[b, child]
-            q = value_sum[b, child] / cv
-            if to_play[b, child] != to_play[b, n]:
-                q = -q
-            score = q + scale * prior_row[a] / (1.0 + cv)
+        if child >= 0 and t.visits[b, child] > 0:
+            score = child_q(t, b, n, child) + scale * prior_row[a] / (1.0 + t.visits[b, child])
         else:
             score = unvisited_q + scale * prior_row[a]
         if score > best_score:
@@ -140,11 +138,10 @@ def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
 
 
 @numba.njit(cache=True)
-def _descend_kernel(visits, value_sum, raw_value, prior, children, parent, action, to_play,
-                    terminal, num_nodes, root_prior, root_action, gumbel, c_puct, c_base,
-                    fpu, fpu_relative, c_visit, c_scale,
-                    out_leaf, out_parent, out_action, out_new):
-    """Walk every tree from its root to a leaf; create the leaf's node if it is new.
+def _descend_kernel(t, root_prior, root_action, gumbel, c_puct, c_base, fpu, fpu_relative,
+                    c_visit, c_scale, out_leaf, out_parent, out_action, out_new):
+    """Walk every tree of ``t`` (``TreeArrays``) from its root to a leaf; create the leaf's
+    node if it is new.
 
     ``root_prior`` [B, A] replaces the root's stored priors (it carries the noise);
     ``root_action`` [B] forces the root's move where >= 0 (Gumbel's halving). Below the
@@ -153,36 +150,29 @@ def _descend_kernel(visits, value_sum, raw_value, prior, children, parent, actio
     existing leaf is a terminal node). Returns the first game stuck at a non-terminal
     node without legal moves, or -1.
     """
-    num_actions = children.shape[2]
+    num_actions = t.children.shape[2]
     q = np.empty(num_actions)
     pi = np.empty(num_actions)
-    for b in range(children.shape[0]):
+    for b in range(t.children.shape[0]):
         n = 0
         while True:
             if n == 0 and root_action[b] >= 0:
                 a = root_action[b]
             elif gumbel:
-                a = interior_pick(visits, value_sum, raw_value, prior, children, to_play, b, n,
-                                  c_visit, c_scale, q, pi)
+                a = interior_pick(t, b, n, c_visit, c_scale, q, pi)
             elif n == 0:
-                a = _puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
-                               c_puct, c_base, fpu, fpu_relative)
+                a = _puct_pick(t, b, n, root_prior[b], c_puct, c_base, fpu, fpu_relative)
             else:
-                a = _puct_pick(visits, value_sum, children, to_play, b, n, prior[b, n],
-                               c_puct, c_base, fpu, fpu_relative)
+                a = _puct_pick(t, b, n, t.prior[b, n], c_puct, c_base, fpu, fpu_relative)
             if a < 0:
                 return b
-            child = children[b, n, a]
+            child = t.children[b, n, a]
             if child == UNEXPANDED:
-                child = num_nodes[b]
-                num_nodes[b] += 1
-                children[b, n, a] = child
-                parent[b, child] = n
-                action[b, child] = a
+                child = add_child(t, b, n, a)
                 out_new[b] = True
             else:
                 out_new[b] = False
-            if out_new[b] or terminal[b, child]:
+            if out_new[b] or t.terminal[b, child]:
                 out_leaf[b], out_parent[b], out_action[b] = child, n, a
                 break
             n = child
@@ -232,11 +222,8 @@ class MCTS:
             tree.num_nodes[fresh] = 1
             tree.parent[fresh, 0] = -1
             tree.action[fresh, 0] = -1
-            self._add_nodes(tree, fresh, root, states.take(fresh), rollout_rng)
-            t0 = time.perf_counter()
-            backup_kernel(tree.visits, tree.value_sum, tree.parent, tree.to_play, fresh, root,
-                          tree.raw_value[fresh, 0])
-            self.timings["tree"] += time.perf_counter() - t0
+            self._add_nodes(tree, fresh, root, states.take(fresh), rollout_rng,
+                            backup=(fresh, root))
 
         legal = tree.children[:, 0, :] != ILLEGAL
         clean_prior = tree.prior[:, 0, :]
@@ -321,18 +308,15 @@ class MCTS:
         root_action = np.full(batch, -1, np.int64)
         c_base = -1.0 if cfg.c_base is None else float(cfg.c_base)
         timings = self.timings
+        t = tree.arrays
         for _ in range(cfg.num_simulations):
             t0 = time.perf_counter()
             if halving is not None:
-                h = halving
-                root_actions_kernel(*tree.node_arrays()[:5], tree.to_play, h.base, h.alive,
-                                    h.halving_visits, h.phase, h.num_phases, h.phase_left,
-                                    h.num_alive, h.used, h.budget, cfg.gumbel_c_visit,
-                                    cfg.gumbel_c_scale, root_action)
-            stuck = _descend_kernel(*tree.node_arrays(), tree.num_nodes, root_prior,
-                                    root_action, cfg.gumbel, cfg.c_puct, c_base, cfg.fpu,
-                                    cfg.fpu_relative, cfg.gumbel_c_visit, cfg.gumbel_c_scale,
-                                    leaf, parent, leaf_action, new)
+                root_actions_kernel(t, halving.arrays, cfg.gumbel_c_visit, cfg.gumbel_c_scale,
+                                    root_action)
+            stuck = _descend_kernel(t, root_prior, root_action, cfg.gumbel, cfg.c_puct, c_base,
+                                    cfg.fpu, cfg.fpu_relative, cfg.gumbel_c_visit,
+                                    cfg.gumbel_c_scale, leaf, parent, leaf_action, new)
             if stuck >= 0:
                 raise RuntimeError(f"search: game {stuck} reached a running position "
                                    "without legal moves")
@@ -343,15 +327,18 @@ class MCTS:
                 before = tree.states.take(tree.flat(grow, parent[grow]))
                 after = self.game.step(before, leaf_action[grow])
                 timings["step"] += time.perf_counter() - t0
-                self._add_nodes(tree, grow, leaf[grow], after, rollout_rng)
-            t0 = time.perf_counter()
-            backup_kernel(tree.visits, tree.value_sum, tree.parent, tree.to_play, games, leaf,
-                          tree.raw_value[games, leaf])
-            timings["tree"] += time.perf_counter() - t0
+                # The backup rides along with the expansion: one kernel call per round.
+                self._add_nodes(tree, grow, leaf[grow], after, rollout_rng, backup=(games, leaf))
+            else:  # every leaf is an existing terminal node
+                t0 = time.perf_counter()
+                backup_kernel(t, games, leaf)
+                timings["tree"] += time.perf_counter() - t0
 
     def _add_nodes(self, tree: Tree, games: np.ndarray, nodes: np.ndarray, states: State,
-                   rollout_rng: np.random.Generator | None) -> None:
-        """Store, value and expand K new nodes (``games`` [K], ``nodes`` [K]) of ``states``."""
+                   rollout_rng: np.random.Generator | None,
+                   backup: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Store, value and expand K new nodes (``games`` [K], ``nodes`` [K]) of ``states``;
+        then back up the leaves ``backup`` = (games [L], leaves [L]) if given."""
         game, timings = self.game, self.timings
         t0 = time.perf_counter()
         tree.states.put(tree.flat(games, nodes), states)
@@ -388,9 +375,11 @@ class MCTS:
                 logits[running] = ev.policy_logits
                 values[running] = net_value
         t0 = time.perf_counter()
-        expand_kernel(tree.visits, tree.value_sum, tree.raw_value, tree.prior, tree.children,
-                      tree.to_play, tree.terminal, games, nodes, to_play, terminal, legal,
-                      logits, values)
+        if backup is None:
+            expand_kernel(tree.arrays, games, nodes, to_play, terminal, legal, logits, values)
+        else:
+            expand_backup_kernel(tree.arrays, games, nodes, to_play, terminal, legal, logits,
+                                 values, *backup)
         timings["tree"] += time.perf_counter() - t0
 
     def _result(self, tree: Tree, states: State, rngs: list[np.random.Generator],
@@ -404,8 +393,8 @@ class MCTS:
         if halving is not None:
             action = np.empty(batch, np.int64)
             policy = np.empty(kids.shape, np.float64)
-            finish_kernel(*tree.node_arrays()[:5], tree.to_play, halving.base, halving.alive,
-                          cfg.gumbel_c_visit, cfg.gumbel_c_scale, action, policy)
+            finish_kernel(tree.arrays, halving.base, halving.alive, cfg.gumbel_c_visit,
+                          cfg.gumbel_c_scale, action, policy)
         else:
             policy = counts / counts.sum(axis=1, keepdims=True)
             young = np.asarray(states.ply) < cfg.temperature_moves

@@ -1,18 +1,27 @@
-"""The search trees of a batch of B games, stored as arrays (the mctx layout).
+"""One tree-of-arrays for every search here: batched PUCT, Gumbel AlphaZero and pure UCT.
 
-Node ``n`` of game ``b`` lives at ``[b, n]`` of every per-node array; node 0 is the root.
-Nodes are allocated in order, so ``num_nodes[b]`` is both the count and the next free
-index. A child is linked from its parent through ``children[b, parent, action]``, which
-also encodes the legal mask of the parent (``ILLEGAL``), so priors that underflow to 0 for a
-legal move cannot hide it and no separate [B, N, A] mask is needed.
+The B trees of a batch of B games are stored as arrays (the mctx layout). Node ``n`` of
+game ``b`` lives at ``[b, n]`` of every per-node array; node 0 is the root. Nodes are
+allocated in order, so ``num_nodes[b]`` is both the count and the next free index. A child
+is linked from its parent through ``children[b, parent, action]``, which also encodes the
+legal mask of the parent (``ILLEGAL``), so priors that underflow to 0 for a legal move
+cannot hide it and no separate [B, N, A] mask is needed.
 
-Values are always from the view of the player to move at the node that holds them;
-whoever reads a child's value from its parent flips the sign when the mover changes.
+Value convention (all searches): a value is a number in [-1, 1] (win +1, draw 0, loss -1)
+from the view of the player to move at the node that holds it. ``value_sum`` adds such
+values, ``raw_value`` is the node's own evaluation (network, rollout, or the exact result
+once the node is proven). Whoever reads a child's value from its parent flips the sign
+when the mover changes (every ply in strictly alternating games; ``child_q`` does it).
+
+The numeric arrays form one ``TreeArrays`` named tuple, which the numba kernels take as a
+single argument (numba passes the arrays by reference: nothing is copied). The game states
+of the nodes are kept beside it in ``Tree.states``, since they are not numba types.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -25,19 +34,19 @@ ILLEGAL = -2
 """``children`` entry of an action the rules forbid at that node."""
 
 
-@dataclass
-class Tree:
-    """B search trees of capacity N nodes each, over A actions."""
+class TreeArrays(NamedTuple):
+    """The numeric arrays of B search trees of capacity N nodes each, over A actions."""
 
     visits: np.ndarray
     """[B, N] int32: simulations that passed through the node (its own evaluation included)."""
     value_sum: np.ndarray
     """[B, N] float64: sum of backed-up values, from the view of the node's player to move."""
     raw_value: np.ndarray
-    """[B, N] float32: the node's own evaluation (network, mixed with a rollout if asked),
-    or the exact result for terminal nodes; mover's view."""
+    """[B, N] float32: the node's own evaluation (network, maybe mixed with a rollout; UCT:
+    its first rollout), or the exact result where ``proven``; mover's view."""
     prior: np.ndarray
-    """[B, N, A] float32: softmax of the evaluator's logits over the node's legal actions."""
+    """[B, N, A] float32: softmax of the evaluator's logits over the node's legal actions
+    (unused by UCT, whose zero-filled pages are never touched)."""
     children: np.ndarray
     """[B, N, A] int32: child node index, ``UNEXPANDED`` (-1) or ``ILLEGAL`` (-2)."""
     parent: np.ndarray
@@ -48,66 +57,90 @@ class Tree:
     """[B, N] int8: player to move at the node (0 = first player)."""
     terminal: np.ndarray
     """[B, N] bool: the game is over at this node (it is never expanded)."""
+    proven: np.ndarray
+    """[B, N] bool: ``raw_value`` is the node's exact game-theoretic value (UCT's
+    MCTS-Solver; set for terminal nodes there)."""
     num_nodes: np.ndarray
     """[B] int32: nodes in use; 0 means the game has no tree."""
-    states: State
-    """[B*N] game states of the nodes: node n of game b at index ``b * N + n``."""
 
     @classmethod
-    def allocate(cls, roots: State, capacity: int, num_actions: int) -> Tree:
-        """Empty trees for the B games of ``roots`` (whose states fill the state store)."""
-        b = roots.batch_size
+    def zeros(cls, batch: int, capacity: int, num_actions: int) -> TreeArrays:
+        """Empty arrays: every action ``ILLEGAL``, no parent, no nodes in use."""
+        b, n = batch, capacity
         return cls(
-            visits=np.zeros((b, capacity), np.int32),
-            value_sum=np.zeros((b, capacity), np.float64),
-            raw_value=np.zeros((b, capacity), np.float32),
-            prior=np.zeros((b, capacity, num_actions), np.float32),
-            children=np.full((b, capacity, num_actions), ILLEGAL, np.int32),
-            parent=np.full((b, capacity), -1, np.int32),
-            action=np.full((b, capacity), -1, np.int32),
-            to_play=np.zeros((b, capacity), np.int8),
-            terminal=np.zeros((b, capacity), bool),
+            visits=np.zeros((b, n), np.int32),
+            value_sum=np.zeros((b, n), np.float64),
+            raw_value=np.zeros((b, n), np.float32),
+            prior=np.zeros((b, n, num_actions), np.float32),
+            children=np.full((b, n, num_actions), ILLEGAL, np.int32),
+            parent=np.full((b, n), -1, np.int32),
+            action=np.full((b, n), -1, np.int32),
+            to_play=np.zeros((b, n), np.int8),
+            terminal=np.zeros((b, n), bool),
+            proven=np.zeros((b, n), bool),
             num_nodes=np.zeros(b, np.int32),
-            states=roots.repeat(capacity),
         )
+
+
+def _forward(name: str) -> property:
+    return property(lambda self: getattr(self.arrays, name),
+                    doc=f"``arrays.{name}`` (see ``TreeArrays``).")
+
+
+@dataclass
+class Tree:
+    """B search trees: the numeric ``arrays`` plus the game state of every node."""
+
+    arrays: TreeArrays
+    """The per-node arrays, one argument for the numba kernels."""
+    states: State | None
+    """[B*N] game states of the nodes: node n of game b at index ``b * N + n`` (None: the
+    search re-derives states instead of storing them)."""
+
+    visits = _forward("visits")
+    value_sum = _forward("value_sum")
+    raw_value = _forward("raw_value")
+    prior = _forward("prior")
+    children = _forward("children")
+    parent = _forward("parent")
+    action = _forward("action")
+    to_play = _forward("to_play")
+    terminal = _forward("terminal")
+    proven = _forward("proven")
+    num_nodes = _forward("num_nodes")
+
+    @classmethod
+    def allocate(cls, roots: State, capacity: int, num_actions: int,
+                 store_states: bool = True) -> Tree:
+        """Empty trees for the B games of ``roots`` (whose states fill the state store)."""
+        arrays = TreeArrays.zeros(roots.batch_size, capacity, num_actions)
+        return cls(arrays, roots.repeat(capacity) if store_states else None)
 
     @property
     def batch_size(self) -> int:
-        return int(self.visits.shape[0])
+        return int(self.arrays.visits.shape[0])
 
     @property
     def capacity(self) -> int:
-        return int(self.visits.shape[1])
+        return int(self.arrays.visits.shape[1])
 
     def flat(self, games: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """Index into ``states`` of nodes [K] of games [K]."""
         return np.asarray(games, np.int64) * self.capacity + np.asarray(nodes, np.int64)
 
-    def node_arrays(self) -> tuple[np.ndarray, ...]:
-        """The per-node arrays, in the order the numba kernels take them."""
-        return (self.visits, self.value_sum, self.raw_value, self.prior, self.children,
-                self.parent, self.action, self.to_play, self.terminal)
-
     def gathered(self, old_of_new: np.ndarray, num_nodes: np.ndarray) -> Tree:
         """A new Tree whose node i of game b is node ``old_of_new[b, i]`` of this one.
 
         ``old_of_new`` is [B, N'] int64 for any capacity N'; child and parent links must
-        already make sense in the new numbering (``_compact_kernel`` ensures it).
+        already make sense in the new numbering (``_relink`` ensures it).
         """
         rows = np.arange(self.batch_size)[:, None]
-        return Tree(
-            visits=self.visits[rows, old_of_new],
-            value_sum=self.value_sum[rows, old_of_new],
-            raw_value=self.raw_value[rows, old_of_new],
-            prior=self.prior[rows, old_of_new],
-            children=self.children[rows, old_of_new],
-            parent=self.parent[rows, old_of_new],
-            action=self.action[rows, old_of_new],
-            to_play=self.to_play[rows, old_of_new],
-            terminal=self.terminal[rows, old_of_new],
-            num_nodes=num_nodes.astype(np.int32),
-            states=self.states.take((rows * self.capacity + old_of_new).reshape(-1)),
-        )
+        arrays = TreeArrays(*(arr[rows, old_of_new] for arr in self.arrays[:-1]),
+                            num_nodes=num_nodes.astype(np.int32))
+        states = None
+        if self.states is not None:
+            states = self.states.take((rows * self.capacity + old_of_new).reshape(-1))
+        return Tree(arrays, states)
 
     def grown(self, capacity: int) -> Tree:
         """The same trees in arrays of a larger ``capacity``."""
@@ -124,16 +157,18 @@ class Tree:
         nodes. The work is proportional to the kept nodes, not to the capacity.
         """
         b, cap = self.batch_size, self.capacity
+        t = self.arrays
         old_of_new = np.zeros((b, cap), np.int64)
-        _bfs_order(self.children, np.asarray(new_root, np.int64), old_of_new, self.num_nodes)
-        games, new = np.nonzero(np.arange(cap)[None, :] < self.num_nodes[:, None])
+        _bfs_order(t.children, np.asarray(new_root, np.int64), old_of_new, t.num_nodes)
+        games, new = np.nonzero(np.arange(cap)[None, :] < t.num_nodes[:, None])
         old = old_of_new[games, new]
         # In place: each right-hand side is gathered into a temporary before the scatter,
         # so overlapping old and new slots cannot clobber each other.
-        for arr in self.node_arrays():
+        for arr in t[:-1]:
             arr[games, new] = arr[games, old]
-        self.states.put(self.flat(games, new), self.states.take(self.flat(games, old)))
-        _relink(self.children, self.parent, self.action, old_of_new, self.num_nodes)
+        if self.states is not None:
+            self.states.put(self.flat(games, new), self.states.take(self.flat(games, old)))
+        _relink(t.children, t.parent, t.action, old_of_new, t.num_nodes)
 
 
 @numba.njit(cache=True)
@@ -175,23 +210,36 @@ def _relink(children, parent, action, old_of_new, num_nodes):
             action[b, 0] = -1
 
 
-@numba.njit(cache=True)
-def expand_kernel(visits, value_sum, raw_value, prior, children, to_play, terminal,
-                  games, nodes, node_to_play, node_terminal, legal, logits, values):
-    """Fill in K freshly created nodes (``games`` [K], ``nodes`` [K]).
+@numba.njit(cache=True, inline="always")
+def child_q(t, b, n, child):
+    """Mean value of ``child`` (visited) of node n, from the view of node n's mover."""
+    q = t.value_sum[b, child] / t.visits[b, child]
+    if t.to_play[b, child] != t.to_play[b, n]:
+        q = -q
+    return q
 
-    ``legal`` [K, A] bool and ``logits`` [K, A] float32 give the priors (a softmax over
-    the legal actions, computed in float64); ``values`` [K] is the node's own evaluation.
-    Visits start at 0: the backup that follows counts the node's first visit.
-    """
+
+@numba.njit(cache=True, inline="always")
+def add_child(t, b, n, a):
+    """Allocate the next free node of game b as the child of node n through action a."""
+    child = t.num_nodes[b]
+    t.num_nodes[b] += 1
+    t.children[b, n, a] = child
+    t.parent[b, child] = n
+    t.action[b, child] = a
+    return child
+
+
+@numba.njit(cache=True)
+def _expand(t, games, nodes, node_to_play, node_terminal, legal, logits, values):
     num_actions = legal.shape[1]
     for k in range(games.shape[0]):
         b, n = games[k], nodes[k]
-        visits[b, n] = 0
-        value_sum[b, n] = 0.0
-        raw_value[b, n] = values[k]
-        to_play[b, n] = node_to_play[k]
-        terminal[b, n] = node_terminal[k]
+        t.visits[b, n] = 0
+        t.value_sum[b, n] = 0.0
+        t.raw_value[b, n] = values[k]
+        t.to_play[b, n] = node_to_play[k]
+        t.terminal[b, n] = node_terminal[k]
         top = -np.inf
         for a in range(num_actions):
             if legal[k, a] and logits[k, a] > top:
@@ -200,36 +248,60 @@ def expand_kernel(visits, value_sum, raw_value, prior, children, to_play, termin
         for a in range(num_actions):
             if legal[k, a]:
                 e = np.exp(np.float64(logits[k, a]) - top)
-                prior[b, n, a] = e
+                t.prior[b, n, a] = e
                 total += e
-                children[b, n, a] = UNEXPANDED
+                t.children[b, n, a] = UNEXPANDED
             else:
-                prior[b, n, a] = 0.0
-                children[b, n, a] = ILLEGAL
+                t.prior[b, n, a] = 0.0
+                t.children[b, n, a] = ILLEGAL
         if total > 0.0:
             inv = 1.0 / total
             for a in range(num_actions):
-                prior[b, n, a] *= inv
+                t.prior[b, n, a] *= inv
 
 
 @numba.njit(cache=True)
-def backup_kernel(visits, value_sum, parent, to_play, games, leaves, values):
-    """Add one visit and ``values[k]`` (leaf mover's view) along each leaf's path to the root.
-
-    The value flips sign whenever the player to move changes between a node and its
-    parent, which for strictly alternating games is every ply.
-    """
+def _backup(t, games, leaves):
     for k in range(games.shape[0]):
         b = games[k]
         node = leaves[k]
-        v = np.float64(values[k])
+        v = np.float64(t.raw_value[b, node])
         while node >= 0:
-            visits[b, node] += 1
-            value_sum[b, node] += v
-            up = parent[b, node]
-            if up >= 0 and to_play[b, up] != to_play[b, node]:
+            t.visits[b, node] += 1
+            t.value_sum[b, node] += v
+            up = t.parent[b, node]
+            if up >= 0 and t.to_play[b, up] != t.to_play[b, node]:
                 v = -v
             node = up
+
+
+@numba.njit(cache=True)
+def expand_kernel(t, games, nodes, node_to_play, node_terminal, legal, logits, values):
+    """Fill in K freshly created nodes (``games`` [K], ``nodes`` [K]) of trees ``t``.
+
+    ``legal`` [K, A] bool and ``logits`` [K, A] float32 give the priors (a softmax over
+    the legal actions, computed in float64); ``values`` [K] is the node's own evaluation
+    (mover's view). Visits start at 0: the backup that follows counts the node's first visit.
+    """
+    _expand(t, games, nodes, node_to_play, node_terminal, legal, logits, values)
+
+
+@numba.njit(cache=True)
+def backup_kernel(t, games, leaves):
+    """Add one visit and the leaf's ``raw_value`` along each leaf's path to the root.
+
+    ``games`` [K] and ``leaves`` [K] name the leaves. The value flips sign whenever the
+    player to move changes between a node and its parent (every ply in alternating games).
+    """
+    _backup(t, games, leaves)
+
+
+@numba.njit(cache=True)
+def expand_backup_kernel(t, games, nodes, node_to_play, node_terminal, legal, logits, values,
+                         backup_games, leaves):
+    """``expand_kernel`` then ``backup_kernel`` in one call (one dispatch per round)."""
+    _expand(t, games, nodes, node_to_play, node_terminal, legal, logits, values)
+    _backup(t, backup_games, leaves)
 
 
 def same_states(a: State, b: State) -> np.ndarray:

@@ -5,9 +5,11 @@ builds a fresh tree; each playout selects by UCB1 down to a node with an untried
 action, expands that one action, plays a uniformly random rollout to the end of the game
 and backs the result up the path. The most visited root action is played.
 
-Values are win rates in [0, 1] (win 1, draw 1/2, loss 0) for the player who made the move
-into a node, so UCB1 is used in its textbook form ``q + c * sqrt(ln N_parent / N_child)``
-with ``c = sqrt(2)`` by default.
+The trees are ``shared.search.tree.Tree`` (the same arrays as PUCT and Gumbel) with the
+same value convention: values in [-1, 1] from the view of the node's player to move.
+UCB1 is used in its textbook form on win rates: a child with parent-view value sum s over
+n playouts has win rate (n + s) / (2n) in [0, 1] (win 1, draw 1/2, loss 0), and the score
+is ``rate + c * sqrt(ln N_parent / n)`` with ``c = sqrt(2)`` by default.
 
 Solver (``UCTConfig.solver``, on by default; off gives textbook UCT). Random rollouts
 alone do not see a one-move threat reliably: on gomoku 6x6 a move that ignores the
@@ -22,12 +24,14 @@ without any game knowledge:
   selected again, a proven node is scored as proven, and the root plays a proven win.
 
 Batching: B games are searched together and each tree is a set of arrays with the tree
-axis first (``visits [B, N]``, ``children [B, N, A]``, ...). One playout round advances
-all B trees at once: one numba kernel descends every tree, one ``game.step`` expands all B
-leaves, one batched rollout plays all new positions out, one numba kernel backs up.
+axis first (``visits [B, N]``, ``children [B, N, A]``, ...: ``TreeArrays``). One playout
+round advances all B trees at once: one numba kernel descends every tree, one
+``game.step`` expands all B leaves, one batched rollout plays all new positions out, one
+numba kernel backs up.
 Nearly all the time goes to the rollouts' ``game.step`` calls (about 90% on gomoku 6x6).
-Memory per search: about 5 * B * (playouts + 1) * A bytes for the trees, plus, with
-``store_states``, B * (playouts + 1) copies of a game state.
+Memory per search: about 4 * B * (playouts + 1) * A bytes for the trees (the priors'
+pages are allocated but never touched), plus, with ``store_states``, B * (playouts + 1)
+copies of a game state.
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ import numpy as np
 
 from shared.games.base import Game, State
 from shared.games.sampling import sample_legal
-from shared.search.rollout import rollout_outcomes
+from shared.search.rollout import mover_view, rollout_outcomes
 from shared.search.tactics import winning_actions
+from shared.search.tree import ILLEGAL, UNEXPANDED, Tree, add_child, backup_kernel
 
 
 @dataclass(frozen=True)
@@ -83,103 +88,61 @@ class UCTResult:
     """[B] int32: playouts run (fewer than configured when every root got proven early)."""
 
 
-@dataclass
-class _Trees:
-    """B search trees of up to N nodes each; node 0 is the root. -1 means "none"."""
-
-    visits: np.ndarray
-    """[B, N] int32: playouts through the node."""
-    wins: np.ndarray
-    """[B, N] float64: summed results in [0, 1] for the player who moved into the node."""
-    children: np.ndarray
-    """[B, N, A] int32: child node reached by each action, -1 if not expanded."""
-    parent: np.ndarray
-    """[B, N] int32: parent node, -1 for the root."""
-    action: np.ndarray
-    """[B, N] int32: action from the parent into the node, -1 for the root."""
-    legal: np.ndarray
-    """[B, N, A] bool: legal actions at the node."""
-    to_play: np.ndarray
-    """[B, N] int8: player to move at the node (0 = first player)."""
-    proven: np.ndarray
-    """[B, N] bool: the node's result is known (always so for finished games)."""
-    result: np.ndarray
-    """[B, N] int8: the known result, first player's view (+1, 0, -1); 0 if not proven."""
-    num_nodes: np.ndarray
-    """[B] int32: nodes in use."""
-
-    @classmethod
-    def new(cls, roots: State, num_nodes: int) -> _Trees:
-        b, a = roots.legal.shape
-        t = cls(
-            visits=np.zeros((b, num_nodes), np.int32),
-            wins=np.zeros((b, num_nodes), np.float64),
-            children=np.full((b, num_nodes, a), -1, np.int32),
-            parent=np.full((b, num_nodes), -1, np.int32),
-            action=np.full((b, num_nodes), -1, np.int32),
-            legal=np.zeros((b, num_nodes, a), bool),
-            to_play=np.zeros((b, num_nodes), np.int8),
-            proven=np.zeros((b, num_nodes), bool),
-            result=np.zeros((b, num_nodes), np.int8),
-            num_nodes=np.ones(b, np.int32),
-        )
-        t.legal[:, 0] = roots.legal
-        t.to_play[:, 0] = roots.to_play
-        return t
-
-
 @numba.njit(cache=True, inline="always")
-def _for_mover(result, to_play):
-    """A first-player-view result seen by player ``to_play``."""
-    return result if to_play == 0 else -result
+def _parent_view(t, b, parent, child, value):
+    """``value`` (``child``'s mover's view) seen by the player to move at ``parent``."""
+    return value if t.to_play[b, child] == t.to_play[b, parent] else -value
 
 
 @numba.njit(cache=True)
-def _descend(children, visits, wins, legal, to_play, proven, result, c, solver, uniforms,
-             path, depth, expand, fresh):
-    """Walk every tree from the root by UCB1 to a proven node or one with an untried action.
+def _descend(t, c, solver, uniforms, path, depth, expand, fresh):
+    """Walk every tree of ``t`` (``TreeArrays``) from the root by UCB1 to a proven node or
+    one with an untried action.
 
     Writes ``path [B, D]`` (nodes from the root), ``depth [B]`` (index of the leaf in
     ``path``), ``expand [B]`` (a uniformly chosen untried legal action at the leaf, -1 if
     the leaf is proven) and ``fresh [B]`` (the leaf has no child yet).
     """
-    num_actions = children.shape[2]
-    for b in range(children.shape[0]):
+    num_actions = t.children.shape[2]
+    for b in range(t.children.shape[0]):
         node = 0
         d = 0
         path[b, 0] = 0
         expand[b] = -1
         fresh[b] = False
-        while not proven[b, node]:
+        while not t.proven[b, node]:
             untried = 0
             num_legal = 0
             for a in range(num_actions):
-                if legal[b, node, a]:
+                child = t.children[b, node, a]
+                if child != ILLEGAL:
                     num_legal += 1
-                    if children[b, node, a] < 0:
+                    if child == UNEXPANDED:
                         untried += 1
             if untried > 0:
                 fresh[b] = untried == num_legal
                 pick = min(int(uniforms[b] * untried), untried - 1)
                 for a in range(num_actions):
-                    if legal[b, node, a] and children[b, node, a] < 0:
+                    if t.children[b, node, a] == UNEXPANDED:
                         if pick == 0:
                             expand[b] = a
                             break
                         pick -= 1
                 break
-            log_n = math.log(visits[b, node])
-            mover = to_play[b, node]
+            log_n = math.log(t.visits[b, node])
             best = -1.0
             best_child = -1
             for a in range(num_actions):
-                child = children[b, node, a]
+                child = t.children[b, node, a]
                 if child < 0:
                     continue
-                if solver and proven[b, child] and _for_mover(result[b, child], mover) < 0:
+                if solver and t.proven[b, child] and _parent_view(
+                        t, b, node, child, t.raw_value[b, child]) < 0:
                     continue  # a proven loss stays lost: spend no more playouts on it
-                n = visits[b, child]
-                score = wins[b, child] / n + c * math.sqrt(log_n / n)
+                n = t.visits[b, child]
+                # Win rate (n + s) / 2n: exactly the [0, 1] win count over n, as in UCB1.
+                s = _parent_view(t, b, node, child, t.value_sum[b, child])
+                score = (n + s) / (2.0 * n) + c * math.sqrt(log_n / n)
                 if score > best:
                     best = score
                     best_child = child
@@ -192,76 +155,66 @@ def _descend(children, visits, wins, legal, to_play, proven, result, c, solver, 
 
 
 @numba.njit(cache=True)
-def _try_prove(children, legal, to_play, proven, result, b, node):
+def _try_prove(t, b, node):
     """Mark ``node`` proven if a child is a proven win for its mover or all are proven."""
-    mover = to_play[b, node]
-    best = -2
+    best = -2.0
     complete = True
-    for a in range(children.shape[2]):
-        if not legal[b, node, a]:
+    for a in range(t.children.shape[2]):
+        child = t.children[b, node, a]
+        if child == ILLEGAL:
             continue
-        child = children[b, node, a]
-        if child < 0 or not proven[b, child]:
+        if child < 0 or not t.proven[b, child]:
             complete = False
             continue
-        v = _for_mover(result[b, child], mover)
+        v = _parent_view(t, b, node, child, t.raw_value[b, child])
         if v > 0:
-            proven[b, node] = True
-            result[b, node] = result[b, child]
+            t.proven[b, node] = True
+            t.raw_value[b, node] = v
             return True
         best = max(best, v)
-    if complete and best > -2:
-        proven[b, node] = True
-        result[b, node] = _for_mover(best, mover)
+    if complete and best > -2.0:
+        t.proven[b, node] = True
+        t.raw_value[b, node] = best
         return True
     return False
 
 
 @numba.njit(cache=True)
-def _expand_and_backup(children, parent, action, legal, to_play, proven, result, visits,
-                       wins, num_nodes, path, depth, expand, new_legal, new_to_play,
-                       new_proven, new_result, outcome, solver, new_node):
+def _expand_and_backup(t, path, depth, expand, new_legal, new_to_play, new_terminal,
+                       new_value, solver, new_node, leaf):
     """Add each tree's expanded child, back the playout's result up, propagate proofs.
 
-    ``outcome [B]`` is the rollout result (first player's view) for unproven new nodes; a
-    proven leaf or new node is scored by its proven result instead. Each node is credited
-    from the view of the player to move at its parent, so the backup does not assume that
-    players alternate. Writes the new node's index to ``new_node [B]`` (-1 if none).
+    For the new node of tree b: ``new_legal [B, A]``, ``new_to_play [B]``,
+    ``new_terminal [B]`` (a finished game: proven) and ``new_value [B]`` (its exact result
+    if terminal, else the rollout's, mover's view). A proven leaf or new node is scored by
+    its proven value. Writes the new node's index to ``new_node [B]`` (-1 if none) and
+    the node whose value is backed up to ``leaf [B]``.
     """
-    for b in range(visits.shape[0]):
+    for b in range(t.visits.shape[0]):
         d = depth[b]
         node = path[b, d]
         new_node[b] = -1
         a = expand[b]
         if a >= 0:
-            leaf = node
-            node = num_nodes[b]
-            num_nodes[b] += 1
+            node = add_child(t, b, node, a)
             new_node[b] = node
-            children[b, leaf, a] = node
-            parent[b, node] = leaf
-            action[b, node] = a
-            legal[b, node, :] = new_legal[b]
-            to_play[b, node] = new_to_play[b]
-            proven[b, node] = new_proven[b]
-            result[b, node] = new_result[b]
+            for i in range(new_legal.shape[1]):
+                t.children[b, node, i] = UNEXPANDED if new_legal[b, i] else ILLEGAL
+            t.to_play[b, node] = new_to_play[b]
+            t.terminal[b, node] = new_terminal[b]
+            t.proven[b, node] = new_terminal[b]
+            t.raw_value[b, node] = new_value[b]
             d += 1
-        z = result[b, node] if proven[b, node] else outcome[b]
-        if solver and proven[b, node]:
+        leaf[b] = node
+        if solver and t.proven[b, node]:
             # Walk the proof up while ancestors become proven too.
             up = d - 1
-            while up >= 0 and _try_prove(children, legal, to_play, proven, result, b,
-                                         path[b, up]):
+            while up >= 0 and _try_prove(t, b, path[b, up]):
                 up -= 1
-        while node >= 0:
-            visits[b, node] += 1
-            p = parent[b, node]
-            if p >= 0:
-                wins[b, node] += 0.5 + 0.5 * _for_mover(z, to_play[b, p])
-            node = p
+    backup_kernel(t, np.arange(t.visits.shape[0]), leaf)
 
 
-def _replay(game: Game, roots: State, trees: _Trees, rows: np.ndarray, path: np.ndarray,
+def _replay(game: Game, roots: State, trees: Tree, rows: np.ndarray, path: np.ndarray,
             depth: np.ndarray) -> State:
     """States of the leaves ``path[r, depth[r]]`` of trees ``rows``, replayed from the roots."""
     cur = roots.take(rows)
@@ -285,29 +238,29 @@ def uct_search(game: Game, roots: State, config: UCTConfig,
         raise ValueError("uct_search: roots must be running games")
     b = roots.batch_size
     n_max = config.playouts + 1  # each playout adds at most one node
-    trees = _Trees.new(roots, n_max)
-    all_rows = np.arange(b)
-    # Node states, flat index tree * n_max + node.
-    nodes = roots.repeat(n_max) if config.store_states else None
+    num_actions = game.spec.num_actions
+    trees = Tree.allocate(roots, n_max, num_actions, store_states=config.store_states)
+    t = trees.arrays
+    t.children[:, 0] = np.where(roots.legal, UNEXPANDED, ILLEGAL)
+    t.to_play[:, 0] = roots.to_play
+    t.num_nodes[:] = 1
+    nodes = trees.states  # flat index tree * n_max + node; None: replay paths instead
     max_depth = min(config.playouts, game.spec.max_moves) + 2
     path = np.zeros((b, max_depth), np.int32)
     depth = np.zeros(b, np.int32)
     expand = np.zeros(b, np.int32)
     fresh = np.zeros(b, bool)
     new_node = np.zeros(b, np.int32)
-    num_actions = game.spec.num_actions
+    leaf_node = np.zeros(b, np.int32)
     done = 0
     while done < config.playouts:
         done += 1
-        _descend(trees.children, trees.visits, trees.wins, trees.legal, trees.to_play,
-                 trees.proven, trees.result, config.c, config.solver, rng.random(b),
-                 path, depth, expand, fresh)
+        _descend(t, config.c, config.solver, rng.random(b), path, depth, expand, fresh)
         grow = np.flatnonzero(expand >= 0)
         new_legal = np.zeros((b, num_actions), bool)
         new_to_play = np.zeros(b, np.int8)
-        new_proven = np.zeros(b, bool)
-        new_result = np.zeros(b, np.int8)
-        outcome = np.zeros(b, np.float64)
+        new_terminal = np.zeros(b, bool)
+        outcome = np.zeros(b, np.int8)  # first player's view
         if grow.size:
             leaf = path[grow, depth[grow]]
             if nodes is not None:
@@ -320,21 +273,20 @@ def uct_search(game: Game, roots: State, config: UCTConfig,
             new_legal[grow] = game.legal_mask(child_states)
             new_to_play[grow] = game.to_play(child_states)
             ended = game.terminal(child_states)
-            new_proven[grow] = ended
-            new_result[grow] = np.where(ended, game.outcome(child_states), 0)
+            new_terminal[grow] = ended
+            outcome[grow] = np.where(ended, game.outcome(child_states), 0)
             play = np.flatnonzero(~ended)
             if play.size:
                 sub = child_states if play.size == grow.size else child_states.take(play)
                 outcome[grow[play]] = rollout_outcomes(
                     game, sub, lambda s: sample_legal(game.legal_mask(s), rng))
-        _expand_and_backup(trees.children, trees.parent, trees.action, trees.legal,
-                           trees.to_play, trees.proven, trees.result, trees.visits,
-                           trees.wins, trees.num_nodes, path, depth, expand, new_legal,
-                           new_to_play, new_proven, new_result, outcome, config.solver,
-                           new_node)
+        # The new node's value (exact if the game ended there), from its mover's view.
+        new_value = mover_view(outcome, new_to_play)
+        _expand_and_backup(t, path, depth, expand, new_legal, new_to_play, new_terminal,
+                           new_value, config.solver, new_node, leaf_node)
         if nodes is not None and grow.size:
             nodes.put(grow * n_max + new_node[grow], child_states)
-        if trees.proven[all_rows, 0].all():
+        if t.proven[:, 0].all():
             break  # every root is solved: more playouts cannot change a move
     return _root_result(trees, done)
 
@@ -354,17 +306,19 @@ def _prefer_decisive(game: Game, leaf_states: State, fresh: np.ndarray, expand: 
     expand[grow[first[hit]]] = wins[hit]
 
 
-def _root_result(trees: _Trees, playouts: int) -> UCTResult:
-    b = trees.visits.shape[0]
-    child = trees.children[:, 0, :]  # [B, A]
+def _root_result(trees: Tree, playouts: int) -> UCTResult:
+    t = trees.arrays
+    b = t.visits.shape[0]
+    child = t.children[:, 0, :]  # [B, A]
     exists = child >= 0
     safe = np.where(exists, child, 0)
-    visits = np.where(exists, np.take_along_axis(trees.visits, safe, axis=1), 0)
-    wins = np.where(exists, np.take_along_axis(trees.wins, safe, axis=1), 0.0)
-    rate = wins / np.maximum(visits, 1)
-    mover_sign = np.where(trees.to_play[:, 0] == 0, 1, -1)[:, None]
-    proven = exists & np.take_along_axis(trees.proven, safe, axis=1)
-    proven_value = np.take_along_axis(trees.result, safe, axis=1) * mover_sign
+    visits = np.where(exists, np.take_along_axis(t.visits, safe, axis=1), 0)
+    # Values of the children seen from the root's mover (the tree's one convention).
+    flip = np.where(np.take_along_axis(t.to_play, safe, axis=1) == t.to_play[:, :1], 1, -1)
+    value_sum = np.where(exists, np.take_along_axis(t.value_sum, safe, axis=1) * flip, 0.0)
+    rate = (visits + value_sum) / (2.0 * np.maximum(visits, 1))  # win rate in [0, 1]
+    proven = exists & np.take_along_axis(t.proven, safe, axis=1)
+    proven_value = np.take_along_axis(t.raw_value, safe, axis=1).astype(np.int64) * flip
     # Visits are integers, so adding half the win rate only breaks ties; a proven win
     # outranks everything and a proven loss comes after every unproven move.
     key = visits + 0.5 * rate
@@ -378,7 +332,7 @@ def _root_result(trees: _Trees, playouts: int) -> UCTResult:
         action=action.astype(np.int32),
         visits=visits.astype(np.int32),
         value=value.astype(np.float32),
-        proven=trees.proven[:, 0].copy(),
+        proven=t.proven[:, 0].copy(),
         playouts=np.full(b, playouts, np.int32),
     )
 
