@@ -34,9 +34,10 @@ import numpy as np
 from actors.evaluation import MCTSPlayer, make_anchor
 from deploy.config import TrainConfig
 from shared.arena import MatchResult, play_match
+from shared.formats.weights import StateDict, weights_from_bytes, weights_to_bytes
 from shared.games import make_game
 from shared.metrics import Recorder
-from shared.nets import StateDict, build_net, weights_from_bytes, weights_to_bytes
+from shared.nets import build_net
 from shared.torch_evaluator import InferenceConfig, TorchEvaluator
 from shared.transport import TransportError, connect
 from shared.transport.results import EvalResultsStore, ResultsFormatError

@@ -194,9 +194,9 @@ class InferenceServer:
         return await request.future
 
     async def load_weights(self, state_dict_bytes: bytes, version: int) -> int:
-        """Swap in ``shared.nets.weights_to_bytes`` weights as ``version`` (between two
+        """Swap in ``shared.formats.weights.weights_to_bytes`` weights as ``version`` (between two
         network calls, like the store's); returns the version now held."""
-        from shared.nets import weights_from_bytes
+        from shared.formats.weights import weights_from_bytes
 
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"load_weights: version must be an integer >= 0, got {version!r}")

@@ -162,7 +162,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def _write_sgf(session: GameSession, args: argparse.Namespace) -> None:
-    from shared.games.sgf import record_from_session, write_sgf
+    from shared.formats.sgf import record_from_session, write_sgf
 
     record = record_from_session(session, black=args.first, white=args.second)
     with open(args.sgf, "w", encoding="utf-8") as f:

@@ -23,8 +23,9 @@ from actors.selfplay import SelfPlayWorker
 from deploy.config import TrainConfig
 from learner.learner import CHECKPOINT_NAME, Learner
 from shared import config as cfg
+from shared.formats.weights import save_weights
 from shared.games import make_game
-from shared.nets import build_net, save_weights
+from shared.nets import build_net
 from shared.torch_evaluator import TorchEvaluator
 
 

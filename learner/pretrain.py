@@ -22,9 +22,9 @@ import torch
 
 from deploy.config import TrainConfig
 from learner.learner import Learner
+from shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
 from shared.games import make_game
 from shared.games.base import Game, IllegalMoveError
-from shared.games.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
 from shared.samples import GameSamples
 
 log = logging.getLogger(__name__)

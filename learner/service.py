@@ -43,8 +43,8 @@ import torch
 
 from deploy.config import TrainConfig
 from learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
+from shared.formats.weights import save_weights
 from shared.metrics import Recorder
-from shared.nets import save_weights
 from shared.samples import GameSamples
 from shared.transport import SampleStream, StreamConfig, TransportError, connect
 from shared.transport.weights import StaleVersionError, WeightStore

@@ -9,26 +9,17 @@ families cover the presets:
 - ``"resnet"``: the AlphaZero tower: a 3x3 conv stem, residual blocks of two 3x3
   conv + batch norm layers, and the two 1x1-conv heads.
 
-This module also owns the weight formats: ``save_weights``/``load_weights`` for files
-(``torch.save`` of a plain state dict, read back with ``torch.load(weights_only=True)``)
-and ``weights_to_bytes``/``weights_from_bytes`` for the wire, a small pickle-free format
-described at ``weights_to_bytes``. ``fuse_for_inference`` folds batch norm into the
-preceding convolutions for a faster inference-only copy.
+``fuse_for_inference`` folds batch norm into the preceding convolutions for a faster
+inference-only copy. Weights as bytes and files live in ``shared.formats.weights``.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import os
-import struct
-import sys
 from dataclasses import dataclass
-from typing import BinaryIO, Literal
+from typing import Literal
 
-import msgpack
-import numpy as np
 import torch
 from torch import nn
 
@@ -36,11 +27,8 @@ from shared.games.base import GameSpec
 
 __all__ = [
     "NetConfig", "PolicyValueNet", "build_net", "masked_log_softmax", "fuse_for_inference",
-    "save_weights", "load_weights", "weights_to_bytes", "weights_from_bytes",
-    "weights_sha256", "PRESETS",
+    "PRESETS",
 ]
-
-StateDict = dict[str, torch.Tensor]
 
 
 # --------------------------------------------------------------------------------------
@@ -276,151 +264,3 @@ def fuse_for_inference(net: nn.Module) -> nn.Module:
     for p in fused.parameters():
         p.requires_grad_(False)
     return fused
-
-
-# --------------------------------------------------------------------------------------
-# Weights: files
-# --------------------------------------------------------------------------------------
-
-
-def _plain_state_dict(net_or_sd: nn.Module | StateDict) -> StateDict:
-    sd = net_or_sd.state_dict() if isinstance(net_or_sd, nn.Module) else net_or_sd
-    return {k: v.detach().cpu().contiguous() for k, v in sd.items()}
-
-
-def save_weights(net_or_sd: nn.Module | StateDict,
-                 path_or_buffer: str | os.PathLike | BinaryIO) -> None:
-    """Save a state dict of plain CPU tensors with ``torch.save`` (no module objects).
-
-    Only tensors go in, so ``load_weights`` can read it back with ``weights_only=True``.
-    """
-    torch.save(_plain_state_dict(net_or_sd), path_or_buffer)
-
-
-def load_weights(path_or_buffer: str | os.PathLike | BinaryIO,
-                 net: nn.Module | None = None, strict: bool = True) -> StateDict:
-    """Read weights saved by ``save_weights`` (``torch.load(weights_only=True)``, to CPU).
-
-    If ``net`` is given the weights are also loaded into it. Returns the state dict.
-    """
-    sd = torch.load(path_or_buffer, map_location="cpu", weights_only=True)
-    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise ValueError("weights file does not hold a plain state dict of tensors")
-    if net is not None:
-        net.load_state_dict(sd, strict=strict)
-    return sd
-
-
-# --------------------------------------------------------------------------------------
-# Weights: bytes for the wire
-# --------------------------------------------------------------------------------------
-
-_MAGIC = b"ZFW1"
-_PREFIX = struct.Struct("<4sI")  # magic, header length (little-endian uint32)
-_ALIGN = 64  # tensor offsets are aligned so numpy/torch views need no realignment
-_MAX_HEADER = 16 << 20
-_DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-    "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
-    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
-}
-_DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
-
-
-def weights_to_bytes(state_dict: nn.Module | StateDict) -> bytes:
-    """Serialise a state dict to bytes without pickle.
-
-    Layout::
-
-        b"ZFW1" | header_len: uint32 LE | header: msgpack | zero padding | data
-
-    header = {"format": 1, "data_sha256": hex digest of data, "data_len": int,
-    "tensors": [[name, dtype, shape, offset, nbytes], ...]} in state-dict order; offsets
-    are relative to the start of data (which begins at a multiple of 64 bytes, as does
-    each tensor) and each tensor is its contiguous little-endian raw bytes (bfloat16 as
-    its 2-byte pattern). dtype is one of float32, float16, bfloat16, float64, int64,
-    int32, int16, int8, uint8, bool. The output is deterministic for a given state dict.
-    """
-    # Raw tensor bytes are written in host order; the format is defined as little-endian.
-    if sys.byteorder != "little":
-        raise RuntimeError("weights_to_bytes supports little-endian hosts only")
-    sd = _plain_state_dict(state_dict)
-    entries, chunks, offset = [], [], 0
-    for name, t in sd.items():
-        if t.dtype not in _DTYPE_NAMES:
-            raise ValueError(f"weights_to_bytes: tensor {name!r} has unsupported dtype {t.dtype}")
-        # reshape(-1) first: a 0-dim tensor cannot be viewed as another element size.
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-        pad = -offset % _ALIGN
-        if pad:
-            chunks.append(b"\0" * pad)
-            offset += pad
-        entries.append([name, _DTYPE_NAMES[t.dtype], list(t.shape), offset, len(raw)])
-        chunks.append(raw)
-        offset += len(raw)
-    data = b"".join(chunks)
-    header = msgpack.packb({"format": 1, "data_sha256": hashlib.sha256(data).hexdigest(),
-                            "data_len": len(data), "tensors": entries}, use_bin_type=True)
-    head = _PREFIX.pack(_MAGIC, len(header)) + header
-    return head + b"\0" * (-len(head) % _ALIGN) + data
-
-
-def weights_from_bytes(blob: bytes | bytearray | memoryview) -> StateDict:
-    """Parse ``weights_to_bytes`` output into a state dict of fresh CPU tensors.
-
-    Raises ValueError (saying what is wrong) on a bad magic, truncation, a malformed
-    header, out-of-range tensors or a data checksum mismatch.
-    """
-    if sys.byteorder != "little":
-        raise RuntimeError("weights_from_bytes supports little-endian hosts only")
-    buf = memoryview(blob).cast("B")
-    if len(buf) < _PREFIX.size:
-        raise ValueError(f"weights blob too short ({len(buf)} bytes)")
-    magic, header_len = _PREFIX.unpack_from(buf)
-    if magic != _MAGIC:
-        raise ValueError(f"not a zeroforge weights blob (magic {bytes(magic)!r})")
-    if header_len > _MAX_HEADER or _PREFIX.size + header_len > len(buf):
-        raise ValueError(f"weights blob truncated or corrupt: header of {header_len} bytes "
-                         f"does not fit in {len(buf)}")
-    try:
-        header = msgpack.unpackb(buf[_PREFIX.size:_PREFIX.size + header_len], raw=False)
-    except Exception as err:  # msgpack raises several unrelated types
-        raise ValueError(f"weights blob header is not valid msgpack: {err}") from None
-    if (not isinstance(header, dict) or header.get("format") != 1
-            or not isinstance(header.get("tensors"), list)
-            or not isinstance(header.get("data_len"), int)
-            or not isinstance(header.get("data_sha256"), str)):
-        raise ValueError("weights blob header is malformed or of an unknown format")
-    start = _PREFIX.size + header_len
-    start += -start % _ALIGN
-    data = buf[start:]
-    if len(data) != header["data_len"]:
-        raise ValueError(f"weights blob truncated or padded: {len(data)} data bytes, "
-                         f"header says {header['data_len']}")
-    if hashlib.sha256(data).hexdigest() != header["data_sha256"]:
-        raise ValueError("weights blob data fails its sha256 check (corrupt)")
-    array = np.frombuffer(data, dtype=np.uint8)
-    out: StateDict = {}
-    for entry in header["tensors"]:
-        try:
-            name, dtype_name, shape, offset, nbytes = entry
-            dtype = _DTYPES[dtype_name]
-            shape = tuple(int(s) for s in shape)
-            offset, nbytes = int(offset), int(nbytes)
-        except (TypeError, ValueError, KeyError):
-            raise ValueError(f"weights blob has a malformed tensor entry {entry!r}") from None
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        if (not isinstance(name, str) or name in out or min(shape, default=0) < 0
-                or nbytes != int(np.prod(shape, dtype=np.int64)) * itemsize
-                or offset < 0 or offset + nbytes > len(data)):
-            raise ValueError(f"weights blob has an inconsistent tensor entry {entry!r}")
-        # copy(): the result owns its memory and is writable, independent of ``blob``.
-        raw = torch.from_numpy(array[offset:offset + nbytes].copy())
-        out[name] = raw.view(dtype).reshape(shape)
-    return out
-
-
-def weights_sha256(weights: nn.Module | StateDict | bytes) -> str:
-    """Hex sha256 of the ``weights_to_bytes`` form: equal weights give equal hashes."""
-    blob = weights if isinstance(weights, bytes | bytearray) else weights_to_bytes(weights)
-    return hashlib.sha256(blob).hexdigest()

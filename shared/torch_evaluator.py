@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from shared.nets import StateDict, fuse_for_inference
+from shared.formats.weights import StateDict
+from shared.nets import fuse_for_inference
 from shared.search.evaluator import Evaluation
 
 __all__ = ["InferenceConfig", "TorchEvaluator", "resolve_device"]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from shared.games.sgf import read_sgf_file
+from shared.formats.sgf import read_sgf_file
 
 EXE = shutil.which("zeroforge") or ""
 

@@ -11,7 +11,7 @@ from learner.learner import Learner
 from learner.pretrain import pretrain
 from shared.games import make_game
 from shared.games.session import GameSession
-from shared.games.sgf import record_from_session, write_sgf
+from shared.formats.sgf import record_from_session, write_sgf
 from tests.e2e.test_cli import zf
 
 

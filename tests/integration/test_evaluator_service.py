@@ -11,7 +11,8 @@ from deploy.config import RunConfig, TrainConfig
 from learner.learner import LearnerConfig
 from learner.service import LearnerService
 from shared.games import make_game
-from shared.nets import NetConfig, build_net, weights_to_bytes
+from shared.formats.weights import weights_to_bytes
+from shared.nets import NetConfig, build_net
 from shared.search.config import SearchConfig
 from shared.transport.results import EvalResultsStore, ResultsFormatError
 from shared.transport.weights import WeightStore

@@ -18,8 +18,9 @@ from actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from deploy.config import RunConfig, TrainConfig
 from learner.learner import CheckpointError, Learner, LearnerConfig
 from learner.service import CHECKPOINT_NAME, SERVICE_STATE_FORMAT, LearnerService
+from shared.formats.weights import load_weights
 from shared.games import make_game
-from shared.nets import NetConfig, build_net, load_weights
+from shared.nets import NetConfig, build_net
 from shared.samples import GameSamples
 from shared.search.config import SearchConfig
 from shared.torch_evaluator import TorchEvaluator
@@ -324,5 +325,5 @@ def test_weight_snapshots_for_learning_curves(redis_server, redis_client, run_id
     seconds = [int(p.stem.split("-")[1].rstrip("s")) for p in snaps]
     assert len(seconds) == 3 and seconds[0] >= 1 and seconds == sorted(set(seconds))
     net = build_net(NetConfig.preset("tiny"), make_game(GAME).spec)
-    load_weights(snaps[-1], net)  # plain tensors, loadable with weights_only=True
+    load_weights(snaps[-1], net)  # a safetensors file (shared.formats.weights)
     service.stop()

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from shared.games import make_game
-from shared.nets import build_net, weights_to_bytes
+from shared.formats.weights import weights_to_bytes
+from shared.nets import build_net
 from shared.samples import GameSamples, encode
 from shared.transport import (
     BINARY_ENV,

@@ -12,7 +12,8 @@ import torch
 from actors.inference import InferenceServer, InferenceServerConfig
 from shared.games import make_game
 from shared.metrics import CATALOGUE
-from shared.nets import NetConfig, build_net, weights_to_bytes
+from shared.formats.weights import weights_to_bytes
+from shared.nets import NetConfig, build_net
 from shared.torch_evaluator import TorchEvaluator
 
 GAME = "tictactoe"

@@ -1,8 +1,7 @@
-"""Policy-value nets, masked policy, weight formats, BN folding and TorchEvaluator."""
+"""Policy-value nets, masked policy, BN folding and TorchEvaluator (weight formats:
+test_weights_format.py)."""
 
 from __future__ import annotations
-
-import io
 
 import numpy as np
 import pytest
@@ -14,12 +13,7 @@ from shared.nets import (
     NetConfig,
     build_net,
     fuse_for_inference,
-    load_weights,
     masked_log_softmax,
-    save_weights,
-    weights_from_bytes,
-    weights_sha256,
-    weights_to_bytes,
 )
 from shared.search.evaluator import check_evaluation
 from shared.torch_evaluator import InferenceConfig, TorchEvaluator
@@ -113,71 +107,6 @@ def test_masked_log_softmax_zero_on_illegal_and_no_nan() -> None:
     assert torch.isfinite(loss) and torch.isfinite(x.grad).all()
     # Half precision, as under autocast: still finite.
     assert torch.isfinite(masked_log_softmax(logits.clamp(-1e4, 1e4).half(), legal)).all()
-
-
-def test_weights_bytes_round_trip_exactly() -> None:
-    spec = SPECS["gomoku6"]
-    torch.manual_seed(1)
-    net = build_net("tiny", spec)
-    _warm_bn(net, spec)
-    sd = net.state_dict()
-    sd["extra.bf16"] = torch.randn(3, 4).to(torch.bfloat16)
-    sd["extra.bool"] = torch.tensor([True, False, True])
-    sd["extra.scalar"] = torch.tensor(7, dtype=torch.int64)
-    sd["extra.strided"] = torch.arange(12.0).reshape(3, 4).t()  # non-contiguous view
-    blob = weights_to_bytes(sd)
-    back = weights_from_bytes(blob)
-    assert list(back) == list(sd)
-    for k, v in sd.items():
-        assert back[k].dtype == v.dtype and back[k].shape == v.shape, k
-        assert torch.equal(back[k], v), k
-    assert weights_to_bytes(back) == blob  # deterministic
-    assert weights_sha256(back) == weights_sha256(blob) == weights_sha256(sd)
-    sd2 = dict(sd, **{"extra.scalar": torch.tensor(8)})
-    assert weights_sha256(sd2) != weights_sha256(sd)
-    # The result loads into a fresh net and reproduces its outputs.
-    fresh = build_net("tiny", spec).eval()
-    fresh.load_state_dict({k: v for k, v in back.items() if not k.startswith("extra.")})
-    x = torch.from_numpy(_obs(spec, 4)).float()
-    with torch.no_grad():
-        assert all(torch.equal(a, b) for a, b in zip(fresh(x), net(x), strict=True))
-
-
-def test_corrupt_or_truncated_weight_bytes_raise() -> None:
-    blob = weights_to_bytes(build_net("tiny", SPECS["tictactoe"]))
-    flipped = bytearray(blob)
-    flipped[-5] ^= 0xFF
-    cases = {
-        "short": blob[:3],
-        "magic": b"XXXX" + blob[4:],
-        "truncated": blob[:-1],
-        "truncated header": blob[:20],
-        "padded": blob + b"\0",
-        "bit flip": bytes(flipped),
-        "header length": blob[:4] + (2**31).to_bytes(4, "little") + blob[8:],
-    }
-    for why, bad in cases.items():
-        with pytest.raises(ValueError):
-            weights_from_bytes(bad)
-            pytest.fail(f"accepted {why}")
-
-
-def test_save_and_load_weights_file(tmp_path) -> None:
-    spec = SPECS["gomoku6"]
-    net = build_net("tiny", spec)
-    _warm_bn(net, spec)
-    path = tmp_path / "w.pt"
-    save_weights(net, path)
-    other = build_net("tiny", spec).eval()
-    sd = load_weights(path, other)
-    assert set(sd) == set(net.state_dict())
-    x = torch.from_numpy(_obs(spec, 3)).float()
-    with torch.no_grad():
-        assert torch.equal(other(x)[0], net(x)[0])
-    buf = io.BytesIO()
-    save_weights(net.state_dict(), buf)
-    buf.seek(0)
-    assert torch.equal(load_weights(buf)["trunk.0.conv.weight"], net.trunk[0].conv.weight)
 
 
 FUSE_CASES = {
