@@ -1,4 +1,4 @@
-"""Five-stone chess ("5stone_chess"), a capture game on a 5x5 board: exact rules in RULES.md.
+"""Five-stone chess ("5stone_chess"), a capture game on a 5x5 board (rules: docs/rules.md).
 
 A 5x5 board; White's five stones start on the top row (row 0), Black's on the bottom row.
 A move steps one own stone up, down, left or right onto an empty point; action =
