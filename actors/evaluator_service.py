@@ -3,7 +3,7 @@
 A plain class (the distributed runtime wraps it in a Ray actor). Each ``run_once`` fetches
 the newest weights from the run's weight store, if they are newer than the last ones
 evaluated, and plays ``games`` games (colours alternating) against each anchor
-(``random``, ``uct:N``, ``minimax`` ... see ``actors.evaluation.make_anchor``) with the
+(``random``, ``uct:N``, ``minimax`` ... see ``shared.players.make_player``) with the
 trained agent: PUCT search with its net, no noise, most-visited move.
 
 The "best" anchor
@@ -31,17 +31,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from actors.evaluation import MCTSPlayer, make_anchor
-from deploy.config import TrainConfig
 from shared.arena import MatchResult, play_match
 from shared.formats.weights import StateDict, weights_from_bytes, weights_to_bytes
 from shared.games import make_game
 from shared.metrics import Recorder
-from shared.nets import build_net
+from shared.nets import NetConfig, build_net
+from shared.players import MCTSPlayer, make_player
+from shared.run_record import RunRecord
+from shared.search.config import SearchConfig
 from shared.torch_evaluator import InferenceConfig, TorchEvaluator
-from shared.transport import TransportError, connect
-from shared.transport.results import EvalResultsStore, ResultsFormatError
-from shared.transport.weights import WeightsIntegrityError, WeightStore
+from shared.train_config import EvaluationConfig, RunContext
+from shared.transport import Transport, TransportError
+from shared.transport.results import ResultsFormatError
+from shared.transport.weights import WeightsIntegrityError
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +54,21 @@ BEST = "best"
 class EvaluatorService:
     """Evaluates each new weights version of a run against anchors and the best so far.
 
-    ``anchors``/``games`` default to ``run.eval_anchors``/``run.eval_games``; the agent
-    searches with ``run.eval_simulations`` simulations (0: the search section's number).
+    ``anchors``/``games`` default to ``evaluation.anchors``/``evaluation.games``; the agent
+    searches with ``evaluation.simulations`` simulations (0: the search section's number).
+    Each evaluation is also appended to the run record (``RUN_DIR/eval.jsonl``) when
+    ``record`` is given.
     """
 
-    def __init__(self, config: TrainConfig, redis_url: str, run_id: str,
+    def __init__(self, ctx: RunContext, net: NetConfig, search: SearchConfig,
+                 evaluation: EvaluationConfig, transport: Transport,
                  anchors: Sequence[str] | None = None, games: int | None = None, *,
-                 best_threshold: float = 0.55, opening_moves: int = 2,
-                 seed: int | None = None) -> None:
-        run = config.run
-        self.anchors = tuple(run.eval_anchors if anchors is None else anchors)
-        self.games = int(run.eval_games if games is None else games)
+                 best_threshold: float | None = None, opening_moves: int = 2,
+                 seed: int | None = None, record: RunRecord | None = None) -> None:
+        self.anchors = tuple(evaluation.anchors if anchors is None else anchors)
+        self.games = int(evaluation.games if games is None else games)
+        if best_threshold is None:
+            best_threshold = evaluation.best_threshold
         if self.games < 1:
             raise ValueError(f"EvaluatorService: games must be >= 1, got {self.games}")
         if not 0.0 <= best_threshold <= 1.0:
@@ -70,22 +76,25 @@ class EvaluatorService:
                              f"got {best_threshold}")
         if BEST in self.anchors:
             raise ValueError(f"EvaluatorService: {BEST!r} is always played; do not list it")
-        self.config = config
-        self.run_id = run_id
+        self.config = evaluation
+        self.run_id = ctx.run_id
+        self.record = record
         self.best_threshold = best_threshold
         self.opening_moves = opening_moves
-        self.seed = run.seed if seed is None else seed
-        self.game = make_game(config.game)
-        self.search = config.search
-        if run.eval_simulations:
-            self.search = dataclasses.replace(self.search, num_simulations=run.eval_simulations)
+        self.seed = ctx.seed if seed is None else seed
+        self.game = make_game(ctx.game)
+        self.search = search
+        if evaluation.simulations:
+            self.search = dataclasses.replace(search, num_simulations=evaluation.simulations)
         # Built once: a minimax anchor keeps its solved positions between evaluations.
-        self._anchor_players = {spec: make_anchor(spec) for spec in self.anchors}
-        net = build_net(config.net, self.game.spec)
+        self._anchor_players = {spec: make_player(spec, self.game, search=self.search,
+                                                  net_config=net)
+                                for spec in self.anchors}
+        model = build_net(net, self.game.spec)
         # One thread: the evaluator shares its machine with self-play and the learner.
-        inference = InferenceConfig(device="cpu", num_threads=run.torch_threads or None)
-        self._agent_eval = TorchEvaluator(net, config=inference)
-        self._best_eval = TorchEvaluator(net, config=inference)
+        inference = InferenceConfig(device="cpu", num_threads=ctx.torch_threads or None)
+        self._agent_eval = TorchEvaluator(model, config=inference)
+        self._best_eval = TorchEvaluator(model, config=inference)
         self.recorder = Recorder()
 
         self.version = -1
@@ -96,9 +105,11 @@ class EvaluatorService:
         self.transport_errors = 0
         self._results: dict = {}
 
-        self.redis = connect(redis_url)
-        self.store = WeightStore(self.redis, run_id)
-        self.results_store = EvalResultsStore(self.redis, run_id)
+        self.transport = transport
+        self.store = transport.weights()
+        self.results_store = transport.results()
+        self._started = time.monotonic()
+        self._last_evaluation: float | None = None
         self._recover()
 
     # --- one evaluation --------------------------------------------------------------------
@@ -149,6 +160,11 @@ class EvaluatorService:
         }
         self._record(version, matches)
         self.results_store.put(self._results)
+        self._last_evaluation = time.monotonic()
+        if self.record is not None:
+            self.record.append_eval({
+                **self._results, "elapsed_s": round(time.monotonic() - self._started, 1),
+                "score": {spec: m.score for spec, m in matches.items()}})
         log.info("evaluated weights v%d in %.1f s: %s", version, self._results["seconds"],
                  " ".join(f"{k} {m.score:.2f}" for k, m in matches.items()))
         return self.results()
@@ -214,10 +230,18 @@ class EvaluatorService:
         r.set("weights_version", version, component="evaluator")
 
     # --- loop and reporting ----------------------------------------------------------------
+    def due(self) -> bool:
+        """Whether ``evaluation.every_s`` has passed since the last evaluation (an
+        evaluator that has not evaluated yet waits that long from its start, so the first
+        weights worth measuring are not the random ones)."""
+        every = self.config.every_s
+        since = self._last_evaluation if self._last_evaluation is not None else self._started
+        return bool(every) and time.monotonic() - since >= every
+
     def run(self, stop: threading.Event, interval_s: float | None = None) -> None:
-        """``run_once`` every ``interval_s`` (default ``run.eval_every_s``, at least 1 s)
-        until ``stop`` is set; Redis failures are logged, counted and retried."""
-        interval = max(self.config.run.eval_every_s if interval_s is None else interval_s, 1.0)
+        """``run_once`` every ``interval_s`` (default ``evaluation.every_s``, at least 1 s)
+        until ``stop`` is set; transport failures are logged, counted and retried."""
+        interval = max(self.config.every_s if interval_s is None else interval_s, 1.0)
         while not stop.is_set():
             try:
                 self.run_once()
@@ -234,8 +258,11 @@ class EvaluatorService:
         """The metrics snapshot (``shared.metrics.Recorder.snapshot``)."""
         return self.recorder.snapshot()
 
+    def game_ids(self) -> list[str]:
+        return []
+
     def close(self) -> None:
-        self.redis.close()
+        self.transport.close()
 
 
 def _summary(match: MatchResult) -> dict:

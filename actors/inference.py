@@ -5,18 +5,14 @@ batches that arrive within ``max_wait_ms`` of the first waiting one (up to ``max
 positions), runs the network once on all of them and hands each caller its own rows, so
 a GPU sees batches of thousands of positions while each worker searches only B games.
 
-Three parts, only the last two of which know about Ray:
-
-- ``InferenceServer``: a plain asyncio class (unit-tested without Ray). It is meant to
-  live in an *async* Ray actor, where every ``evaluate`` call in flight is a coroutine on
-  one event loop; the network runs in a one-thread executor so the loop keeps accepting
-  requests meanwhile. New weights come from the ``WeightStore`` (pub/sub announcement or
-  a periodic look) and are swapped in on that same network thread, hence always *between*
-  two network calls: a batch is never computed with mixed weights and every answer carries
-  the version that computed it.
-- ``RemoteEvaluator``: the ``Evaluator`` a self-play worker holds in its Ray process; it
-  sends each leaf batch to one of the server actors and fails over when one dies.
-- ``make_inference_actor``: the one place ``ray.remote`` is applied to the server.
+``InferenceServer`` is a plain asyncio class (unit-tested without Ray). It is meant to
+live in an *async* Ray actor, where every ``evaluate`` call in flight is a coroutine on
+one event loop; the network runs in a one-thread executor so the loop keeps accepting
+requests meanwhile. New weights come from the ``WeightStore`` (pub/sub announcement or
+a periodic look) and are swapped in on that same network thread, hence always *between*
+two network calls: a batch is never computed with mixed weights and every answer carries
+the version that computed it. Its Ray side (the actor, and the ``RemoteEvaluator`` a
+self-play worker holds) lives in ``deploy/ray_runtime.py``.
 
 Torch is imported only where a network is built, so a self-play process that merely holds
 a ``RemoteEvaluator`` does not pay for it.
@@ -26,72 +22,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections import deque
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shared import config as cfg
 from shared.games import make_game
 from shared.metrics import Recorder
-from shared.search.evaluator import Evaluation, check_evaluation
+from shared.search.evaluator import Evaluation
+from shared.train_config import InferenceServerConfig
 
 if TYPE_CHECKING:
     from shared.nets import NetConfig
-    from shared.transport import WeightStore, WeightSubscription
+    from shared.transport import WeightSink
 
-__all__ = [
-    "InferenceServerConfig", "InferenceServer", "RemoteEvaluator", "NoInferenceServerError",
-    "make_inference_actor",
-]
+__all__ = ["InferenceServer", "InferenceServerConfig"]
 
 log = logging.getLogger(__name__)
 
 Answer = tuple[np.ndarray, np.ndarray, int]
 """What ``InferenceServer.evaluate`` returns: (logits [b, A] float32, value [b] float32,
 weights version)."""
-
-
-@dataclass(frozen=True)
-class InferenceServerConfig:
-    """How an inference server batches requests and runs its network."""
-
-    max_batch: int = 1024
-    """Most positions per network call. Requests are never split across two calls; a
-    single request larger than this runs alone."""
-    max_wait_ms: float = 2.0
-    """How long the oldest waiting request may wait for others to join its batch. Requests
-    that queue up while a network call runs go out together at once, so this only matters
-    when the server is idle and a lone request arrives."""
-    device: str = "auto"
-    """``"auto"`` (a GPU when the cluster has one, else CPU), ``"cpu"``, ``"cuda"``."""
-    weights_poll_s: float = 1.0
-    """Longest time between looks for newer weights in the WeightStore; an announcement on
-    the store's pub/sub channel is picked up at once."""
-    compile: bool = False
-    """``torch.compile`` the network (GPUs; slow first calls, pays off for small batches)."""
-    num_threads: int = 1
-    """torch intra-op threads of the server process (0: torch's default). One is fastest
-    when the server shares cores with self-play workers."""
-    num_cpus: float = 1.0
-    """Ray CPUs reserved for each server actor (also when it holds a GPU: the batching loop
-    and the transfers need a core)."""
-    max_concurrency: int = 1000
-    """Ray requests in flight per server actor: one per self-play worker is enough, as each
-    waits for its answer before sending the next batch."""
-
-    def __post_init__(self) -> None:
-        if self.max_batch < 1:
-            raise ValueError(f"InferenceServerConfig.max_batch must be >= 1, got {self.max_batch}")
-        if self.max_wait_ms < 0 or self.weights_poll_s <= 0:
-            raise ValueError("InferenceServerConfig: max_wait_ms must be >= 0 and "
-                             "weights_poll_s > 0")
-        if self.num_threads < 0 or self.num_cpus < 0 or self.max_concurrency < 1:
-            raise ValueError(f"InferenceServerConfig: bad resources in {self}")
 
 
 @dataclass(eq=False)
@@ -145,16 +98,16 @@ class InferenceServer:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopped = asyncio.Event()
         self._served = 0
-        self._store: WeightStore | None = None
-        self._subscription: WeightSubscription | None = None
+        self._store: WeightSink | None = None
+        self._subscription: Any = None
         self._newest_seen = -1
         """Newest version loaded from any source; the store is asked only for newer ones.
         -1, not 0: a learner's initial publish as version 0 must still replace the random
         initialisation this server starts with."""
         if redis_url is not None:
-            from shared.transport import WeightStore, connect
+            from shared.transport import open_transport
 
-            self._store = WeightStore(connect(redis_url), run_id)
+            self._store = open_transport(redis_url, run_id).weights()
             # Subscribed before the first fetch, so no announcement falls in between; the
             # subscription is read only by the weights thread from then on.
             self._subscription = self._store.subscribe()
@@ -393,110 +346,3 @@ def _log_crash(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("inference server task %s crashed: %r (restarted on the next request)",
                   task.get_name(), task.exception())
-
-
-# ------------------------------------------------------------------------------------------
-# Ray wiring
-# ------------------------------------------------------------------------------------------
-
-
-class NoInferenceServerError(RuntimeError):
-    """Every inference server a RemoteEvaluator knew of has died."""
-
-
-class RemoteEvaluator:
-    """The Evaluator of a self-play worker whose network lives in InferenceServer actors.
-
-    ``evaluate`` sends the leaf batch to the servers in turn (round robin from a random
-    start, so workers do not all begin on the same one); a server found dead is dropped,
-    logged once, and the batch goes to the next. ``weights_version`` is the version of
-    the last answer, so finished games are tagged with the weights that played them.
-    """
-
-    def __init__(self, servers: Sequence[Any], timeout_s: float | None = 300.0) -> None:
-        self.timeout_s = timeout_s
-        """Longest wait for one answer (None: forever); a server busy compiling its first
-        batches may take a while."""
-        self.weights_version = 0
-        self._servers: list[Any] = []
-        self._next = 0
-        self.set_servers(servers)
-
-    @property
-    def servers(self) -> list[Any]:
-        """The server handles still in use."""
-        return list(self._servers)
-
-    def set_servers(self, servers: Sequence[Any]) -> None:
-        """Use these server actor handles from now on (after scaling or replacement)."""
-        self._servers = list(servers)
-        self._next = random.randrange(len(self._servers)) if self._servers else 0
-
-    def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
-        """obs [B, C, H, W] uint8, legal [B, A] bool -> Evaluation from one server."""
-        import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
-
-        while self._servers:
-            i = self._next % len(self._servers)
-            server = self._servers[i]
-            try:
-                logits, value, version = ray.get(server.evaluate.remote(obs, legal),
-                                                 timeout=self.timeout_s)
-            except RayActorError as err:
-                del self._servers[i]
-                self._next = i  # the next server has moved into slot i
-                log.warning("inference server %s is gone (%s); failing over to %d other(s)",
-                            server, type(err).__name__, len(self._servers))
-                continue
-            except GetTimeoutError:
-                raise TimeoutError(f"inference server {server} did not answer within "
-                                   f"{self.timeout_s} s") from None
-            self._next = i + 1
-            ev = Evaluation(logits, value, int(version))
-            check_evaluation(ev, legal.shape[0], legal.shape[1])
-            self.weights_version = ev.weights_version
-            return ev
-        raise NoInferenceServerError(
-            "RemoteEvaluator: no inference server left (all have died); the controller "
-            "must start new ones and hand them over with set_servers")
-
-
-class InferenceServerActor(InferenceServer):
-    """The form Ray instantiates: configs arrive as plain dicts (``shared.config.to_dict``)
-    so none of our classes is pickled across the process boundary."""
-
-    def __init__(self, game_spec: str, net_config: dict, config: dict, redis_url: str | None,
-                 run_id: str) -> None:
-        from shared.nets import NetConfig
-
-        super().__init__(game_spec, cfg.from_dict(NetConfig, net_config, "net"),
-                         cfg.from_dict(InferenceServerConfig, config, "inference"),
-                         redis_url, run_id)
-
-
-def make_inference_actor(game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
-                         redis_url: str | None, run_id: str, *, name: str | None = None
-                         ) -> Any:
-    """Start one InferenceServer as an async Ray actor; returns its handle.
-
-    It takes a GPU when ``config.device`` asks for CUDA, or is ``"auto"`` and the cluster
-    has GPUs; otherwise it runs on ``config.num_cpus`` CPUs. Call ``ready`` on the handle
-    to wait until it serves. ``ray.init`` must have run.
-    """
-    import ray
-
-    gpus = ray.cluster_resources().get("GPU", 0.0)
-    wants_gpu = config.device.startswith("cuda") or (config.device == "auto" and gpus >= 1)
-    if wants_gpu and gpus < 1:
-        raise ValueError(f"inference device {config.device!r} needs a GPU, and the Ray "
-                         "cluster has none")
-    options: dict[str, Any] = {"num_cpus": config.num_cpus,
-                               "max_concurrency": config.max_concurrency}
-    if wants_gpu:
-        options["num_gpus"] = 1
-    if name is not None:
-        options["name"] = name
-    actor_cls = ray.remote(InferenceServerActor).options(**options)
-    return actor_cls.remote(game_spec, cfg.to_dict(net_config), cfg.to_dict(config),
-                            redis_url, run_id)

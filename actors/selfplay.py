@@ -19,16 +19,9 @@ from shared.samples import GameSamples
 from shared.search.config import SearchConfig
 from shared.search.evaluator import Evaluator
 from shared.search.mcts import MCTS
+from shared.train_config import SelfPlayConfig
 
-
-@dataclass(frozen=True)
-class SelfPlayConfig:
-    """How a self-play worker plays."""
-
-    games_in_parallel: int = 32
-    """B: games advanced together; one evaluator call per simulation round covers all B."""
-    workers: int = 1
-    """Self-play workers in a distributed run (the local loop uses one)."""
+__all__ = ["SelfPlayConfig", "SelfPlayStats", "SelfPlayWorker"]
 
 
 @dataclass

@@ -31,12 +31,8 @@ import time
 
 import numpy as np
 
-from actors.inference import (
-    InferenceServer,
-    InferenceServerConfig,
-    RemoteEvaluator,
-    make_inference_actor,
-)
+from actors.inference import InferenceServer, InferenceServerConfig
+from deploy.ray_runtime import RemoteEvaluator, make_inference_actor
 from shared.games import make_game
 from shared.nets import NetConfig, build_net
 from shared.torch_evaluator import InferenceConfig, TorchEvaluator

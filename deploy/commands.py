@@ -29,11 +29,11 @@ def cmd_games(args: argparse.Namespace) -> int:
 def cmd_play(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from deploy.players import make_player
     from shared.games.session import GameSession
+    from shared.players import make_player
 
     game = make_game(args.game)
-    players = [make_player(args.first), make_player(args.second)]
+    players = [make_player(args.first, game), make_player(args.second, game)]
     rng = np.random.default_rng(args.seed)
     session = GameSession(game)
     labels = ("first", "second")
@@ -117,47 +117,35 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _controller(args: argparse.Namespace):
-    from deploy import distributed
+def _run(args: argparse.Namespace):
+    from deploy import ray_runtime
 
     try:
-        return distributed.find_controller(args.address, args.run_id)
-    except distributed.RunNotFound as err:
+        return ray_runtime.find_run(args.address, args.run_id)
+    except ray_runtime.RunNotFound as err:
         raise CommandError(str(err)) from None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    import ray
-
-    from deploy import distributed
-
-    _, controller = _controller(args)
-    st = ray.get(controller.status.remote())
-    print(distributed.status_json(st) if args.json else distributed.status_text(st))
+    st = _run(args).status()
+    print(st.json_text() if args.json else st.text())
     return 0
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    import ray
-
     if args.workers is None and args.inference_servers is None:
         raise CommandError("nothing to change: give --workers and/or --inference-servers")
-    run_id, controller = _controller(args)
-    try:
-        desired = ray.get(controller.scale.remote(args.workers, args.inference_servers))
-    except ray.exceptions.RayTaskError as err:
-        raise CommandError(str(err.cause) if err.cause else str(err).splitlines()[0]) from None
-    print(f"run {run_id}: desired " + ", ".join(f"{k} {v}" for k, v in desired.items()))
+    run = _run(args)
+    desired = run.scale(args.workers, args.inference_servers)
+    print(f"run {run.run_id}: desired " + ", ".join(f"{k} {v}" for k, v in desired.items()))
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    import ray
-
-    run_id, controller = _controller(args)
-    st = ray.get(controller.stop.remote())
-    print(f"run {run_id}: {st['state']} after {st['games']:.0f} games, "
-          f"{st['learner_steps']:.0f} learner steps, weights v{st['weights_version']:.0f}")
+    run = _run(args)
+    st = run.stop()
+    print(f"run {run.run_id}: {st.state} after {st.games:.0f} games, "
+          f"{st.learner_steps:.0f} learner steps, weights v{st.weights_version:.0f}")
     return 0
 
 

@@ -1,158 +1,99 @@
-"""The single-process training loop: batched self-play -> learner -> new weights -> self-play.
+"""The local run: the distributed run's services, stepped in turn in one process.
 
-Built from the same parts as the distributed run (SelfPlayWorker, Learner, TorchEvaluator,
-evaluation players), just called in turn in one process.
+``zeroforge train --local`` builds the same self-play worker, learner and evaluator as a
+distributed run (``deploy/builder.py``) over the in-memory transport, so every game is
+encoded and decoded as on the wire, the learner's publish / checkpoint / snapshot timing
+and the run's limits are the learner service's own, evaluations go through the evaluator
+service into the same run record, and the same metrics are served on a Prometheus
+endpoint. Only the scheduling differs: one thread takes turns instead of processes
+running side by side.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TextIO
 
-import numpy as np
-import torch
-import yaml
-
-from actors.evaluation import MCTSPlayer, evaluate_against
-from actors.selfplay import SelfPlayWorker
-from deploy.config import TrainConfig
-from learner.learner import CHECKPOINT_NAME, Learner
+from deploy.builder import build_evaluator, build_learner, build_selfplay
 from shared import config as cfg
-from shared.formats.weights import save_weights
-from shared.games import make_game
-from shared.nets import build_net
-from shared.torch_evaluator import TorchEvaluator
+from shared import metrics
+from shared.run_record import RunRecord
+from shared.status import RunStatus
+from shared.train_config import TrainConfig
+from shared.transport.memory import MemoryTransport
 
-
-@dataclass
-class Progress:
-    """What the progress line and the final summary report."""
-
-    elapsed: float = 0.0
-    games: int = 0
-    positions: int = 0
-    steps: int = 0
-    version: int = 0
-    losses: dict[str, float] = field(default_factory=dict)
-    win_rates: dict[str, float] = field(default_factory=dict)
-
-    def line(self) -> str:
-        pos_s = self.positions / max(self.elapsed, 1e-9)
-        loss = (f"loss {self.losses['loss']:.3f} (p {self.losses['policy_loss']:.3f} "
-                f"v {self.losses['value_loss']:.3f})" if self.losses else "loss -")
-        wins = " ".join(f"{k} {v:.0%}" for k, v in self.win_rates.items()) or "-"
-        return (f"[{self.elapsed:7.1f}s] games {self.games} | positions/s {pos_s:.0f} | "
-                f"steps {self.steps} | {loss} | weights v{self.version} | score vs {wins}")
+LEARNER_READ = 1024
+"""Most games the learner takes from the stream per turn: all a turn's self-play made."""
 
 
 class LocalRun:
     """One training run in this process; ``run()`` until a limit, with checkpoints."""
 
-    def __init__(self, config: TrainConfig, resume: bool = False, out: TextIO | None = None
-                 ) -> None:
+    def __init__(self, config: TrainConfig, resume: bool = False, out: TextIO | None = None,
+                 serve_metrics: bool = True) -> None:
         self.config = config
         self.out = out or sys.stdout
-        self.run_dir = Path(config.run.run_dir)
-        if config.run.torch_threads:
-            torch.set_num_threads(config.run.torch_threads)
-        self.game = make_game(config.game)
-        self.learner = Learner(config.learner, self.game.spec.spec_string, config.net)
-        self.checkpoint_path = self.run_dir / CHECKPOINT_NAME
-        if resume:
-            self.learner.restore(self.checkpoint_path)
-            self._say(f"resumed from {self.checkpoint_path}: step {self.learner.steps}, "
-                      f"{self.learner.games_seen} games, weights v{self.learner.version}")
-        self.evaluator = TorchEvaluator(build_net(config.net, self.game.spec))
-        self.evaluator.load_state_dict(self.learner.weights(), self.learner.version)
-        seed = config.run.seed + 1000 * self.learner.steps  # a resumed run plays new games
-        self.worker = SelfPlayWorker(self.game, self.evaluator, config.search, config.selfplay,
-                                     seed=seed, worker_id="local")
-        self.rng = np.random.default_rng(seed + 1)
-        self.progress = Progress(games=self.learner.games_seen, steps=self.learner.steps,
-                                 version=self.learner.version)
-        self.history: list[dict] = []
+        self.run_id = config.run.run_id or "local"
+        self.record = RunRecord(config.run.run_dir)
+        self.transport = MemoryTransport(self.run_id)
+        self.ctx = config.context(self.run_id, "memory://")
+        self.learner = build_learner(config, self.ctx, self.transport, resume)
+        if resume and self.learner.learner.steps:
+            ln = self.learner
+            self._say(f"resumed from {ln.checkpoint_path}: step {ln.learner.steps}, "
+                      f"{ln.games_received} games, weights v{ln.learner.version}")
+        # a resumed run plays new games: the worker's seed depends on the steps so far
+        self.worker = build_selfplay(config, self.ctx, self.transport, 0,
+                                     salt=self.learner.learner.steps)
+        self.evaluation = build_evaluator(config, self.ctx, self.transport, record=self.record)
+        self._started = time.monotonic()
+        self._metrics = metrics.MetricsEndpoint(self._merged, config.run.metrics_host,
+                                                config.run.metrics_port) if serve_metrics else None
+
+    @property
+    def evaluator(self):
+        """The self-play worker's network evaluator (the newest weights it fetched)."""
+        return self.worker.evaluator
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
-    def _write_config(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(self.config)))
+    def _merged(self) -> dict:
+        return metrics.merge([self.worker.stats(), self.learner.stats(),
+                              self.evaluation.stats()])
 
-    def _done(self, start: float) -> bool:
-        r = self.config.run
-        return bool((r.minutes and time.monotonic() - start >= r.minutes * 60)
-                    or (r.max_learner_steps and self.learner.steps >= r.max_learner_steps)
-                    or (r.max_games and self.learner.games_seen >= r.max_games))
+    def status(self, state: str = "running") -> RunStatus:
+        return RunStatus.from_metrics(
+            self._merged(), run_id=self.run_id, state=state,
+            elapsed_s=round(time.monotonic() - self._started, 1), inference="local",
+            metrics_url=self._metrics.url if self._metrics else "")
 
-    def evaluate(self) -> dict[str, float]:
-        """Score (draws half) of the current weights against each anchor."""
-        r = self.config.run
-        search = self.config.search
-        if r.eval_simulations:
-            search = dataclasses.replace(search, num_simulations=r.eval_simulations)
-        agent = MCTSPlayer(self.game, self.evaluator, search)
-        results = evaluate_against(self.game, agent, r.eval_anchors, r.eval_games, self.rng)
-        return {k: v.score for k, v in results.items()}
-
-    def run(self) -> Progress:
-        r = self.config.run
-        self._write_config()
-        start = last_ckpt = last_eval = last_line = last_snap = time.monotonic()
-        positions0 = 0
-        steps_at_publish = self.learner.steps
-        while not self._done(start):
-            games = self.worker.play_moves(r.moves_per_round)
-            self.learner.add(games)
-            metrics = self.learner.train_available(r.train_steps_per_round)
-            if metrics:
-                self.progress.losses = metrics[-1]
-            if self.learner.steps - steps_at_publish >= r.publish_every_steps:
-                steps_at_publish = self.learner.steps
-                self.evaluator.load_state_dict(self.learner.weights(), self.learner.publish())
-            now = time.monotonic()
-            self.progress.elapsed = now - start
-            self.progress.games = self.learner.games_seen
-            self.progress.positions = self.worker.stats.positions - positions0
-            self.progress.steps = self.learner.steps
-            self.progress.version = self.learner.version
-            if r.eval_every_s and now - last_eval >= r.eval_every_s:
-                self.progress.win_rates = self.evaluate()
-                self._log_eval()
-                last_eval = time.monotonic()
-            if r.snapshot_every_s and now - last_snap >= r.snapshot_every_s:
-                self._snapshot(now - start)
-                last_snap = now
-            if now - last_ckpt >= r.checkpoint_every_s:
-                self.learner.save(self.checkpoint_path)
-                last_ckpt = now
-            if now - last_line >= r.progress_every_s:
-                self._say(self.progress.line())
-                last_line = now
-        self.evaluator.load_state_dict(self.learner.weights(), self.learner.publish())
-        self.learner.save(self.checkpoint_path)
-        self.progress.win_rates = self.evaluate()
-        self.progress.elapsed = time.monotonic() - start
-        self._log_eval()
-        self._say(self.progress.line())
-        self._say(f"checkpoint: {self.checkpoint_path}")
-        return self.progress
-
-    def _snapshot(self, elapsed: float) -> None:
-        folder = self.run_dir / "snapshots"
-        folder.mkdir(parents=True, exist_ok=True)
-        save_weights(self.learner.weights(), folder / f"weights-{elapsed:06.0f}s.pt")
-
-    def _log_eval(self) -> None:
-        entry = {"elapsed_s": round(self.progress.elapsed, 1), "steps": self.learner.steps,
-                 "games": self.learner.games_seen, "version": self.learner.version,
-                 "score": self.progress.win_rates}
-        self.history.append(entry)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
+    def run(self) -> RunStatus:
+        """Self-play, learn, evaluate in turn until a limit of the run; then the final
+        publish, checkpoint and evaluation. Returns the final status."""
+        self.record.write_config(cfg.to_dict(self.config))
+        if self._metrics:
+            self._say(f"run {self.run_id} (local): metrics at {self._metrics.url}")
+        moves = self.config.selfplay.moves_per_round
+        start = last_line = time.monotonic()
+        try:
+            while not self.learner.limit_reached(start):
+                self.worker.run_once(moves)
+                self.learner.run_once(max_read=LEARNER_READ, block_ms=0)
+                if self.evaluation.due():
+                    self.evaluation.run_once()
+                if time.monotonic() - last_line >= self.config.run.progress_every_s:
+                    self._say(self.status().progress_line())
+                    last_line = time.monotonic()
+            self.learner.drain()
+            self.learner.stop()  # final publish, checkpoint, acks
+            self.worker.refresh_weights()
+            self.evaluation.run_once()
+            final = self.status("stopped")
+            self._say(final.progress_line())
+            self._say(f"checkpoint: {self.learner.checkpoint_path}")
+            return final
+        finally:
+            if self._metrics:
+                self._metrics.close()

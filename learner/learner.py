@@ -11,7 +11,6 @@ import dataclasses
 import math
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,48 +22,11 @@ from shared.config import to_dict
 from shared.games import make_game
 from shared.nets import NetConfig, build_net
 from shared.samples import GameSamples
+from shared.train_config import LearnerConfig
 
 CHECKPOINT_FORMAT = "zeroforge-checkpoint-v1"
 CHECKPOINT_NAME = "checkpoint.pt"
 """File name of a run's checkpoint in its run directory (local loop and learner service)."""
-
-
-@dataclass(frozen=True)
-class LearnerConfig:
-    """How the learner trains."""
-
-    batch_size: int = 256
-    """Positions per SGD step."""
-    optimizer: str = "sgd"
-    """``sgd`` (with momentum, as AlphaZero) or ``adamw``."""
-    lr: float = 0.02
-    """Peak learning rate."""
-    momentum: float = 0.9
-    """SGD momentum (ignored by AdamW)."""
-    weight_decay: float = 1e-4
-    """L2 penalty (SGD) / decoupled weight decay (AdamW)."""
-    lr_schedule: str = "constant"
-    """``constant``, ``cosine`` (to 10% of lr over ``total_steps``) or ``step`` (x0.1 at 50%
-    and 75% of ``total_steps``)."""
-    warmup_steps: int = 0
-    """Linear warm-up steps at the start."""
-    total_steps: int = 100_000
-    """Length of the schedule (steps past it stay at the final rate)."""
-    replay_capacity: int = 100_000
-    """Positions kept in the replay window."""
-    min_replay: int = 1_000
-    """No training until the window holds this many positions."""
-    samples_per_insert: float = 4.0
-    """Positions trained per position inserted (reuse ratio); 0 means no limit. The learner
-    waits for data rather than overfitting a small window."""
-    value_loss_weight: float = 1.0
-    """Weight of the value MSE relative to the policy cross-entropy."""
-    augment: bool = True
-    """Map each sampled position through a random symmetry of the game."""
-    device: str = "auto"
-    """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
-    seed: int = 0
-    """Seed of the sampling RNG and of the initial weights."""
 
 
 def pick_device(name: str) -> torch.device:

@@ -20,7 +20,7 @@ from typing import TextIO
 import numpy as np
 import torch
 
-from deploy.config import TrainConfig
+from shared.train_config import TrainConfig
 from learner.learner import Learner
 from shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
 from shared.games import make_game

@@ -3,8 +3,8 @@
 A plain class (the distributed runtime wraps it in a Ray actor; tests drive it directly).
 One turn (``run_once``) reads finished games from the stream, checks them, adds the good
 ones to the replay window, trains as far as the samples-per-insert ratio allows, publishes
-new weights every ``run.publish_every_steps`` steps and checkpoints every
-``run.checkpoint_every_s`` seconds.
+new weights every ``learner.publish_every_steps`` steps and checkpoints every
+``learner.checkpoint_every_s`` seconds.
 
 Exactly once
     The checkpoint (``RUN_DIR/checkpoint.pt``, one file) holds the learner's state *and*
@@ -41,13 +41,15 @@ from pathlib import Path
 
 import torch
 
-from deploy.config import TrainConfig
 from learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from shared.formats.weights import save_weights
 from shared.metrics import Recorder
+from shared.nets import NetConfig
+from shared.run_record import snapshot_path
 from shared.samples import GameSamples
-from shared.transport import SampleStream, StreamConfig, TransportError, connect
-from shared.transport.weights import StaleVersionError, WeightStore
+from shared.train_config import LearnerConfig, RunContext
+from shared.transport import StreamConfig, Transport, TransportError
+from shared.transport.weights import StaleVersionError
 
 log = logging.getLogger(__name__)
 
@@ -75,17 +77,19 @@ class LearnerService:
     ``status`` only read and may be called from another.
     """
 
-    def __init__(self, config: TrainConfig, redis_url: str, run_id: str, run_dir: str,
-                 resume: bool = True, *, stream_config: StreamConfig | None = None,
-                 weights_keep: int = 3, recent_game_ids: int = RECENT_GAME_IDS) -> None:
-        self.config = config
-        self.run_id = run_id
-        self.run_dir = Path(run_dir)
+    def __init__(self, ctx: RunContext, net: NetConfig, learner: LearnerConfig,
+                 transport: Transport, resume: bool = True, *,
+                 stream_config: StreamConfig | None = None, weights_keep: int = 3,
+                 recent_game_ids: int = RECENT_GAME_IDS) -> None:
+        self.ctx = ctx
+        self.config = learner
+        self.run_id = ctx.run_id
+        self.run_dir = Path(ctx.run_dir)
         self.checkpoint_path = self.run_dir / CHECKPOINT_NAME
-        if config.run.torch_threads:
+        if ctx.torch_threads:
             # Process-wide; the service owns its process in a distributed run.
-            torch.set_num_threads(config.run.torch_threads)
-        self.learner = Learner(config.learner, config.game, config.net)
+            torch.set_num_threads(ctx.torch_threads)
+        self.learner = Learner(learner, ctx.game, net)
         self.game_spec = self.learner.game.spec
         self.recorder = Recorder()
 
@@ -111,11 +115,11 @@ class LearnerService:
             self._restore()
         self._count_restored_totals()
 
-        self.redis = connect(redis_url)
-        self.stream = SampleStream(self.redis, run_id, stream_config)
+        self.transport = transport
+        self.stream = transport.samples(stream_config)
         # Re-delivered entries at or below the cursor are already in the restored window.
         self.stream.skip_through(self.cursor)
-        self.weights = WeightStore(self.redis, run_id, keep=weights_keep)
+        self.weights = transport.weights(keep=weights_keep)
         self._publish_initial()
         self._last_checkpoint = time.monotonic()
         self._started = self._last_snapshot = time.monotonic()
@@ -138,8 +142,7 @@ class LearnerService:
             self.last_losses = metrics[-1]
             self._record_training(metrics)
         published = None
-        if self.learner.steps - self._steps_at_publish >= max(self.config.run.publish_every_steps,
-                                                              1):
+        if self.learner.steps - self._steps_at_publish >= self.config.publish_every_steps:
             published = self._publish()
         checkpointed = self._checkpoint_due() and self.checkpoint() is not None
         self._maybe_snapshot()
@@ -192,14 +195,14 @@ class LearnerService:
         return None
 
     def _step_budget(self) -> int:
-        budget = max(self.config.run.train_steps_per_round, 1)
-        limit = self.config.run.max_learner_steps
+        budget = self.config.train_steps_per_round
+        limit = self.ctx.max_learner_steps
         if limit:
             budget = min(budget, max(limit - self.learner.steps, 0))
         return budget
 
     def _at_step_limit(self) -> bool:
-        limit = self.config.run.max_learner_steps
+        limit = self.ctx.max_learner_steps
         return bool(limit and self.learner.steps >= limit)
 
     # --- weights ---------------------------------------------------------------------------
@@ -240,7 +243,7 @@ class LearnerService:
     def _checkpoint_due(self) -> bool:
         if not self._dirty:
             return False
-        if time.monotonic() - self._last_checkpoint >= self.config.run.checkpoint_every_s:
+        if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_every_s:
             return True
         # Unacked entries count against the workers' backlog limit: checkpoint (and so ack)
         # early rather than let the workers block until the timer fires.
@@ -249,14 +252,13 @@ class LearnerService:
     def _maybe_snapshot(self) -> Path | None:
         """Every ``run.snapshot_every_s``: the weights as ``snapshots/weights-<s>s.pt``
         (seconds since this service started), for learning curves."""
-        every = self.config.run.snapshot_every_s
+        every = self.config.snapshot_every_s
         now = time.monotonic()
         if not every or now - self._last_snapshot < every:
             return None
         self._last_snapshot = now
-        folder = self.run_dir / "snapshots"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"weights-{int(now - self._started):06d}s.pt"
+        path = snapshot_path(self.run_dir, now - self._started)
+        path.parent.mkdir(parents=True, exist_ok=True)
         save_weights(self.learner.weights(), path)
         return path
 
@@ -362,9 +364,20 @@ class LearnerService:
             return taken
 
     def _finished(self, start: float, stop: threading.Event | None) -> bool:
-        minutes = self.config.run.minutes
-        return bool((stop is not None and stop.is_set()) or self._at_step_limit()
-                    or (minutes and time.monotonic() - start >= minutes * 60))
+        return bool((stop is not None and stop.is_set()) or self.limit_reached(start))
+
+    def limit_reached(self, start: float) -> str | None:
+        """Which of the run's limits (counted from monotonic time ``start``) is reached:
+        ``steps``, ``games`` or ``minutes``; None while the run goes on. The one place the
+        run's limits are checked, in the local run as in a distributed one."""
+        c = self.ctx
+        if self._at_step_limit():
+            return "steps"
+        if c.max_games and self.games_received >= c.max_games:
+            return "games"
+        if c.minutes and time.monotonic() - start >= c.minutes * 60:
+            return "minutes"
+        return None
 
     def stop(self) -> None:
         """Publish unpublished training, write the final checkpoint, ack, disconnect."""
@@ -383,13 +396,17 @@ class LearnerService:
         """Disconnect without a checkpoint (what a crash amounts to)."""
         if not self._closed:
             self._closed = True
-            self.redis.close()
+            self.transport.close()
 
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("LearnerService is stopped")
 
     # --- reporting -------------------------------------------------------------------------
+    def game_ids(self) -> list[str]:
+        """Ids of the last received games (``recent_game_ids``), oldest first."""
+        return list(self.recent_game_ids)
+
     def _count_restored_totals(self) -> None:
         # Counters report the run's totals, so a restarted learner continues its series.
         r = self.recorder
@@ -411,7 +428,7 @@ class LearnerService:
     def _record_training(self, metrics: list[dict[str, float]]) -> None:
         r = self.recorder
         r.inc("learner_steps_total", len(metrics))
-        r.inc("learner_samples_trained_total", len(metrics) * self.config.learner.batch_size)
+        r.inc("learner_samples_trained_total", len(metrics) * self.config.batch_size)
         last = metrics[-1]
         for part, key in (("total", "loss"), ("policy", "policy_loss"), ("value", "value_loss")):
             r.set("learner_loss", last[key], part=part)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 PREFIX = "zeroforge_"
@@ -207,3 +207,21 @@ class SnapshotCollector:
 
 def _le(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+class MetricsEndpoint:
+    """The run's one Prometheus endpoint over a merged snapshot; the local run and the Ray
+    controller both serve their metrics with it."""
+
+    def __init__(self, source: Callable[[], Mapping], host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(SnapshotCollector(source))
+        self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+        self.url = f"http://{host}:{self._server.server_port}/metrics"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

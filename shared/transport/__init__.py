@@ -1,6 +1,8 @@
-"""Redis transport: the embedded server, the sample stream and the weight store.
+"""The data plane: sample stream, weight store, results; over Redis or in memory.
 
-All Redis code of zeroforge lives in this package. Importing it connects to nothing;
+The seams are Protocols (``base.py``); Redis implements them between processes, the
+in-memory twin (``memory.py``) inside one. All Redis code of zeroforge lives in this
+package. Importing it connects to nothing;
 ``connect`` (or a ``RedisServer``'s ``url``) is where a connection starts.
 """
 
@@ -9,6 +11,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from shared.transport.base import (
+    ResultsStore,
+    SampleSink,
+    SampleSource,
+    Transport,
+    WeightSink,
+    WeightSource,
+    open_transport,
+)
 from shared.transport.connection import PASSWORD_ENV, RedisConfig, TransportError, connect
 from shared.transport.server import BINARY_ENV, RedisServer, RedisServerConfig, RedisServerError
 from shared.transport.stream import (
@@ -30,6 +41,8 @@ __all__ = [
     "RedisServerConfig", "RedisServerError", "SampleStream", "StaleVersionError",
     "StreamConfig", "StreamInfo", "TransportError", "WeightInfo", "WeightStore",
     "WeightSubscription", "WeightsIntegrityError", "connect", "stream_key",
+    "ResultsStore", "SampleSink", "SampleSource", "Transport", "WeightSink", "WeightSource",
+    "open_transport",
 ]
 
 

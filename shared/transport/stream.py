@@ -209,6 +209,15 @@ class SampleStream:
             ids = pipe.execute()
         return [_text(i) for i in ids]
 
+    def append_raw(self, blobs: list[bytes | None]) -> list[str]:
+        """XADD entries as given, unchecked (None: an entry without the data field); for
+        tests and fuzzers of the reading side."""
+        with redis_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for blob in blobs:
+                pipe.xadd(self.key, {FIELD: blob} if blob is not None else {b"x": b""})
+            return [_text(i) for i in pipe.execute()]
+
     def _wait_for_room(self, timeout_s: float) -> None:
         limit = self.config.max_backlog
         with redis_errors(self.redis):

@@ -13,7 +13,7 @@ from tests.e2e.test_cli import EXE, zf
 
 FAST = ["--set", "net=tiny", "--set", "search.num_simulations=12",
         "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",
-        "--set", "learner.batch_size=32", "--set", "run.eval_games=4",
+        "--set", "learner.batch_size=32", "--set", "evaluation.games=4",
         "--set", "run.progress_every_s=1"]
 
 

@@ -5,13 +5,18 @@ Each test gets its own run id, so tests share the server without sharing keys.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 import redis
 
-from shared.transport import RedisServer, connect
+from actors.evaluator_service import EvaluatorService
+from deploy.builder import build_evaluator, build_learner
+from learner.service import LearnerService
+from shared.train_config import TrainConfig
+from shared.transport import RedisServer, connect, open_transport
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +37,21 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
 def run_id() -> str:
     """A fresh run id: the keys of one test never meet another's."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def learner_service(config: TrainConfig, url: str, run_id: str, run_dir: str,
+                    resume: bool = True, **options: object) -> LearnerService:
+    """The run's learner as the Ray runtime builds it, over the Redis at ``url``."""
+    ctx = dataclasses.replace(config.context(run_id, url), run_dir=run_dir)
+    return build_learner(config, ctx, open_transport(url, run_id), resume, **options)
+
+
+def evaluator_service(config: TrainConfig, url: str, run_id: str,
+                      anchors: Sequence[str] | None = None, games: int | None = None,
+                      run_dir: str = "", **options: object) -> EvaluatorService:
+    """The run's evaluator as the Ray runtime builds it (no run record unless
+    ``run_dir``)."""
+    ctx = dataclasses.replace(config.context(run_id, url), run_dir=run_dir)
+    options.setdefault("record", None)
+    return build_evaluator(config, ctx, open_transport(url, run_id), anchors=anchors,
+                           games=games, **options)

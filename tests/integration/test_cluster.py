@@ -3,11 +3,14 @@ the nodes and the run works the same."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import ray
 from ray.cluster_utils import Cluster
 
+from deploy import ray_runtime
 from deploy.config import load_train_config
-from deploy.controller import NAMESPACE, Controller, controller_name
+from deploy.ray_runtime import NAMESPACE
 from tests.integration.test_distributed import SETTINGS, status, wait_for
 
 
@@ -22,10 +25,9 @@ def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path):
         config = load_train_config(None, [*SETTINGS, "selfplay.workers=2",
                                           "distributed.worker_cpus=1",
                                           "distributed.learner_cpus=0.5"])
-        controller = ray.remote(Controller).options(
-            name=controller_name(run_id), max_concurrency=16, num_cpus=0).remote(
-            config, redis_server.url, run_id, str(tmp_path), False)
-        ray.get(controller.start.remote())
+        ctx = dataclasses.replace(config.context(run_id, redis_server.url),
+                                  run_dir=str(tmp_path))
+        controller = ray_runtime.start_run(config, ctx).actor
         wait_for(lambda: status(controller)["alive"]["selfplay"] == 2
                  and status(controller)["games_received"] >= 5, timeout=120)
         workers = ray.get(controller.actor_handles.remote("selfplay"))

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import ray
 
+from deploy import ray_runtime
 from deploy.config import load_train_config
-from deploy.controller import NAMESPACE, Controller, controller_name
+from deploy.ray_runtime import NAMESPACE
 from shared.games import make_game
 from shared.samples import GameSamples, encode
 from shared.transport import connect, stream_key
@@ -26,7 +27,8 @@ SETTINGS = [
     "game=tictactoe", "net=tiny", "search.num_simulations=12", "selfplay.games_in_parallel=8",
     "selfplay.workers=1", "learner.batch_size=32", "learner.min_replay=64",
     "learner.samples_per_insert=2", "learner.optimizer=adamw", "learner.lr=0.003",
-    "run.publish_every_steps=5", "run.checkpoint_every_s=1", "run.train_steps_per_round=4",
+    "learner.publish_every_steps=5", "learner.checkpoint_every_s=1",
+    "learner.train_steps_per_round=4",
     "distributed.inference=local", "distributed.worker_cpus=0.25",
     "distributed.learner_cpus=0.25", "distributed.evaluator=false",
     "distributed.monitor_interval_s=0.3",
@@ -66,11 +68,10 @@ def _shutdown_runs():
 
 
 def start_run(redis_server, run_id, tmp_path, *extra):
+    """The run's controller actor (started through the runtime, as the driver does)."""
     config = load_train_config(None, [*SETTINGS, *extra])
-    controller = ray.remote(Controller).options(
-        name=controller_name(run_id), max_concurrency=16, num_cpus=0).remote(
-        config, redis_server.url, run_id, str(tmp_path), False)
-    ray.get(controller.start.remote())
+    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    controller = ray_runtime.start_run(config, ctx).actor
     _RUNS.append(controller)
     return controller
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from actors.evaluator_service import BEST, EvaluatorService
-from deploy.config import RunConfig, TrainConfig
+from actors.evaluator_service import BEST
 from learner.learner import LearnerConfig
-from learner.service import LearnerService
-from shared.games import make_game
 from shared.formats.weights import weights_to_bytes
+from shared.games import make_game
 from shared.nets import NetConfig, build_net
 from shared.search.config import SearchConfig
+from shared.train_config import EvaluationConfig, RunConfig, TrainConfig
 from shared.transport.results import EvalResultsStore, ResultsFormatError
 from shared.transport.weights import WeightStore
+from tests.integration.conftest import evaluator_service, learner_service
 
 GAME = "tictactoe"
 ANCHORS = ("random", "minimax")
@@ -25,7 +25,8 @@ def config() -> TrainConfig:
     return TrainConfig(game=GAME, net=NetConfig.preset("tiny"),
                        search=SearchConfig(num_simulations=8),
                        learner=LearnerConfig(device="cpu"),
-                       run=RunConfig(eval_games=4, eval_anchors=ANCHORS, torch_threads=1))
+                       evaluation=EvaluationConfig(games=4, anchors=ANCHORS),
+                       run=RunConfig(torch_threads=1))
 
 
 def random_weights(seed: int, game: str = GAME) -> dict[str, torch.Tensor]:
@@ -49,7 +50,7 @@ def test_new_weights_are_scored_against_each_anchor_and_the_best(
         redis_server, redis_client, run_id):
     store = WeightStore(redis_client, run_id)
     store.publish(random_weights(1), 3)
-    ev = EvaluatorService(config(), redis_server.url, run_id)
+    ev = evaluator_service(config(), redis_server.url, run_id)
     assert ev.results() == {}
 
     first = ev.run_once()
@@ -81,7 +82,7 @@ def test_new_weights_are_scored_against_each_anchor_and_the_best(
     ev.close()
 
     # A restarted evaluator keeps its best and does not redo version 4.
-    again = EvaluatorService(config(), redis_server.url, run_id)
+    again = evaluator_service(config(), redis_server.url, run_id)
     assert again.best_version == ev.best_version and again.version == 4
     assert again.results() == second
     assert gauges(again.stats(), "evaluator_score") == {
@@ -92,8 +93,8 @@ def test_new_weights_are_scored_against_each_anchor_and_the_best(
 
 def test_weights_published_by_the_learner_service_are_evaluated(
         redis_server, run_id, tmp_path):
-    learner = LearnerService(config(), redis_server.url, run_id, str(tmp_path))
-    ev = EvaluatorService(config(), redis_server.url, run_id, anchors=("uct:20",), games=2)
+    learner = learner_service(config(), redis_server.url, run_id, str(tmp_path))
+    ev = evaluator_service(config(), redis_server.url, run_id, anchors=("uct:20",), games=2)
     results = ev.run_once()
     assert results["weights_version"] == 0  # the learner's initial random weights
     check_anchor(results["anchors"]["uct:20"], 2)
@@ -106,7 +107,7 @@ def test_unusable_weights_are_skipped_and_the_next_ones_evaluated(
     store = WeightStore(redis_client, run_id)
     # Weights of a net for another board: shapes do not fit the tic-tac-toe net.
     store.publish(random_weights(1, "gomoku:width=5,height=5,k=4"), 1)
-    ev = EvaluatorService(config(), redis_server.url, run_id, anchors=("random",), games=2)
+    ev = evaluator_service(config(), redis_server.url, run_id, anchors=("random",), games=2)
     with caplog.at_level("WARNING"):
         assert ev.run_once() is None
     assert ev.bad_weights == 1 and ev.version == 1
@@ -138,7 +139,7 @@ def test_garbage_in_the_results_keys(redis_server, redis_client, run_id):
 
     # The evaluator starts anyway, gating afresh.
     WeightStore(redis_client, run_id).publish(random_weights(1), 1)
-    ev = EvaluatorService(config(), redis_server.url, run_id, anchors=("random",), games=2)
+    ev = evaluator_service(config(), redis_server.url, run_id, anchors=("random",), games=2)
     assert ev.best_version is None
     assert ev.run_once()["best_version"] == 1
     assert stored.latest()["weights_version"] == 1

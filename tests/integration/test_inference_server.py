@@ -12,13 +12,9 @@ import pytest
 import ray
 import torch
 
-from actors.inference import (
-    InferenceServerConfig,
-    NoInferenceServerError,
-    RemoteEvaluator,
-    make_inference_actor,
-)
+from actors.inference import InferenceServerConfig
 from actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from deploy.ray_runtime import NoInferenceServerError, RemoteEvaluator, make_inference_actor
 from shared.games import make_game
 from shared.nets import NetConfig, build_net
 from shared.search.config import SearchConfig

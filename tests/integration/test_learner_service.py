@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from actors.selfplay import SelfPlayConfig, SelfPlayWorker
-from deploy.config import RunConfig, TrainConfig
 from learner.learner import CheckpointError, Learner, LearnerConfig
 from learner.service import CHECKPOINT_NAME, SERVICE_STATE_FORMAT, LearnerService
 from shared.formats.weights import load_weights
@@ -24,20 +23,25 @@ from shared.nets import NetConfig, build_net
 from shared.samples import GameSamples
 from shared.search.config import SearchConfig
 from shared.torch_evaluator import TorchEvaluator
+from shared.train_config import RunConfig, TrainConfig
 from shared.transport import SampleStream, TransportError, stream_key
 from shared.transport.weights import WeightStore
+from tests.integration.conftest import learner_service
 
 GAME = "tictactoe"
 
 
 def train_config(learner: dict | None = None, **run: object) -> TrainConfig:
-    """A tiny tic-tac-toe run: trains after a few games, publishes every 3 steps."""
+    """A tiny tic-tac-toe run: trains after a few games, publishes every 3 steps; ``run``
+    keywords of the learner's section (publish, checkpoint, snapshot timing) go there."""
     learner_kw = dict(batch_size=16, min_replay=32, samples_per_insert=2.0, lr=0.01,
-                      optimizer="adamw", replay_capacity=5000, device="cpu")
+                      optimizer="adamw", replay_capacity=5000, device="cpu",
+                      publish_every_steps=3, checkpoint_every_s=3600.0,
+                      train_steps_per_round=5)
     learner_kw.update(learner or {})
-    run_kw: dict = dict(publish_every_steps=3, checkpoint_every_s=3600.0,
-                        train_steps_per_round=5, torch_threads=1)
-    run_kw.update(run)
+    run_kw: dict = dict(torch_threads=1)
+    for key, value in run.items():
+        (learner_kw if key in LearnerConfig.__dataclass_fields__ else run_kw)[key] = value
     return TrainConfig(game=GAME, net=NetConfig.preset("tiny"),
                        search=SearchConfig(num_simulations=4),
                        learner=LearnerConfig(**learner_kw), run=RunConfig(**run_kw))
@@ -89,7 +93,7 @@ def test_every_game_arrives_once_and_weights_are_published(
     games = renamed(played, "once")
     producer = SampleStream(redis_client, run_id)
     store = WeightStore(redis_client, run_id)
-    service = LearnerService(train_config(), redis_server.url, run_id, str(tmp_path))
+    service = learner_service(train_config(), redis_server.url, run_id, str(tmp_path))
     # Version 0 (the random initialisation) is there before any game or step.
     assert store.latest_version() == 0
     version0, weights0 = store.fetch()
@@ -120,7 +124,7 @@ def test_stats_and_status_report_the_catalogue_metrics(
         redis_server, redis_client, run_id, tmp_path, played):
     games = renamed(played[:20], "stats")
     SampleStream(redis_client, run_id).append(games)
-    service = LearnerService(train_config(), redis_server.url, run_id, str(tmp_path))
+    service = learner_service(train_config(), redis_server.url, run_id, str(tmp_path))
     drain(service)
     snap = service.stats()
     values = snap["values"]
@@ -166,7 +170,7 @@ def test_malformed_entries_are_rejected_counted_and_skipped(
     producer.append([foreign, misshapen])
     producer.append(good[6:])
 
-    service = LearnerService(train_config(), redis_server.url, run_id, str(tmp_path))
+    service = learner_service(train_config(), redis_server.url, run_id, str(tmp_path))
     with caplog.at_level("WARNING"):
         drain(service, max_read=4)
     assert_each_once(service, good)
@@ -187,7 +191,7 @@ def test_killed_learner_resumes_with_every_game_exactly_once(
     games = renamed(played[:30], "kill")
     producer = SampleStream(redis_client, run_id)
     config = train_config()
-    a = LearnerService(config, redis_server.url, run_id, str(tmp_path))
+    a = learner_service(config, redis_server.url, run_id, str(tmp_path))
 
     producer.append(games[:12])
     for _ in range(3):
@@ -215,7 +219,7 @@ def test_killed_learner_resumes_with_every_game_exactly_once(
     gc.collect()
 
     producer.append(games[24:])
-    b = LearnerService(config, redis_server.url, run_id, str(tmp_path), resume=True)
+    b = learner_service(config, redis_server.url, run_id, str(tmp_path), resume=True)
     assert b.games_received == 20 and b.learner.steps == steps_at_checkpoint
     drain(b, max_read=5)
     assert_each_once(b, games)
@@ -225,7 +229,7 @@ def test_killed_learner_resumes_with_every_game_exactly_once(
     assert producer.info().pending == 0 and producer.info().length == 0
 
     # And a clean restart after stop() starts exactly where it ended.
-    c = LearnerService(config, redis_server.url, run_id, str(tmp_path), resume=True)
+    c = learner_service(config, redis_server.url, run_id, str(tmp_path), resume=True)
     assert c.games_received == 30 and c.learner.steps == b.learner.steps
     assert drain(c)[-1]["read"] == 0
     c.close()
@@ -237,7 +241,7 @@ def test_samples_per_insert_and_the_per_turn_cap_are_respected(
                           train_steps_per_round=2, publish_every_steps=1000)
     games = renamed(played, "spi")
     producer = SampleStream(redis_client, run_id)
-    service = LearnerService(config, redis_server.url, run_id, str(tmp_path))
+    service = learner_service(config, redis_server.url, run_id, str(tmp_path))
     producer.append(games[:1])  # fewer positions than min_replay: no training
     assert service.run_once(block_ms=0)["steps"] == 0 and service.learner.steps == 0
     producer.append(games[1:])
@@ -259,7 +263,7 @@ def test_run_stops_at_the_step_limit_with_a_final_checkpoint(
     config = train_config(max_learner_steps=7, train_steps_per_round=3)
     producer = SampleStream(redis_client, run_id)
     producer.append(renamed(played, "run"))
-    service = LearnerService(config, redis_server.url, run_id, str(tmp_path))
+    service = learner_service(config, redis_server.url, run_id, str(tmp_path))
     status = service.run(threading.Event(), max_read=4, block_ms=50)
     assert status["steps"] == 7 and service.learner.steps == 7
     assert (tmp_path / CHECKPOINT_NAME).is_file()
@@ -274,7 +278,7 @@ def test_run_stops_at_the_step_limit_with_a_final_checkpoint(
     stop.set()
     unlimited = dataclasses.replace(config, run=dataclasses.replace(config.run,
                                                                     max_learner_steps=0))
-    again = LearnerService(unlimited, redis_server.url, run_id, str(tmp_path))
+    again = learner_service(unlimited, redis_server.url, run_id, str(tmp_path))
     assert again.run(stop)["steps"] == 7  # a set stop flag returns at once
 
 
@@ -282,25 +286,25 @@ def test_a_corrupt_checkpoint_is_a_one_line_error(redis_server, run_id, tmp_path
     path = tmp_path / CHECKPOINT_NAME
     path.write_bytes(b"this is not a checkpoint")
     with pytest.raises(CheckpointError) as err:
-        LearnerService(train_config(), redis_server.url, run_id, str(tmp_path))
+        learner_service(train_config(), redis_server.url, run_id, str(tmp_path))
     assert str(tmp_path) in str(err.value) and "\n" not in str(err.value)
 
-    good = LearnerService(train_config(), redis_server.url, run_id, str(tmp_path),
+    good = learner_service(train_config(), redis_server.url, run_id, str(tmp_path),
                           resume=False)
     good.stop()
     blob = path.read_bytes()
     path.write_bytes(blob[: len(blob) // 2])  # truncated by a full disk, say
     with pytest.raises(CheckpointError, match="corrupt"):
-        LearnerService(train_config(), redis_server.url, run_id, str(tmp_path))
+        learner_service(train_config(), redis_server.url, run_id, str(tmp_path))
 
     config = train_config()
     learner = Learner(config.learner, GAME, config.net)
     learner.save(path, {"format": SERVICE_STATE_FORMAT, "stream_cursor": 17})
     with pytest.raises(CheckpointError, match="malformed learner-service state"):
-        LearnerService(config, redis_server.url, run_id, str(tmp_path))
+        learner_service(config, redis_server.url, run_id, str(tmp_path))
     learner.save(path, {"format": "something-else"})
     with pytest.raises(CheckpointError, match="unknown learner-service state"):
-        LearnerService(config, redis_server.url, run_id, str(tmp_path))
+        learner_service(config, redis_server.url, run_id, str(tmp_path))
 
 
 def test_a_newer_version_in_redis_is_never_reused(redis_server, redis_client, run_id,
@@ -308,7 +312,7 @@ def test_a_newer_version_in_redis_is_never_reused(redis_server, redis_client, ru
     store = WeightStore(redis_client, run_id)
     net = build_net(NetConfig.preset("tiny"), make_game(GAME).spec)
     store.publish(net, 5)  # e.g. published by a learner that crashed before checkpointing
-    service = LearnerService(train_config(), redis_server.url, run_id, str(tmp_path))
+    service = learner_service(train_config(), redis_server.url, run_id, str(tmp_path))
     assert service.learner.version == 6 and store.latest_version() == 6
     service.close()
 
@@ -317,7 +321,7 @@ def test_weight_snapshots_for_learning_curves(redis_server, redis_client, run_id
                                               played):
     config = train_config(snapshot_every_s=1.0)
     SampleStream(redis_client, run_id).append(renamed(played, "snap"))
-    service = LearnerService(config, redis_server.url, run_id, str(tmp_path))
+    service = learner_service(config, redis_server.url, run_id, str(tmp_path))
     for _ in range(3):
         time.sleep(1.05)
         service.run_once(max_read=8, block_ms=0)

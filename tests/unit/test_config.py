@@ -10,10 +10,10 @@ from shared.config import ConfigError
 
 def test_defaults_and_overrides():
     c = load_train_config(None, ["learner.lr=0.5", "search.num_simulations=12", "game=go9",
-                                 "run.eval_anchors=[random, uct:10]", "net=small"])
+                                 "evaluation.anchors=[random, uct:10]", "net=small"])
     assert isinstance(c, TrainConfig)
     assert c.learner.lr == 0.5 and c.search.num_simulations == 12 and c.game == "go9"
-    assert c.run.eval_anchors == ("random", "uct:10")
+    assert c.evaluation.anchors == ("random", "uct:10")
     assert c.net.trunk == (32, 64, 128)
 
 
@@ -44,6 +44,9 @@ def test_every_shipped_preset_loads():
     (["nosuch.key=1"], "unknown key 'nosuch'"),
     (["net=huge"], "unknown net preset 'huge'"),
     (["learner"], "expected section.key=value"),
+    (["learner.lr=-5"], "learner: lr must be > 0"),
+    (["selfplay.games_in_parallel=0"], "selfplay: games_in_parallel must be >= 1"),
+    (["evaluation.games=0"], "evaluation: games must be >= 1"),
 ])
 def test_bad_keys_and_values_are_named(overrides, needle):
     with pytest.raises(ConfigError) as err:
@@ -59,3 +62,27 @@ def test_bad_file_is_named(tmp_path):
         load_train_config(str(bad))
     with pytest.raises(ConfigError, match="no config file or preset 'nope'"):
         load_train_config("nope")
+
+
+def test_keys_of_the_old_layout_still_load_and_say_where_they_went(capsys):
+    c = load_train_config(None, ["run.eval_games=7", "run.publish_every_steps=9",
+                                 "run.moves_per_round=3", "evaluation.anchors=[random]"])
+    assert c.evaluation.games == 7 and c.learner.publish_every_steps == 9
+    assert c.selfplay.moves_per_round == 3 and c.evaluation.anchors == ("random",)
+    err = capsys.readouterr().err
+    assert "run.eval_games is now evaluation.games" in err
+    assert "run.publish_every_steps is now learner.publish_every_steps" in err
+
+
+def test_each_section_lives_below_the_sides():
+    """The sections import nothing from actors/, learner/ or deploy/ (a subprocess, so
+    modules other tests imported do not count)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, shared.train_config; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('actors', 'learner', 'deploy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"

@@ -1,0 +1,42 @@
+"""Services from a TrainConfig: the one place that hands each service its sections.
+
+The local run (``deploy/local_run.py``) and the Ray runtime (``deploy/ray_runtime.py``)
+both build their self-play workers, learner and evaluator here, over whichever transport
+they use (in memory or Redis), so the two modes run the same services with the same
+settings (the way acme's builders serve local and distributed agents).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.evaluator_service import EvaluatorService
+from actors.selfplay_service import SelfPlayService, seed_for
+from learner.service import LearnerService
+from shared.run_record import RunRecord
+from shared.search.evaluator import Evaluator
+from shared.train_config import RunContext, TrainConfig
+from shared.transport import Transport
+
+
+def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,
+                   *, salt: int = 0, evaluator: Evaluator | None = None) -> SelfPlayService:
+    """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net."""
+    return SelfPlayService(ctx, config.net, config.search, config.selfplay,
+                           transport.samples(), transport.weights(), worker_id=f"w{index}",
+                           seed=seed_for(ctx.seed, index, salt), evaluator=evaluator)
+
+
+def build_learner(config: TrainConfig, ctx: RunContext, transport: Transport,
+                  resume: bool = False, **options: Any) -> LearnerService:
+    """The run's learner (``resume``: from ``RUN_DIR/checkpoint.pt`` if it exists);
+    ``options`` go to ``LearnerService`` (stream config, weights kept...)."""
+    return LearnerService(ctx, config.net, config.learner, transport, resume, **options)
+
+
+def build_evaluator(config: TrainConfig, ctx: RunContext, transport: Transport,
+                    **options: Any) -> EvaluatorService:
+    """The run's evaluator; it appends each evaluation to the run record."""
+    options.setdefault("record", RunRecord(ctx.run_dir))
+    return EvaluatorService(ctx, config.net, config.search, config.evaluation, transport,
+                            **options)

@@ -1,0 +1,601 @@
+"""Ray, in one module: every ``ray`` import, remote class, actor option and handle.
+
+The services are plain classes (``shared.service.Service``) built by ``deploy/builder.py``;
+this module hosts them in Ray actors and supervises them:
+
+- ``ServiceHost``: runs one service (self-play, learner or evaluator) in a threaded actor,
+  ``run`` in one thread, ``stop``/``stats`` from another.
+- ``InferenceServerActor`` / ``make_inference_actor``: an ``InferenceServer`` in an async
+  actor; ``RemoteEvaluator``: the evaluator a self-play worker holds to reach them.
+- ``KINDS``: the per-kind table (resources, start and stop order, what a clean end or a
+  crash means); the controller has no per-kind branches beyond it.
+- ``Controller``: one named actor per run that keeps the desired actors of each kind
+  alive, scales, stops in order and gathers metrics into a ``RunStatus``.
+- ``RayCluster`` / ``RunHandle``: how the driver and the CLI start, find and talk to a
+  run.
+
+Configs cross into actors as plain dicts (``shared.config.to_dict``), never as pickled
+classes of ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from actors.inference import InferenceServer
+from deploy.builder import build_evaluator, build_learner, build_selfplay
+from shared import config as cfg
+from shared import metrics
+from shared.nets import NetConfig
+from shared.search.evaluator import Evaluation, check_evaluation
+from shared.service import Service
+from shared.status import RunStatus
+from shared.train_config import InferenceServerConfig, RunContext, TrainConfig
+from shared.transport import open_transport
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "zeroforge"
+"""Ray namespace of every zeroforge actor."""
+
+
+def controller_name(run_id: str) -> str:
+    return f"controller-{run_id}"
+
+
+# ------------------------------------------------------------------------------------------
+# inference servers
+# ------------------------------------------------------------------------------------------
+
+
+class NoInferenceServerError(RuntimeError):
+    """Every inference server a RemoteEvaluator knew of has died."""
+
+
+class RemoteEvaluator:
+    """The Evaluator of a self-play worker whose network lives in InferenceServer actors.
+
+    ``evaluate`` sends the leaf batch to the servers in turn (round robin from a random
+    start, so workers do not all begin on the same one); a server found dead is dropped,
+    logged once, and the batch goes to the next. ``weights_version`` is the version of
+    the last answer, so finished games are tagged with the weights that played them.
+    """
+
+    def __init__(self, servers: Sequence[Any], timeout_s: float | None = 300.0) -> None:
+        self.timeout_s = timeout_s
+        """Longest wait for one answer (None: forever); a server busy compiling its first
+        batches may take a while."""
+        self.weights_version = 0
+        self._servers: list[Any] = []
+        self._next = 0
+        self.set_servers(servers)
+
+    @property
+    def servers(self) -> list[Any]:
+        """The server handles still in use."""
+        return list(self._servers)
+
+    def set_servers(self, servers: Sequence[Any]) -> None:
+        """Use these server actor handles from now on (after scaling or replacement)."""
+        self._servers = list(servers)
+        self._next = random.randrange(len(self._servers)) if self._servers else 0
+
+    def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
+        """obs [B, C, H, W] uint8, legal [B, A] bool -> Evaluation from one server."""
+        while self._servers:
+            i = self._next % len(self._servers)
+            server = self._servers[i]
+            try:
+                logits, value, version = ray.get(server.evaluate.remote(obs, legal),
+                                                 timeout=self.timeout_s)
+            except RayActorError as err:
+                del self._servers[i]
+                self._next = i  # the next server has moved into slot i
+                log.warning("inference server %s is gone (%s); failing over to %d other(s)",
+                            server, type(err).__name__, len(self._servers))
+                continue
+            except GetTimeoutError:
+                raise TimeoutError(f"inference server {server} did not answer within "
+                                   f"{self.timeout_s} s") from None
+            self._next = i + 1
+            ev = Evaluation(logits, value, int(version))
+            check_evaluation(ev, legal.shape[0], legal.shape[1])
+            self.weights_version = ev.weights_version
+            return ev
+        raise NoInferenceServerError(
+            "RemoteEvaluator: no inference server left (all have died); the controller "
+            "must start new ones and hand them over with set_servers")
+
+
+class InferenceServerActor(InferenceServer):
+    """The form Ray instantiates: configs arrive as plain dicts (``shared.config.to_dict``)
+    so none of our classes is pickled across the process boundary."""
+
+    def __init__(self, game_spec: str, net_config: dict, config: dict, redis_url: str | None,
+                 run_id: str) -> None:
+        super().__init__(game_spec, cfg.from_dict(NetConfig, net_config, "net"),
+                         cfg.from_dict(InferenceServerConfig, config, "inference"),
+                         redis_url, run_id)
+
+
+def make_inference_actor(game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
+                         redis_url: str | None, run_id: str, *, name: str | None = None
+                         ) -> Any:
+    """Start one InferenceServer as an async Ray actor; returns its handle.
+
+    It takes a GPU when ``config.device`` asks for CUDA, or is ``"auto"`` and the cluster
+    has GPUs; otherwise it runs on ``config.num_cpus`` CPUs. Call ``ready`` on the handle
+    to wait until it serves. ``ray.init`` must have run.
+    """
+    gpus = ray.cluster_resources().get("GPU", 0.0)
+    wants_gpu = config.device.startswith("cuda") or (config.device == "auto" and gpus >= 1)
+    if wants_gpu and gpus < 1:
+        raise ValueError(f"inference device {config.device!r} needs a GPU, and the Ray "
+                         "cluster has none")
+    options: dict[str, Any] = {"num_cpus": config.num_cpus,
+                               "max_concurrency": config.max_concurrency}
+    if wants_gpu:
+        options["num_gpus"] = 1
+    if name is not None:
+        options["name"] = name
+    actor_cls = ray.remote(InferenceServerActor).options(**options)
+    return actor_cls.remote(game_spec, cfg.to_dict(net_config), cfg.to_dict(config),
+                            redis_url, run_id)
+
+
+# ------------------------------------------------------------------------------------------
+# services in actors
+# ------------------------------------------------------------------------------------------
+
+
+class ServiceHost:
+    """Runs one plain service inside a threaded Ray actor.
+
+    ``run`` blocks in one actor thread until ``stop`` (from another thread) sets the event;
+    the service's own loop then finishes cleanly (final append, final checkpoint).
+    """
+
+    def __init__(self, kind: str, config: dict, ctx: dict, index: int, resume: bool,
+                 servers: list | None) -> None:
+        self.kind = kind
+        train = cfg.from_dict(TrainConfig, config, "config")
+        context = RunContext.from_dict(ctx)
+        self.remote_evaluator = RemoteEvaluator(servers) if servers is not None else None
+        self.service: Service = KINDS[kind].build(train, context, index, resume,
+                                                  self.remote_evaluator)
+        self._stop = threading.Event()
+
+    def run(self) -> Any:
+        result = self.service.run(self._stop)
+        return result if isinstance(result, int | dict) else None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def stats(self) -> dict:
+        return self.service.stats()
+
+    def set_servers(self, servers: list) -> None:
+        """New inference-server handles after scaling or a replacement."""
+        if self.remote_evaluator is not None:
+            self.remote_evaluator.set_servers(servers)
+
+    def node_id(self) -> str:
+        """The Ray node this actor runs on (where the scheduler placed it)."""
+        return ray.get_runtime_context().get_node_id()
+
+    def game_ids(self) -> list[str]:
+        return self.service.game_ids()
+
+
+def _transport(ctx: RunContext):
+    return open_transport(ctx.transport, ctx.run_id)
+
+
+@dataclass(frozen=True)
+class ActorKind:
+    """How the controller treats one kind of actor."""
+
+    name: str
+    desired: Callable[[TrainConfig, str], int]
+    """Actors wanted at start, from the config and the inference mode."""
+    options: Callable[[TrainConfig], dict]
+    """Ray actor options (resources, concurrency)."""
+    build: Callable[..., Any] = lambda *a: None
+    """(config, ctx, index, resume, remote_evaluator) -> the service (ServiceHost kinds)."""
+    stop_phase: int = 0
+    """Stop order: lower phases are stopped (and awaited) first."""
+    clean_end_ends_run: bool = False
+    """A clean return of ``run`` means a run limit was reached: no successor, stop the run."""
+    counters_survive_crash: bool = True
+    """A crashed actor's last counters still count (False for the learner: its successor
+    restores them from the checkpoint)."""
+    is_server: bool = False
+    """An inference server: an async actor of its own, handed to the self-play workers."""
+
+
+KINDS: dict[str, ActorKind] = {k.name: k for k in (
+    ActorKind(
+        "learner", desired=lambda c, inf: 1,
+        options=lambda c: {"num_cpus": c.distributed.learner_cpus,
+                           "num_gpus": c.distributed.learner_gpus, "max_concurrency": 4},
+        build=lambda c, ctx, i, resume, ev: build_learner(c, ctx, _transport(ctx), resume),
+        stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False),
+    ActorKind(
+        "inference", desired=lambda c, inf: c.distributed.inference_servers
+        if inf == "server" else 0,
+        options=lambda c: {}, stop_phase=2, is_server=True),
+    ActorKind(
+        "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
+        options=lambda c: {"num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4},
+        build=lambda c, ctx, i, resume, ev: build_evaluator(c, ctx, _transport(ctx))),
+    ActorKind(
+        "selfplay", desired=lambda c, inf: c.selfplay.workers,
+        options=lambda c: {"num_cpus": c.distributed.worker_cpus, "max_concurrency": 4},
+        build=lambda c, ctx, i, resume, ev: build_selfplay(c, ctx, _transport(ctx), i,
+                                                           evaluator=ev)),
+)}
+"""Per-kind behaviour, in start order (learner first: it publishes the first weights)."""
+
+
+# ------------------------------------------------------------------------------------------
+# the controller
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    """One live actor the controller looks after."""
+
+    kind: str
+    index: int
+    handle: Any
+    run_ref: Any = None
+    """ObjectRef of the actor's long-running ``run`` call: it resolving means the actor ended."""
+    stopping: bool = False
+    last_stats: dict = field(default_factory=dict)
+
+
+class Controller:
+    """Owns one run (a named Ray actor). The CLI calls ``status``, ``scale`` and ``stop``
+    through a ``RunHandle``."""
+
+    def __init__(self, config: dict, ctx: dict, resume: bool = False) -> None:
+        self.config = cfg.from_dict(TrainConfig, config, "config")
+        self.ctx = RunContext.from_dict(ctx)
+        self.run_id = self.ctx.run_id
+        self.resume = resume
+        self.inference = self.config.distributed.inference
+        if self.inference == "auto":
+            self.inference = "server" if ray.cluster_resources().get("GPU", 0) > 0 else "local"
+        self.desired = {k: kind.desired(self.config, self.inference) for k, kind in KINDS.items()}
+        self.slots: dict[str, list[_Slot]] = {k: [] for k in KINDS}
+        self.restarts = dict.fromkeys(KINDS, 0)
+        self.finished_stats: list[dict] = []
+        """Snapshots of actors that ended: their counters still count."""
+        self._next_index = dict.fromkeys(KINDS, 0)
+        self._lock = threading.RLock()
+        self._state = "starting"
+        self._started = time.monotonic()
+        self._merged: dict = metrics.merge([])
+        r = self.config.run
+        self._endpoint = metrics.MetricsEndpoint(lambda: self._merged, r.metrics_host,
+                                                 r.metrics_port)
+        self.metrics_url = self._endpoint.url
+        self._monitor = threading.Thread(target=self._monitor_loop, daemon=True)
+        self._monitor.start()
+
+    # --- actor creation ------------------------------------------------------------------
+    def _servers(self) -> list:
+        return [s.handle for s in self.slots["inference"] if not s.stopping]
+
+    def _create(self, name: str) -> _Slot:
+        kind = KINDS[name]
+        index = self._next_index[name]
+        self._next_index[name] += 1
+        c = self.config
+        if kind.is_server:
+            handle = make_inference_actor(c.game, c.net, c.inference, self.ctx.transport,
+                                          self.run_id)
+        else:
+            # a replacement learner resumes from the checkpoint its predecessor wrote
+            resume = self.resume or self.restarts[name] > 0
+            servers = self._servers() if self.inference == "server" else None
+            handle = ray.remote(ServiceHost).options(**kind.options(c)).remote(
+                name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers)
+        return _Slot(name, index, handle, run_ref=handle.run.remote())
+
+    def _fill(self) -> None:
+        """Create actors up to the desired counts; stop extra ones (newest first)."""
+        for name, kind in KINDS.items():
+            live = [s for s in self.slots[name] if not s.stopping]
+            for _ in range(self.desired[name] - len(live)):
+                self.slots[name].append(self._create(name))
+                if kind.is_server:
+                    self._push_servers()
+            extra = max(0, len(live) - self.desired[name])
+            for slot in sorted(live, key=lambda s: -s.index)[:extra]:
+                self._retire(slot)
+
+    def _retire(self, slot: _Slot) -> None:
+        slot.stopping = True
+        try:
+            slot.handle.stop.remote()
+        except Exception as err:  # the actor may already be gone
+            log.warning("stopping %s %d: %s", slot.kind, slot.index, err)
+        if KINDS[slot.kind].is_server:
+            self._push_servers()
+
+    def _push_servers(self) -> None:
+        servers = self._servers()
+        for w in self.slots["selfplay"]:
+            w.handle.set_servers.remote(servers)
+
+    # --- the monitor loop ------------------------------------------------------------------
+    def _monitor_loop(self) -> None:
+        while self._state != "stopped":
+            try:
+                with self._lock:
+                    if self._state == "running":
+                        self._reap()
+                        self._fill()
+                    self._collect()
+            except Exception as err:  # keep watching whatever happened
+                log.exception("controller monitor: %s", err)
+            time.sleep(self.config.distributed.monitor_interval_s)
+
+    def _reap(self) -> None:
+        """Find actors whose ``run`` ended: planned (retired) or not (crashed: replaced)."""
+        for name, slots in self.slots.items():
+            kind = KINDS[name]
+            for slot in list(slots):
+                ready, _ = ray.wait([slot.run_ref], timeout=0)
+                if not ready:
+                    continue
+                slots.remove(slot)
+                try:
+                    ray.get(slot.run_ref)
+                    crashed = False
+                    # its final counters, after its last games went out
+                    with contextlib.suppress(Exception):
+                        slot.last_stats = ray.get(slot.handle.stats.remote(), timeout=10)
+                except Exception as err:
+                    crashed = True
+                    log.warning("%s %d died: %s", name, slot.index, str(err).splitlines()[0])
+                if slot.last_stats and (kind.counters_survive_crash or not crashed):
+                    self.finished_stats.append(slot.last_stats)
+                if slot.stopping:
+                    # retired by scale-down: its games are in; free its CPUs for others
+                    with contextlib.suppress(Exception):
+                        ray.kill(slot.handle)
+                    continue
+                if kind.clean_end_ends_run and not crashed:
+                    # A run limit was reached. No successor: the _fill after this reap must
+                    # not start a fresh one (it would overwrite the final checkpoint).
+                    self.desired[name] = 0
+                    threading.Thread(target=self.stop, daemon=True).start()
+                    continue
+                self.restarts[name] += 1  # the next _fill replaces it
+                if kind.is_server:
+                    self._push_servers()
+
+    def _collect(self) -> None:
+        """Gather every live actor's metrics snapshot (bounded wait)."""
+        pending = {}
+        for slots in self.slots.values():
+            for slot in slots:
+                pending[slot.handle.stats.remote()] = slot
+        if pending:
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=2.0)
+            for ref in ready:
+                # an actor that died between wait and get is the reaper's business
+                with contextlib.suppress(Exception):
+                    pending[ref].last_stats = ray.get(ref)
+        rec = metrics.Recorder()
+        for name in KINDS:
+            rec.set("actors_desired", self.desired[name], kind=name)
+            rec.set("actors_alive", sum(not s.stopping for s in self.slots[name]), kind=name)
+            rec.inc("actor_restarts_total", self.restarts[name], kind=name)
+        snaps = [s.last_stats for ss in self.slots.values() for s in ss if s.last_stats]
+        self._merged = metrics.merge([*self.finished_stats, *snaps, rec.snapshot()])
+
+    # --- public, called through Ray -------------------------------------------------------
+    def start(self) -> str:
+        with self._lock:
+            self._fill()
+            self._state = "running"
+        return self.metrics_url
+
+    def scale(self, workers: int | None = None, inference_servers: int | None = None) -> dict:
+        """Change the desired counts; the monitor loop creates or retires actors."""
+        with self._lock:
+            if workers is not None:
+                if workers < 0:
+                    raise ValueError(f"workers must be >= 0, got {workers}")
+                self.desired["selfplay"] = workers
+            if inference_servers is not None:
+                if self.inference != "server":
+                    raise ValueError("this run evaluates in-process (inference=local); "
+                                     "it has no inference servers to scale")
+                if inference_servers < 1:
+                    raise ValueError("a run with inference=server needs at least 1 server")
+                self.desired["inference"] = inference_servers
+            if self._state == "running":
+                self._fill()
+        return dict(self.desired)
+
+    def stop(self, timeout_s: float = 60.0) -> dict:
+        """Stop the actors phase by phase (``ActorKind.stop_phase``): workers and the
+        evaluator (their finished games are appended), then the learner (final
+        checkpoint), then the inference servers."""
+        with self._lock:
+            if self._state in ("stopping", "stopped"):
+                return self.status()
+            self._state = "stopping"
+        for phase in sorted({k.stop_phase for k in KINDS.values()}):
+            refs = []
+            for name, kind in KINDS.items():
+                if kind.stop_phase != phase:
+                    continue
+                self.desired[name] = 0
+                for slot in self.slots[name]:
+                    self._retire(slot)
+                    refs.append(slot.run_ref)
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        with self._lock:
+            self._collect()
+            self._state = "stopped"
+        return self.status()
+
+    def shutdown(self) -> None:
+        """Stop (if not yet) and kill every actor of the run, freeing their resources."""
+        self.stop()
+        with self._lock:
+            for slots in self.slots.values():
+                for slot in slots:
+                    with contextlib.suppress(Exception):
+                        ray.kill(slot.handle)
+                slots.clear()
+        with contextlib.suppress(Exception):
+            self._endpoint.close()
+
+    def status(self) -> dict:
+        """``RunStatus.to_json()`` (plain data crosses Ray)."""
+        alive = {k: sum(not s.stopping for s in self.slots[k]) for k in KINDS}
+        return RunStatus.from_metrics(
+            self._merged, run_id=self.run_id, state=self._state,
+            elapsed_s=round(time.monotonic() - self._started, 1), inference=self.inference,
+            desired=dict(self.desired), alive=alive, restarts=dict(self.restarts),
+            metrics_url=self.metrics_url).to_json()
+
+    def metrics_snapshot(self) -> dict:
+        """The merged snapshot, as plain data (for tests and tools)."""
+        m = self._merged
+        return {"values": {n: [[list(map(list, k)), val] for k, val in s.items()]
+                           for n, s in m["values"].items()}}
+
+    def actor_handles(self, kind: str) -> list:
+        """Live actor handles of one kind (for tests that kill one)."""
+        return [s.handle for s in self.slots[kind] if not s.stopping]
+
+    def ping(self) -> str:
+        return self._state
+
+
+# ------------------------------------------------------------------------------------------
+# driver and CLI side
+# ------------------------------------------------------------------------------------------
+
+
+class RunNotFound(ValueError):
+    """No run (or more than one, without --run-id) on the cluster."""
+
+
+class RunHandle:
+    """A run's controller, seen from the driver or the CLI."""
+
+    def __init__(self, run_id: str, actor: Any) -> None:
+        self.run_id = run_id
+        self.actor = actor
+
+    def start(self) -> str:
+        """Create the run's actors; returns the metrics URL."""
+        return ray.get(self.actor.start.remote())
+
+    def status(self) -> RunStatus:
+        return RunStatus.from_json(ray.get(self.actor.status.remote()))
+
+    def scale(self, workers: int | None = None, inference_servers: int | None = None
+              ) -> dict[str, int]:
+        """New desired counts; a refused change raises ValueError with the reason."""
+        try:
+            return ray.get(self.actor.scale.remote(workers, inference_servers))
+        except RayTaskError as err:
+            raise ValueError(str(err.cause) if err.cause else str(err).splitlines()[0]
+                             ) from None
+
+    def stop(self) -> RunStatus:
+        return RunStatus.from_json(ray.get(self.actor.stop.remote()))
+
+    def shutdown(self) -> None:
+        """Stop, kill every actor of the run and the controller itself."""
+        with contextlib.suppress(Exception):
+            ray.get(self.actor.shutdown.remote())
+        with contextlib.suppress(Exception):
+            ray.kill(self.actor)
+
+    def metrics_snapshot(self) -> dict:
+        return ray.get(self.actor.metrics_snapshot.remote())
+
+    def actor_handles(self, kind: str) -> list:
+        return ray.get(self.actor.actor_handles.remote(kind))
+
+    def game_ids(self, kind: str) -> list[list[str]]:
+        """Game ids held by each live actor of ``kind`` (exactly-once checks)."""
+        return ray.get([h.game_ids.remote() for h in self.actor_handles(kind)])
+
+
+def start_run(config: TrainConfig, ctx: RunContext, resume: bool = False) -> RunHandle:
+    """Create the run's controller as a named actor (``ray.init`` must have run) and start
+    its actors."""
+    actor = ray.remote(Controller).options(
+        name=controller_name(ctx.run_id), namespace=NAMESPACE, max_concurrency=16,
+        num_cpus=0).remote(cfg.to_dict(config), ctx.to_dict(), resume)
+    handle = RunHandle(ctx.run_id, actor)
+    handle.start()
+    return handle
+
+
+def init_local(num_cpus: int | None = None) -> None:
+    """A private local cluster on loopback. Logical CPUs are twice the cores: on a laptop
+    the learner, the workers and the evaluator take turns on the same cores rather than
+    waiting for a free one."""
+    ray.init(namespace=NAMESPACE, include_dashboard=False, logging_level="WARNING",
+             log_to_driver=True, num_cpus=num_cpus or 2 * (os.cpu_count() or 2),
+             _node_ip_address="127.0.0.1")
+
+
+def join(address: str) -> None:
+    """Join an existing Ray cluster (``ray://`` client or ``host:port``)."""
+    ray.init(address=address, namespace=NAMESPACE, include_dashboard=False,
+             logging_level="WARNING", log_to_driver=True)
+
+
+def disconnect() -> None:
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+
+
+def find_run(address: str | None, run_id: str | None) -> RunHandle:
+    """Attach to the cluster (``address``, $RAY_ADDRESS or the local one) and find the run
+    (the only one, or ``run_id``)."""
+    try:
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto",
+                 namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False)
+    except ConnectionError as err:
+        raise RunNotFound(f"no Ray cluster to attach to ({str(err).splitlines()[0]}); "
+                          "is `zeroforge train` running?") from None
+    names = [n for n in ray.util.list_named_actors() if n.startswith("controller-")]
+    runs = sorted(re.sub(r"^controller-", "", n) for n in names)
+    if run_id:
+        if run_id not in runs:
+            raise RunNotFound(f"no run {run_id!r} (running: {', '.join(runs) or 'none'})")
+    elif len(runs) != 1:
+        raise RunNotFound("no run is going" if not runs else
+                          f"several runs ({', '.join(runs)}): pass --run-id")
+    else:
+        run_id = runs[0]
+    return RunHandle(run_id, ray.get_actor(controller_name(run_id), namespace=NAMESPACE))

@@ -1,0 +1,68 @@
+"""The run record: what a run leaves in its run directory, the same in every mode.
+
+```
+RUN_DIR/config.yaml             the run's full config (written at start)
+RUN_DIR/checkpoint.pt           learner state + stream cursor (learner.learner)
+RUN_DIR/eval.jsonl              one JSON line per evaluation (the evaluator)
+RUN_DIR/snapshots/weights-<seconds>s.pt   weight snapshots for learning curves
+```
+
+The local run and a distributed run write the same files through this module (a
+distributed run assumes the run directory is reachable from the learner's and the
+evaluator's nodes, as its checkpoints already do).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_NAME = "config.yaml"
+EVAL_LOG_NAME = "eval.jsonl"
+SNAPSHOT_DIR = "snapshots"
+
+
+def snapshot_path(run_dir: str | Path, elapsed_s: float) -> Path:
+    """``RUN_DIR/snapshots/weights-<seconds>s.pt`` for a snapshot ``elapsed_s`` into the
+    learner's life (six digits, so names sort by time)."""
+    return Path(run_dir) / SNAPSHOT_DIR / f"weights-{int(elapsed_s):06d}s.pt"
+
+
+class RunRecord:
+    """Writes and reads the run record of one run directory."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+
+    def write_config(self, config: Mapping[str, Any]) -> Path:
+        """The run's config (``shared.config.to_dict`` of a TrainConfig) as YAML."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        path = self.run_dir / CONFIG_NAME
+        path.write_text(yaml.safe_dump(dict(config), sort_keys=False), encoding="utf-8")
+        return path
+
+    def append_eval(self, entry: Mapping[str, Any]) -> None:
+        """One evaluation as a JSON line (``EvaluatorService`` results)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / EVAL_LOG_NAME, "a", encoding="utf-8") as f:
+            f.write(json.dumps(dict(entry), sort_keys=True) + "\n")
+
+    def evals(self) -> list[dict]:
+        """Every evaluation recorded so far, oldest first (lines that do not parse are
+        skipped: a run killed mid-write leaves half a line)."""
+        path = self.run_dir / EVAL_LOG_NAME
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out

@@ -1,0 +1,129 @@
+"""The status of a run: one frozen dataclass, built from the run's merged metrics.
+
+The local run prints it as its progress line; the Ray controller serves it to
+``zeroforge status`` (text or ``--json``). The JSON form's keys (``RunStatus.to_json``):
+
+| key | meaning |
+|---|---|
+| run_id, state | the run's name; ``starting``, ``running``, ``stopping`` or ``stopped`` |
+| elapsed_s | seconds since the run started |
+| inference | ``local`` (each worker's own net) or ``server`` (inference servers) |
+| desired, alive, restarts | per actor kind: wanted, alive, replaced after dying |
+| games, positions | self-play games and positions played |
+| games_received | games the learner took into its replay window |
+| learner_steps, samples_per_insert, replay_positions | learner progress |
+| weights_version | newest version the learner published |
+| stream_lag | stream entries not yet acknowledged by the learner |
+| rejected | rejected stream entries by reason |
+| scores | newest evaluation score (0..1, draws half) per anchor |
+| losses | last learner loss by part (``total``, ``policy``, ``value``); added in 0.2 |
+| metrics_url | the run's Prometheus endpoint |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from shared import metrics
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """A run's state and counters at one moment (see the module docstring for fields)."""
+
+    run_id: str
+    state: str
+    elapsed_s: float
+    inference: str = "local"
+    desired: dict[str, int] = field(default_factory=dict)
+    alive: dict[str, int] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    games: float = 0.0
+    positions: float = 0.0
+    games_received: float = 0.0
+    learner_steps: float = 0.0
+    samples_per_insert: float = 0.0
+    weights_version: float = 0.0
+    stream_lag: float = 0.0
+    replay_positions: float = 0.0
+    rejected: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    losses: dict[str, float] = field(default_factory=dict)
+    metrics_url: str = ""
+
+    @classmethod
+    def from_metrics(cls, merged: Mapping, **fields: Any) -> RunStatus:
+        """The counters from a merged metrics snapshot (``shared.metrics.merge``); the
+        rest (run_id, state, elapsed_s, actor counts...) from ``fields``."""
+        v = metrics.value
+        values = merged["values"]
+
+        def by(name: str, label: str) -> dict[str, float]:
+            return {dict(k).get(label): val for k, val in values.get(name, {}).items()}
+
+        return cls(
+            games=v(merged, "selfplay_games_total", worker_kind="selfplay"),
+            positions=v(merged, "selfplay_positions_total", worker_kind="selfplay"),
+            games_received=v(merged, "learner_games_received_total"),
+            learner_steps=v(merged, "learner_steps_total"),
+            samples_per_insert=v(merged, "learner_samples_per_insert"),
+            weights_version=v(merged, "weights_version", component="learner"),
+            stream_lag=v(merged, "stream_lag_entries"),
+            replay_positions=v(merged, "replay_window_positions"),
+            rejected=by("rejected_entries_total", "reason"),
+            scores=by("evaluator_score", "anchor"),
+            losses=by("learner_loss", "part"),
+            **fields)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data with the keys documented above."""
+        return asdict(self)
+
+    def json_text(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunStatus:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+    def progress_line(self) -> str:
+        """One line for the terminal of a running job (local or distributed)."""
+        elapsed = max(self.elapsed_s, 1e-9)
+        workers = ""
+        if "selfplay" in self.desired:
+            workers = (f"workers {self.alive.get('selfplay', 0)}/{self.desired['selfplay']} "
+                       "| ")
+        loss = (f"loss {self.losses['total']:.3f} (p {self.losses.get('policy', 0):.3f} "
+                f"v {self.losses.get('value', 0):.3f})" if "total" in self.losses else "loss -")
+        scores = " ".join(f"{k} {v:.0%}" for k, v in self.scores.items()) or "-"
+        return (f"[{self.elapsed_s:7.1f}s] {workers}games {self.games:.0f} "
+                f"({self.games / elapsed:.1f}/s) | positions/s {self.positions / elapsed:.0f} | "
+                f"steps {self.learner_steps:.0f} | {loss} | weights v{self.weights_version:.0f} "
+                f"| lag {self.stream_lag:.0f} | score vs {scores}")
+
+    def text(self) -> str:
+        """The multi-line form ``zeroforge status`` prints."""
+        lines = [f"run {self.run_id}: {self.state}, {self.elapsed_s:.0f}s, "
+                 f"inference {self.inference}"]
+        if self.desired:
+            lines.append("actors (alive/desired, restarts): " + ", ".join(
+                f"{k} {self.alive.get(k, 0)}/{n} ({self.restarts.get(k, 0)})"
+                for k, n in self.desired.items()))
+        rate = self.positions / max(self.elapsed_s, 1e-9)
+        lines.append(f"self-play: {self.games:.0f} games, {self.positions:.0f} positions "
+                     f"({rate:.0f}/s)")
+        lines.append(f"learner: {self.learner_steps:.0f} steps, {self.games_received:.0f} "
+                     f"games received, samples/insert {self.samples_per_insert:.2f}, replay "
+                     f"{self.replay_positions:.0f} positions, weights v{self.weights_version:.0f}")
+        if self.losses:
+            lines.append("loss: " + ", ".join(f"{k} {v:.3f}" for k, v in self.losses.items()))
+        lines.append(f"stream lag: {self.stream_lag:.0f} entries; rejected: "
+                     + (", ".join(f"{k} {v:.0f}" for k, v in self.rejected.items()) or "none"))
+        if self.scores:
+            lines.append("scores: " + ", ".join(f"{k} {v:.0%}" for k, v in self.scores.items()))
+        lines.append(f"metrics: {self.metrics_url or '-'}")
+        return "\n".join(lines)

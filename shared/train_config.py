@@ -1,0 +1,319 @@
+"""The run's config sections and ``TrainConfig``, which composes them.
+
+Every side (self-play, learner, evaluator, inference, the driver) imports this module;
+it imports nothing from ``actors/``, ``learner/`` or ``deploy/``, so no side pulls in
+another. A service receives only its own section(s) plus a ``RunContext``: the few facts
+of the run every process needs (id, directory, transport, game, seed, limits).
+
+The search section lives with the search (``shared.search.config``), the network's with
+the nets (``shared.nets``); the sections below have no shared code of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import config as cfg
+from shared.nets import NetConfig
+from shared.search.config import SearchConfig
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    """How a self-play worker plays."""
+
+    games_in_parallel: int = 32
+    """B: games advanced together; one evaluator call per simulation round covers all B."""
+    workers: int = 1
+    """Self-play workers in a distributed run (the local run steps one)."""
+    moves_per_round: int = 4
+    """Local run: moves (for all B games) the worker plays before the learner's turn."""
+
+    def __post_init__(self) -> None:
+        if self.games_in_parallel < 1:
+            raise ValueError(f"games_in_parallel must be >= 1, got {self.games_in_parallel}")
+        if self.workers < 0 or self.moves_per_round < 1:
+            raise ValueError("workers must be >= 0 and moves_per_round >= 1")
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """How the learner trains, publishes and checkpoints."""
+
+    batch_size: int = 256
+    """Positions per SGD step."""
+    optimizer: str = "sgd"
+    """``sgd`` (with momentum, as AlphaZero) or ``adamw``."""
+    lr: float = 0.02
+    """Peak learning rate."""
+    momentum: float = 0.9
+    """SGD momentum (ignored by AdamW)."""
+    weight_decay: float = 1e-4
+    """L2 penalty (SGD) / decoupled weight decay (AdamW)."""
+    lr_schedule: str = "constant"
+    """``constant``, ``cosine`` (to 10% of lr over ``total_steps``) or ``step`` (x0.1 at 50%
+    and 75% of ``total_steps``)."""
+    warmup_steps: int = 0
+    """Linear warm-up steps at the start."""
+    total_steps: int = 100_000
+    """Length of the schedule (steps past it stay at the final rate)."""
+    replay_capacity: int = 100_000
+    """Positions kept in the replay window."""
+    min_replay: int = 1_000
+    """No training until the window holds this many positions."""
+    samples_per_insert: float = 4.0
+    """Positions trained per position inserted (reuse ratio); 0 means no limit. The learner
+    waits for data rather than overfitting a small window."""
+    value_loss_weight: float = 1.0
+    """Weight of the value MSE relative to the policy cross-entropy."""
+    augment: bool = True
+    """Map each sampled position through a random symmetry of the game."""
+    device: str = "auto"
+    """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
+    seed: int = 0
+    """Seed of the sampling RNG and of the initial weights."""
+    train_steps_per_round: int = 50
+    """Most SGD steps per learner turn (the samples-per-insert ratio also limits)."""
+    publish_every_steps: int = 50
+    """Publish new weights to self-play every this many learner steps."""
+    checkpoint_every_s: float = 60.0
+    """Seconds between checkpoints (and one at the end)."""
+    snapshot_every_s: float = 0.0
+    """Seconds between weight snapshots ``snapshots/weights-<seconds>s.pt`` kept for
+    learning curves (0: none)."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.replay_capacity < 1:
+            raise ValueError("batch_size and replay_capacity must be >= 1")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.train_steps_per_round < 1 or self.publish_every_steps < 1:
+            raise ValueError("train_steps_per_round and publish_every_steps must be >= 1")
+        if self.checkpoint_every_s < 0 or self.snapshot_every_s < 0:
+            raise ValueError("checkpoint_every_s and snapshot_every_s must be >= 0")
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """How the evaluator measures the trained weights."""
+
+    every_s: float = 120.0
+    """Seconds between evaluations of the newest weights (0: only at the end of a local
+    run; a distributed evaluator then checks once a second)."""
+    games: int = 20
+    """Games per evaluation match against each anchor (colours alternate)."""
+    anchors: tuple[str, ...] = ("random", "uct:100", "uct:1000")
+    """Fixed opponents, as player specs: ``random``, ``uct:PLAYOUTS`` (pure MCTS),
+    ``uctsolver:PLAYOUTS``, ``minimax`` (tic-tac-toe). The evaluator also plays the best
+    weights so far (``best``)."""
+    simulations: int = 0
+    """Simulations a move for the trained agent (0: the search section's number)."""
+    best_threshold: float = 0.55
+    """Score against the best weights so far above which new weights become the best
+    (AlphaGo Zero's 55%)."""
+
+    def __post_init__(self) -> None:
+        if self.games < 1:
+            raise ValueError(f"games must be >= 1, got {self.games}")
+        if self.every_s < 0 or self.simulations < 0:
+            raise ValueError("every_s and simulations must be >= 0")
+        if not 0.0 <= self.best_threshold <= 1.0:
+            raise ValueError(f"best_threshold must be in [0, 1], got {self.best_threshold}")
+
+
+@dataclass(frozen=True)
+class InferenceServerConfig:
+    """How an inference server batches requests and runs its network."""
+
+    max_batch: int = 1024
+    """Most positions per network call. Requests are never split across two calls; a
+    single request larger than this runs alone."""
+    max_wait_ms: float = 2.0
+    """How long the oldest waiting request may wait for others to join its batch. Requests
+    that queue up while a network call runs go out together at once, so this only matters
+    when the server is idle and a lone request arrives."""
+    device: str = "auto"
+    """``"auto"`` (a GPU when the cluster has one, else CPU), ``"cpu"``, ``"cuda"``."""
+    weights_poll_s: float = 1.0
+    """Longest time between looks for newer weights in the WeightStore; an announcement on
+    the store's pub/sub channel is picked up at once."""
+    compile: bool = False
+    """``torch.compile`` the network (GPUs; slow first calls, pays off for small batches)."""
+    num_threads: int = 1
+    """torch intra-op threads of the server process (0: torch's default). One is fastest
+    when the server shares cores with self-play workers."""
+    num_cpus: float = 1.0
+    """Ray CPUs reserved for each server actor (also when it holds a GPU: the batching loop
+    and the transfers need a core)."""
+    max_concurrency: int = 1000
+    """Ray requests in flight per server actor: one per self-play worker is enough, as each
+    waits for its answer before sending the next batch."""
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError(f"InferenceServerConfig.max_batch must be >= 1, got {self.max_batch}")
+        if self.max_wait_ms < 0 or self.weights_poll_s <= 0:
+            raise ValueError("InferenceServerConfig: max_wait_ms must be >= 0 and "
+                             "weights_poll_s > 0")
+        if self.num_threads < 0 or self.num_cpus < 0 or self.max_concurrency < 1:
+            raise ValueError(f"InferenceServerConfig: bad resources in {self}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The run as a whole: its name, where it writes, how long it lasts, how it reports."""
+
+    run_id: str = ""
+    """Name of the run (letters, digits, ``_.-``); empty: generated from the time."""
+    run_dir: str = "runs/latest"
+    """Directory of the run record: ``config.yaml``, ``checkpoint.pt``, ``eval.jsonl``,
+    ``snapshots/`` (see docs/architecture.md, "Run record")."""
+    minutes: float = 0.0
+    """Stop after this many minutes of wall clock (0: no limit)."""
+    max_learner_steps: int = 0
+    """Stop after this many learner steps (0: no limit)."""
+    max_games: int = 0
+    """Stop after this many self-play games reached the learner (0: no limit)."""
+    seed: int = 0
+    """Seed of everything random in the run."""
+    progress_every_s: float = 5.0
+    """Seconds between progress lines."""
+    torch_threads: int = 1
+    """torch intra-op threads of each process (0: torch's default). Small batched convs run
+    fastest on one thread, and several threads collapse when cores are shared."""
+    metrics_port: int = 0
+    """Port of the run's Prometheus endpoint (0: any free one)."""
+    metrics_host: str = "127.0.0.1"
+    """Address the metrics endpoint binds to (loopback unless told otherwise)."""
+
+    def __post_init__(self) -> None:
+        if self.minutes < 0 or self.max_learner_steps < 0 or self.max_games < 0:
+            raise ValueError("minutes, max_learner_steps and max_games must be >= 0")
+        if self.progress_every_s <= 0:
+            raise ValueError(f"progress_every_s must be > 0, got {self.progress_every_s}")
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """How a distributed run places its actors (ignored by ``train --local``)."""
+
+    inference: str = "auto"
+    """``local``: each self-play worker runs its own network; ``server``: workers send leaf
+    batches to inference servers; ``auto``: servers when the cluster has GPUs."""
+    inference_servers: int = 1
+    """Inference servers to keep alive when inference is ``server``."""
+    worker_cpus: float = 1.0
+    """CPUs Ray reserves per self-play worker."""
+    learner_cpus: float = 1.0
+    """CPUs Ray reserves for the learner."""
+    learner_gpus: float = 0.0
+    """GPUs Ray reserves for the learner (set 1 on GPU clusters)."""
+    evaluator: bool = True
+    """Run an evaluator actor that plays new weights against the anchors."""
+    evaluator_cpus: float = 0.5
+    """CPUs Ray reserves for the evaluator."""
+    monitor_interval_s: float = 1.0
+    """How often the controller checks actors, replaces dead ones and gathers metrics."""
+
+    def __post_init__(self) -> None:
+        if self.inference not in ("auto", "local", "server"):
+            raise ValueError(f"inference must be auto, local or server, got {self.inference!r}")
+        if self.inference_servers < 0 or self.monitor_interval_s <= 0:
+            raise ValueError("inference_servers must be >= 0 and monitor_interval_s > 0")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a training run needs: one section per component."""
+
+    game: str = "tictactoe"
+    """Game spec string or preset (see ``zeroforge games``)."""
+    net: NetConfig = field(default_factory=lambda: NetConfig.preset("tiny"))
+    """Network; in files either a preset name (``net: small``) or a mapping of fields."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    """Self-play search (the evaluator's agent uses it without noise)."""
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    inference: InferenceServerConfig = field(default_factory=InferenceServerConfig)
+    """Inference servers (used when ``distributed.inference`` is ``server``)."""
+
+    def context(self, run_id: str = "", transport: str = "memory://") -> RunContext:
+        """The run context handed to each service of this config."""
+        r = self.run
+        return RunContext(run_id=run_id or r.run_id or "local", run_dir=r.run_dir,
+                          transport=transport, game=self.game, seed=r.seed,
+                          torch_threads=r.torch_threads, minutes=r.minutes,
+                          max_learner_steps=r.max_learner_steps, max_games=r.max_games)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every service of a run needs besides its own section."""
+
+    run_id: str
+    """The run's name: every transport key of the run is under it."""
+    run_dir: str
+    """The run record's directory (checkpoints, snapshots, eval.jsonl)."""
+    transport: str
+    """``redis://`` / ``rediss://`` URL of the run's Redis, or ``memory://`` (one process)."""
+    game: str
+    """Game spec string."""
+    seed: int = 0
+    """The run's seed; services derive their own from it."""
+    torch_threads: int = 1
+    """torch intra-op threads per process (0: torch's default)."""
+    minutes: float = 0.0
+    """Wall-clock limit of the run (0: none); the learner ends its loop there."""
+    max_learner_steps: int = 0
+    """Learner step limit (0: none)."""
+    max_games: int = 0
+    """Limit on games received by the learner (0: none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, to cross a process boundary without pickling our classes."""
+        return cfg.to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunContext:
+        return cfg.from_dict(cls, data, "context")
+
+
+LEGACY_KEYS = {
+    "run.eval_every_s": "evaluation.every_s",
+    "run.eval_games": "evaluation.games",
+    "run.eval_anchors": "evaluation.anchors",
+    "run.eval_simulations": "evaluation.simulations",
+    "run.publish_every_steps": "learner.publish_every_steps",
+    "run.checkpoint_every_s": "learner.checkpoint_every_s",
+    "run.snapshot_every_s": "learner.snapshot_every_s",
+    "run.train_steps_per_round": "learner.train_steps_per_round",
+    "run.moves_per_round": "selfplay.moves_per_round",
+    "distributed.metrics_port": "run.metrics_port",
+    "distributed.metrics_host": "run.metrics_host",
+}
+"""Keys that moved to the section of the component that uses them (0.1 layout -> now).
+Files and ``--set`` flags with the old names still load (see ``migrate_legacy_keys``)."""
+
+
+def migrate_legacy_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Move old-layout keys to their new sections; returns the new dict and one note per
+    moved key (``run.eval_games is now evaluation.games``). A key given both ways keeps
+    the new one."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    notes = []
+    for old, new in LEGACY_KEYS.items():
+        old_section, old_key = old.split(".")
+        section = out.get(old_section)
+        if not isinstance(section, dict) or old_key not in section:
+            continue
+        value = section.pop(old_key)
+        new_section, new_key = new.split(".")
+        target = out.setdefault(new_section, {})
+        if isinstance(target, dict):
+            target.setdefault(new_key, value)
+        notes.append(f"{old} is now {new}")
+    return out, notes

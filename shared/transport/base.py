@@ -1,0 +1,140 @@
+"""The transport seams: what services need from the data plane, as Protocols.
+
+Two implementations hold each of them: Redis (``stream.py``, ``weights.py``,
+``results.py``; between processes and machines) and in memory (``memory.py``; one
+process, the local run and unit tests). Both encode what they carry in the same wire
+formats, and one contract suite (``tests/contract/test_transport_contract.py``) runs
+against both. Services are written against these Protocols only.
+
+``Transport`` hands out the three endpoints of one run; ``open_transport`` picks the
+implementation from a URL (``redis://``, ``rediss://`` or ``memory://``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+StateDict = dict[str, Any]
+"""Parameter name -> tensor (torch stays out of this module)."""
+
+if TYPE_CHECKING:
+    from shared.samples import GameSamples
+    from shared.transport.stream import StreamConfig, StreamInfo
+
+
+@runtime_checkable
+class SampleSink(Protocol):
+    """Where a self-play worker puts finished games (acme's Adder)."""
+
+    def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
+        """Append one entry per game after waiting for room (backpressure); returns the
+        entry ids in order. Writes nothing and raises ``BackpressureTimeout`` if no room
+        came within ``timeout_s``, ``ValueError`` for a game over the entry size limit."""
+        ...
+
+
+@runtime_checkable
+class SampleSource(Protocol):
+    """Where the learner reads finished games from: at-least-once delivery with acks."""
+
+    config: StreamConfig
+    rejected: Counter[str]
+    """Entries rejected while reading, by reason (never returned, acked at once)."""
+    skipped_duplicates: int
+    """Re-delivered entries at or below the ``skip_through`` cursor, acked unread."""
+
+    def read(self, max_count: int = 64, block_ms: int = 0) -> list[tuple[str, GameSamples]]:
+        """Up to ``max_count`` decoded games with entry ids, oldest first: this reader's
+        unacknowledged entries from before a restart first, then new ones."""
+        ...
+
+    def ack(self, ids: list[str]) -> int:
+        """Acknowledge entries (they are never delivered again); returns how many."""
+        ...
+
+    def skip_through(self, cursor: str | None) -> None:
+        """Ack-and-skip re-delivered entries with id <= ``cursor``."""
+        ...
+
+    def info(self) -> StreamInfo:
+        """Length (unacknowledged backlog), pending, lag and ids."""
+        ...
+
+
+@runtime_checkable
+class WeightSource(Protocol):
+    """Where workers, inference servers and the evaluator get weights (acme's
+    VariableSource)."""
+
+    def latest_version(self) -> int | None:
+        """The newest published version, or None before the first publish."""
+        ...
+
+    def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
+        """``(version, state_dict)`` of the latest version if it is > ``newer_than``."""
+        ...
+
+
+@runtime_checkable
+class WeightSink(WeightSource, Protocol):
+    """The learner's side of the weight store."""
+
+    def publish(self, weights: Any, version: int) -> str:
+        """Store weights (a module, state dict or weights blob) as ``version``, which must
+        exceed every earlier one (``StaleVersionError``); returns the blob's sha256."""
+        ...
+
+
+@runtime_checkable
+class ResultsStore(Protocol):
+    """The evaluator's results and its best weights so far."""
+
+    def put(self, results: Mapping[str, Any]) -> None: ...
+
+    def latest(self) -> dict | None: ...
+
+    def history(self, limit: int | None = None) -> list[dict]: ...
+
+    def put_best(self, version: int, weights: bytes) -> None: ...
+
+    def best(self) -> tuple[int, bytes] | None: ...
+
+
+class Transport(Protocol):
+    """The data plane of one run, as seen from one process."""
+
+    run_id: str
+
+    def samples(self, config: StreamConfig | None = None) -> SampleSink | SampleSource:
+        """A sample stream endpoint (both append and read; each side uses its half)."""
+        ...
+
+    def weights(self, keep: int = 3) -> WeightSink:
+        """The weight store."""
+        ...
+
+    def results(self) -> ResultsStore:
+        """The evaluation results store."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (idempotent)."""
+        ...
+
+
+def open_transport(url: str, run_id: str) -> Transport:
+    """The transport of run ``run_id`` at ``url``: ``redis://``/``rediss://`` (connects),
+    or ``memory://NAME`` (the process-wide in-memory transport of that name)."""
+    if url.startswith("memory://"):
+        from shared.transport.memory import MemoryTransport
+
+        return MemoryTransport.named(url, run_id)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from shared.transport.redis_transport import RedisTransport
+
+        return RedisTransport(url, run_id)
+    scheme = url.split("://", 1)[0] if "://" in url else url
+    raise ValueError(f"transport URL {scheme!r}: expected redis://, rediss:// or memory://")
+

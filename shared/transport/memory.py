@@ -1,0 +1,420 @@
+"""The in-memory twin of the Redis transport: the same seams, in one process.
+
+The local run (``zeroforge train --local``) and unit tests use it. It is not a mock: it
+keeps the Redis transport's promises (consumer-group delivery with pending entries that
+come back to a restarted reader, acks, trimming below the oldest unacknowledged entry,
+backpressure, rejection of bad entries by reason, versioned weights with sha256 checks,
+announcements) and it carries the same bytes: games are stored as ``shared.samples``
+entries and weights as weights blobs, so the local run exercises the wire formats too.
+The contract suite runs the same tests against both.
+
+Thread-safe: one lock per run's data; readers and writers of one process may be on
+different threads (a waiting ``append`` is woken by ``ack``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import msgpack
+
+from shared.formats.weights import weights_from_bytes, weights_to_bytes
+from shared.samples import GameSamples, SampleFormatError, decode, encode
+from shared.transport.base import StateDict
+from shared.transport.results import EvalResultsStore, ResultsFormatError
+from shared.transport.stream import (
+    BackpressureTimeout,
+    StreamConfig,
+    StreamInfo,
+    check_run_id,
+    parse_id,
+)
+from shared.transport.weights import StaleVersionError, WeightInfo, WeightsIntegrityError
+
+log = logging.getLogger(__name__)
+
+
+class _StreamData:
+    """One run's stream and its consumer group (a single group, as the learner uses)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.entries: dict[int, bytes | None] = {}
+        """Sequence number -> encoded game (None: an entry without data), oldest first."""
+        self.next_seq = 1
+        self.last_delivered = 0
+        self.pending: dict[int, str] = {}
+        """Delivered, unacknowledged entries -> the consumer they went to."""
+
+    def trim(self) -> int:
+        """Drop entries the group no longer needs; returns the new length (lock held)."""
+        floor = min(self.pending) if self.pending else self.last_delivered + 1
+        for seq in [s for s in self.entries if s < floor]:
+            del self.entries[seq]
+        return len(self.entries)
+
+
+def _entry_id(seq: int) -> str:
+    return f"{seq}-0"
+
+
+class MemorySampleStream:
+    """``SampleSink`` and ``SampleSource`` over a ``_StreamData`` (see module docstring)."""
+
+    def __init__(self, data: _StreamData, run_id: str, config: StreamConfig | None = None
+                 ) -> None:
+        self._data = data
+        self.run_id = check_run_id(run_id)
+        self.config = config or StreamConfig()
+        self.key = f"memory:{run_id}:samples"
+        self.rejected: Counter[str] = Counter()
+        self.skipped_duplicates = 0
+        self.backpressure_wait_s = 0.0
+        self._pending_cursor: int | None = 0
+        self._skip_through: tuple[int, int] | None = None
+
+    # --- producer side -------------------------------------------------------------------
+    def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
+        if not games:
+            return []
+        blobs = [encode(g) for g in games]
+        for game, blob in zip(games, blobs, strict=True):
+            if len(blob) > self.config.max_entry_bytes:
+                raise ValueError(f"game {game.game_id or '?'} encodes to {len(blob)} bytes, "
+                                 f"over the {self.config.max_entry_bytes}-byte entry limit")
+        timeout = self.config.append_timeout_s if timeout_s is None else timeout_s
+        d = self._data
+        with d.cond:
+            start = time.monotonic()
+            while d.trim() >= self.config.max_backlog:
+                waited = time.monotonic() - start
+                if waited >= timeout:
+                    self.backpressure_wait_s += waited
+                    raise BackpressureTimeout(
+                        f"sample stream {self.key} still holds {len(d.entries)} "
+                        f"unacknowledged games (max_backlog {self.config.max_backlog}) after "
+                        f"{waited:.1f} s; is the learner reading?")
+                d.cond.wait(min(self.config.poll_interval_s, timeout - waited))
+            self.backpressure_wait_s += time.monotonic() - start
+            return self._add(blobs)
+
+    def append_raw(self, blobs: list[bytes | None]) -> list[str]:
+        """Append entries as given, unchecked (None: an entry without data); for tests and
+        fuzzers of the reading side."""
+        with self._data.cond:
+            return self._add(blobs)
+
+    def _add(self, blobs: list[bytes | None]) -> list[str]:
+        d = self._data
+        ids = []
+        for blob in blobs:
+            d.entries[d.next_seq] = blob
+            ids.append(_entry_id(d.next_seq))
+            d.next_seq += 1
+        d.cond.notify_all()
+        return ids
+
+    # --- consumer side -------------------------------------------------------------------
+    def skip_through(self, cursor: str | None) -> None:
+        self._skip_through = None if cursor is None else parse_id(cursor)
+
+    def read(self, max_count: int = 64, block_ms: int = 0) -> list[tuple[str, GameSamples]]:
+        if max_count < 1:
+            raise ValueError(f"read: max_count must be >= 1, got {max_count}")
+        if block_ms < 0:
+            raise ValueError(f"read: block_ms must be >= 0, got {block_ms}")
+        deadline = time.monotonic() + block_ms / 1000
+        d = self._data
+        with d.cond:
+            while True:
+                raw = self._take(max_count)
+                if raw:
+                    games = self._decode_batch(raw)
+                    if games:
+                        return games
+                    continue  # all bad or duplicates: an empty answer means "no data"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                d.cond.wait(left)
+
+    def _take(self, count: int) -> list[tuple[int, bytes | None]]:
+        """This consumer's pending entries first (after a restart), then new ones."""
+        d, me = self._data, self.config.consumer
+        if self._pending_cursor is not None:
+            mine = sorted(s for s, c in d.pending.items() if c == me and s > self._pending_cursor)
+            if mine:
+                mine = mine[:count]
+                self._pending_cursor = mine[-1]
+                return [(s, d.entries.get(s)) for s in mine]
+            self._pending_cursor = None
+        fresh = [s for s in d.entries if s > d.last_delivered][:count]
+        for s in fresh:
+            d.pending[s] = me
+        if fresh:
+            d.last_delivered = fresh[-1]
+        return [(s, d.entries[s]) for s in fresh]
+
+    def _decode_batch(self, raw: list[tuple[int, bytes | None]]
+                      ) -> list[tuple[str, GameSamples]]:
+        good: list[tuple[str, GameSamples]] = []
+        drop: list[str] = []
+        for seq, data in raw:
+            entry_id = _entry_id(seq)
+            if self._skip_through is not None and parse_id(entry_id) <= self._skip_through:
+                self.skipped_duplicates += 1
+                drop.append(entry_id)
+                continue
+            try:
+                if data is None:
+                    raise SampleFormatError("no_data", "entry has no data")
+                if len(data) > self.config.max_entry_bytes:
+                    raise SampleFormatError(
+                        "oversized", f"{len(data)} bytes > {self.config.max_entry_bytes}")
+                good.append((entry_id, decode(data)))
+            except SampleFormatError as err:
+                self.rejected[err.reason] += 1
+                drop.append(entry_id)
+                log.warning("rejected sample entry %s of %s: %s", entry_id, self.key,
+                            " ".join(str(err).split())[:200])
+        if drop:
+            self._ack_locked(drop)
+        return good
+
+    def ack(self, ids: list[str]) -> int:
+        with self._data.cond:
+            return self._ack_locked(ids)
+
+    def _ack_locked(self, ids: list[str]) -> int:
+        d = self._data
+        acked = 0
+        for entry_id in ids:
+            if d.pending.pop(parse_id(entry_id)[0], None) is not None:
+                acked += 1
+        d.trim()
+        d.cond.notify_all()
+        return acked
+
+    def trim(self) -> int:
+        with self._data.cond:
+            return self._data.trim()
+
+    def lag(self) -> int:
+        return self.info().lag
+
+    def info(self) -> StreamInfo:
+        d = self._data
+        with d.cond:
+            return StreamInfo(
+                length=len(d.entries), pending=len(d.pending),
+                lag=sum(1 for s in d.entries if s > d.last_delivered),
+                last_delivered_id=_entry_id(d.last_delivered) if d.last_delivered else "0-0",
+                last_generated_id=_entry_id(d.next_seq - 1) if d.next_seq > 1 else "0-0")
+
+
+class _WeightData:
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.blobs: dict[int, tuple[bytes, WeightInfo]] = {}
+        self.latest: int | None = None
+        self.announced: list[int] = []
+
+
+class MemoryWeightStore:
+    """``WeightSink``: versioned weights blobs with sha256 checks and announcements."""
+
+    def __init__(self, data: _WeightData, run_id: str, keep: int = 3) -> None:
+        if keep < 1:
+            raise ValueError(f"WeightStore: keep must be >= 1, got {keep}")
+        self._data = data
+        self.run_id = check_run_id(run_id)
+        self.keep = keep
+
+    def publish(self, weights: Any, version: int) -> str:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"weights version must be an integer >= 0, got {version!r}")
+        if isinstance(weights, bytes | bytearray | memoryview):
+            blob = bytes(weights)
+            try:
+                weights_from_bytes(blob)
+            except ValueError as err:
+                raise ValueError(f"publish: not a weights blob: {err}") from None
+        else:
+            blob = weights_to_bytes(weights)
+        sha = hashlib.sha256(blob).hexdigest()
+        d = self._data
+        with d.cond:
+            if d.latest is not None and version <= d.latest:
+                raise StaleVersionError(f"cannot publish weights version {version} of run "
+                                        f"{self.run_id}: latest is already {d.latest}")
+            d.blobs[version] = (blob, WeightInfo(version, sha, len(blob), time.time()))
+            d.latest = version
+            for old in sorted(d.blobs)[:-self.keep]:
+                del d.blobs[old]
+            d.announced.append(version)
+            d.cond.notify_all()
+        return sha
+
+    def latest_version(self) -> int | None:
+        with self._data.cond:
+            return self._data.latest
+
+    def versions(self) -> list[int]:
+        with self._data.cond:
+            return sorted(self._data.blobs)
+
+    def info(self, version: int) -> WeightInfo | None:
+        with self._data.cond:
+            got = self._data.blobs.get(version)
+        return None if got is None else got[1]
+
+    def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
+        got = self.fetch_bytes(newer_than)
+        if got is None:
+            return None
+        version, blob = got
+        try:
+            return version, weights_from_bytes(blob)
+        except ValueError as err:
+            raise WeightsIntegrityError(f"weights version {version} of run {self.run_id} "
+                                        f"is unusable ({err}); not applied") from None
+
+    def fetch_bytes(self, newer_than: int = -1) -> tuple[int, bytes] | None:
+        with self._data.cond:
+            latest = self._data.latest
+            if latest is None or latest <= newer_than:
+                return None
+            blob, info = self._data.blobs[latest]
+        if hashlib.sha256(blob).hexdigest() != info.sha256 or len(blob) != info.size:
+            raise WeightsIntegrityError(f"weights version {latest} of run {self.run_id} fail "
+                                        "their sha256 check; not applied")
+        return latest, blob
+
+    def subscribe(self) -> MemorySubscription:
+        return MemorySubscription(self._data)
+
+    def wait_for_version(self, version: int, timeout_s: float) -> int | None:
+        d = self._data
+        with d.cond:
+            d.cond.wait_for(lambda: d.latest is not None and d.latest >= version, timeout_s)
+            return d.latest if d.latest is not None and d.latest >= version else None
+
+
+class MemorySubscription:
+    """Announcements of new versions since the subscription was made."""
+
+    def __init__(self, data: _WeightData) -> None:
+        self._data = data
+        with data.cond:
+            self._seen = len(data.announced)
+
+    def poll(self, timeout_s: float = 0.0) -> int | None:
+        d = self._data
+        with d.cond:
+            d.cond.wait_for(lambda: len(d.announced) > self._seen, timeout_s)
+            fresh = d.announced[self._seen:]
+            self._seen = len(d.announced)
+        return max(fresh) if fresh else None
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> MemorySubscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MemoryResultsStore:
+    """``ResultsStore``: results kept as msgpack blobs, like the Redis store."""
+
+    def __init__(self, run_id: str, history: int = 200) -> None:
+        self.run_id = check_run_id(run_id)
+        self.history_len = history
+        self.key = f"memory:{run_id}:eval"
+        self._lock = threading.Lock()
+        self._history: list[bytes] = []
+        self._best: bytes | None = None
+
+    def put(self, results: Mapping[str, Any]) -> None:
+        blob = msgpack.packb(dict(results), use_bin_type=True)
+        with self._lock:
+            self._history.insert(0, blob)
+            del self._history[self.history_len:]
+
+    def latest(self) -> dict | None:
+        with self._lock:
+            blob = self._history[0] if self._history else None
+        return None if blob is None else EvalResultsStore._decode(blob, self.key)
+
+    def history(self, limit: int | None = None) -> list[dict]:
+        with self._lock:
+            blobs = list(self._history if limit is None else self._history[:max(limit, 1)])
+        return [EvalResultsStore._decode(b, self.key) for b in blobs]
+
+    def put_best(self, version: int, weights: bytes) -> None:
+        blob = msgpack.packb({"version": int(version), "weights": bytes(weights),
+                              "sha256": hashlib.sha256(weights).hexdigest()},
+                             use_bin_type=True)
+        with self._lock:
+            self._best = blob
+
+    def best(self) -> tuple[int, bytes] | None:
+        with self._lock:
+            blob = self._best
+        if blob is None:
+            return None
+        entry = EvalResultsStore._decode(blob, self.key)
+        version, weights = entry.get("version"), entry.get("weights")
+        if not isinstance(version, int) or not isinstance(weights, bytes):
+            raise ResultsFormatError(f"{self.key}: not a best-weights record")
+        if hashlib.sha256(weights).hexdigest() != entry.get("sha256"):
+            raise ResultsFormatError(f"{self.key}: weights fail their sha256 check")
+        return version, weights
+
+
+class MemoryTransport:
+    """The data plane of one run inside this process (see module docstring).
+
+    Endpoints handed out by one MemoryTransport share its data, so a new
+    ``samples()`` reader with a crashed one's consumer name gets its pending entries back,
+    as from Redis."""
+
+    _named: ClassVar[dict[tuple[str, str], MemoryTransport]] = {}
+    _named_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, run_id: str = "local") -> None:
+        self.run_id = check_run_id(run_id)
+        self.url = "memory://"
+        self._stream = _StreamData()
+        self._weights = _WeightData()
+        self._results = MemoryResultsStore(run_id)
+
+    @classmethod
+    def named(cls, url: str, run_id: str) -> MemoryTransport:
+        """The process-wide transport for ``url`` (``memory://NAME``) and run."""
+        with cls._named_lock:
+            key = (url, run_id)
+            if key not in cls._named:
+                cls._named[key] = cls(run_id)
+                cls._named[key].url = url
+            return cls._named[key]
+
+    def samples(self, config: StreamConfig | None = None) -> MemorySampleStream:
+        return MemorySampleStream(self._stream, self.run_id, config)
+
+    def weights(self, keep: int = 3) -> MemoryWeightStore:
+        return MemoryWeightStore(self._weights, self.run_id, keep)
+
+    def results(self) -> MemoryResultsStore:
+        return self._results
+
+    def close(self) -> None:
+        pass
