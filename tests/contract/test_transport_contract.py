@@ -1,0 +1,258 @@
+"""One contract for every transport: the same tests against Redis (a real redis-server)
+and the in-memory twin the local run uses. A service written against the Protocols in
+``shared.transport.base`` may rely on exactly what is checked here."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+
+from shared.formats.weights import weights_to_bytes
+from shared.samples import GameSamples, decode, encode
+from shared.transport import (
+    BackpressureTimeout,
+    RedisServer,
+    ResultsStore,
+    SampleSink,
+    SampleSource,
+    StaleVersionError,
+    StreamConfig,
+    Transport,
+    WeightSink,
+    WeightsIntegrityError,
+)
+from shared.transport.memory import MemoryTransport
+from shared.transport.redis_transport import RedisTransport
+
+GAME = "gomoku:size=6,k=4"
+
+
+def make_games(n: int, start: int = 0, plies: int = 6) -> list[GameSamples]:
+    """``n`` 6x6-gomoku-shaped games with distinct ids and contents."""
+    games = []
+    for i in range(start, start + n):
+        rng = np.random.default_rng(i)
+        policy = rng.random((plies, 36)).astype(np.float32)
+        policy /= policy.sum(axis=1, keepdims=True)
+        games.append(GameSamples(
+            game=GAME, game_version=1, obs=(rng.random((plies, 4, 6, 6)) < 0.2).astype(np.uint8),
+            policy=policy, to_play=(np.arange(plies) % 2).astype(np.int8),
+            outcome=int(rng.integers(-1, 2)), weights_version=2, run_id="r", worker_id="w0",
+            game_id=f"g{i}"))
+    return games
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with RedisServer() as server:
+        yield server.url
+
+
+@pytest.fixture(params=["memory", "redis"])
+def transport(request) -> Iterator[Transport]:
+    """A fresh run's transport, in memory or over a real redis-server."""
+    run_id = f"c-{uuid.uuid4().hex[:10]}"
+    if request.param == "memory":
+        t: Transport = MemoryTransport(run_id)
+    else:
+        t = RedisTransport(request.getfixturevalue("redis_url"), run_id)
+    yield t
+    t.close()
+
+
+def ids(entries) -> list[str]:
+    return [g.game_id for _, g in entries]
+
+
+def drain(source, batch: int = 4, ack: bool = True) -> list:
+    out = []
+    while got := source.read(batch):
+        out.extend(got)
+        if ack:
+            source.ack([i for i, _ in got])
+    return out
+
+
+def test_endpoints_implement_the_protocols(transport):
+    samples = transport.samples()
+    assert isinstance(samples, SampleSink) and isinstance(samples, SampleSource)
+    assert isinstance(transport.weights(), WeightSink)
+    assert isinstance(transport.results(), ResultsStore)
+
+
+def test_games_arrive_as_encoded_in_order_and_exactly_once(transport):
+    sink, source = transport.samples(), transport.samples()
+    games = make_games(10)
+    appended = sink.append(games[:6]) + sink.append(games[6:])
+    got = drain(source)
+    assert [i for i, _ in got] == appended
+    assert ids(got) == [g.game_id for g in games]
+    for (_, received), sent in zip(got, games, strict=True):
+        # the transport carries the wire format: what arrives is what decode(encode) gives
+        expect = decode(encode(sent))
+        assert np.array_equal(received.obs, expect.obs)
+        assert np.array_equal(received.policy, expect.policy)
+        assert received.outcome == sent.outcome and received.weights_version == 2
+    assert source.read(4) == []
+    assert source.info().length == 0  # acked entries are trimmed
+
+
+def test_a_restarted_reader_gets_its_unacknowledged_entries_back(transport):
+    sink = transport.samples()
+    sink.append(make_games(5))
+    first = transport.samples()
+    taken = first.read(3)
+    first.ack([taken[0][0]])
+    # the reader "crashes"; a new one with the same consumer name takes over
+    again = transport.samples()
+    assert ids(drain(again)) == ["g1", "g2", "g3", "g4"]
+
+
+def test_the_checkpoint_cursor_skips_redelivered_entries(transport):
+    transport.samples().append(make_games(4))
+    first = transport.samples()
+    taken = first.read(3)
+    again = transport.samples()
+    again.skip_through(taken[1][0])  # the checkpoint holds the first two
+    assert ids(drain(again)) == ["g2", "g3"]
+    assert again.skipped_duplicates == 2
+
+
+def test_two_consumers_share_the_work_without_overlap(transport):
+    transport.samples().append(make_games(8))
+    a = transport.samples(StreamConfig(consumer="a"))
+    b = transport.samples(StreamConfig(consumer="b"))
+    got_a, got_b = a.read(3), b.read(8)
+    assert len(got_a) == 3 and len(got_b) == 5
+    assert set(ids(got_a)).isdisjoint(ids(got_b))
+
+
+def test_bad_entries_are_rejected_by_reason_and_reading_goes_on(transport):
+    sink, source = transport.samples(), transport.samples(StreamConfig(max_entry_bytes=20_000))
+    good = make_games(2)
+    sink.append(good[:1])
+    sink.append_raw([b"\xc1not msgpack", None, b"\x00" * 30_000])
+    sink.append(good[1:])
+    assert ids(drain(source)) == ["g0", "g1"]
+    assert source.rejected == {"not_msgpack": 1, "no_data": 1, "oversized": 1}
+    assert source.info().pending == 0  # rejected entries are acked, never re-delivered
+
+
+def test_an_oversized_game_is_refused_and_nothing_is_written(transport):
+    sink = transport.samples(StreamConfig(max_entry_bytes=500))
+    with pytest.raises(ValueError, match="entry limit"):
+        sink.append(make_games(2))
+    assert sink.info().length == 0
+
+
+def test_backpressure_waits_then_times_out_writing_nothing(transport):
+    config = StreamConfig(max_backlog=3, append_timeout_s=0.3, poll_interval_s=0.02)
+    sink, source = transport.samples(config), transport.samples(config)
+    sink.append(make_games(3))
+    start = time.monotonic()
+    with pytest.raises(BackpressureTimeout):
+        sink.append(make_games(1, start=3))
+    assert time.monotonic() - start >= 0.25
+    assert sink.info().length == 3
+    # the learner catches up from another thread: the waiting append goes through
+    def consume():
+        time.sleep(0.1)
+        source.ack([i for i, _ in source.read(3)])
+
+    helper = threading.Thread(target=consume)
+    helper.start()
+    assert len(sink.append(make_games(1, start=3), timeout_s=5)) == 1
+    helper.join()
+
+
+def test_unacknowledged_entries_are_never_trimmed(transport):
+    sink, source = transport.samples(), transport.samples()
+    sink.append(make_games(6))
+    got = source.read(4)
+    source.ack([got[1][0], got[3][0]])
+    info = source.info()
+    # trimming stops at the oldest unacknowledged entry (g0): all six are still held
+    assert info.length == 6 and info.pending == 2
+    # (``lag`` is exact in memory and on Redis >= 7; Redis 6.2 estimates it)
+    source.ack([got[0][0], got[2][0]])
+    assert source.info().length == 2  # g4, g5: never delivered
+
+
+@pytest.fixture
+def weights() -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    return {"a.weight": torch.randn(4, 3), "a.bias": torch.randn(4),
+            "bn.num_batches_tracked": torch.tensor(7)}
+
+
+def test_weights_round_trip_exactly_and_only_when_newer(transport, weights):
+    store = transport.weights()
+    assert store.latest_version() is None and store.fetch() is None
+    store.publish(weights, 0)
+    version, got = store.fetch(newer_than=-1)
+    assert version == 0 and got.keys() == weights.keys()
+    assert all(torch.equal(got[k], weights[k]) for k in weights)
+    assert store.fetch(newer_than=0) is None
+    store.publish(weights_to_bytes(weights), 1)  # a ready blob is accepted too
+    assert store.fetch(newer_than=0)[0] == 1
+
+
+def test_versions_only_go_up_and_old_ones_are_pruned(transport, weights):
+    store = transport.weights(keep=2)
+    for v in (1, 2, 5):
+        store.publish(weights, v)
+    with pytest.raises(StaleVersionError):
+        store.publish(weights, 5)
+    with pytest.raises(StaleVersionError):
+        store.publish(weights, 3)
+    assert store.versions() == [2, 5] and store.latest_version() == 5
+    with pytest.raises(ValueError, match="not a weights blob"):
+        store.publish(b"garbage", 6)
+
+
+def test_new_versions_are_announced(transport, weights):
+    store = transport.weights()
+    with store.subscribe() as sub:
+        assert sub.poll(0.05) is None
+        store.publish(weights, 1)
+        store.publish(weights, 2)
+        assert sub.poll(2.0) == 2
+    waiter = threading.Thread(target=lambda: (time.sleep(0.1), store.publish(weights, 3)))
+    waiter.start()
+    assert store.wait_for_version(3, timeout_s=5) == 3
+    waiter.join()
+    assert store.wait_for_version(9, timeout_s=0.1) is None
+
+
+def test_results_and_best_weights_round_trip(transport, weights):
+    results = transport.results()
+    assert results.latest() is None and results.best() is None
+    results.put({"weights_version": 1, "anchors": {"random": {"score": 0.5}}})
+    results.put({"weights_version": 2, "anchors": {}})
+    assert results.latest()["weights_version"] == 2
+    assert [r["weights_version"] for r in results.history()] == [2, 1]
+    blob = weights_to_bytes(weights)
+    results.put_best(2, blob)
+    assert results.best() == (2, blob)
+
+
+def test_a_corrupt_weights_blob_is_detected(transport, weights):
+    """Corruption inside the store (disk, memory, a bad actor with the password) is caught
+    by the sha256 recorded at publish time."""
+    store = transport.weights()
+    store.publish(weights, 1)
+    if isinstance(transport, MemoryTransport):
+        blob, info = store._data.blobs[1]
+        store._data.blobs[1] = (blob[:-1] + bytes([blob[-1] ^ 1]), info)
+    else:
+        key = store.key(1)
+        blob = transport.redis.get(key)
+        transport.redis.set(key, blob[:-1] + bytes([blob[-1] ^ 1]))
+    with pytest.raises(WeightsIntegrityError):
+        store.fetch()
