@@ -20,7 +20,8 @@ from shared.arena import play_match
 from shared.games import make_game
 from shared.games.base import Game, State
 from shared.games.sampling import sample_legal
-from shared.search.uct import UCTConfig, UCTPlayer, uct_search
+from shared.players import Player, make_player
+from shared.search.uct import UCTConfig, uct_search
 
 
 def playouts_per_second(game: Game, roots: State, config: UCTConfig, repeats: int = 1) -> float:
@@ -43,7 +44,7 @@ def midgame(game: Game, batch: int, plies: int, rng: np.random.Generator) -> Sta
     return states.take(running)
 
 
-def first_plies(game: Game, players: tuple[UCTPlayer, UCTPlayer], num_games: int, plies: int,
+def first_plies(game: Game, players: tuple[Player, Player], num_games: int, plies: int,
                 rng: np.random.Generator) -> list[float]:
     """Seconds per ply for the first ``plies`` plies of a match laid out like ``play_match``."""
     states = game.init(num_games)
@@ -91,7 +92,8 @@ def main() -> None:
     ]:
         print(f"  {label:<32} {playouts_per_second(game, roots, variant):>9,.0f} playouts/s")
 
-    players = (UCTPlayer(cfg, "uct_a"), UCTPlayer(cfg, "uct_b"))
+    spec = f"uctsolver:{args.playouts}"  # cfg: the default UCTConfig, solver on
+    players = (make_player(spec, game, name="uct_a"), make_player(spec, game, name="uct_b"))
     start = time.perf_counter()
     sample = play_match(game, *players, args.length_games, rng)
     length_s = time.perf_counter() - start

@@ -19,11 +19,11 @@ import time
 
 import numpy as np
 
-from actors.evaluation import MCTSPlayer
 from deploy.config import load_train_config
 from deploy.local_run import LocalRun
-from shared.arena import MinimaxPlayer, RandomPlayer, play_match
+from shared.arena import play_match
 from shared.games import make_game
+from shared.players import MCTSPlayer, make_player
 from shared.search.tactics import winning_actions
 
 
@@ -33,7 +33,7 @@ def missed_wins_against_random(game, agent, num_games: int, rng) -> tuple[int, i
     chances = missed = 0
     states = game.init(num_games)
     agent_color = np.arange(num_games) % 2
-    opponent = RandomPlayer()
+    opponent = make_player("random", game)
     while not states.terminal.all():
         running = ~states.terminal
         agent_turn = running & (states.to_play == agent_color)
@@ -75,7 +75,7 @@ def main() -> None:
     game = make_game("tictactoe")
     agent = MCTSPlayer(game, run.evaluator, config.search)
     rng = np.random.default_rng(args.seed + 7)
-    vs_minimax = play_match(game, agent, MinimaxPlayer(), args.minimax_games, rng)
+    vs_minimax = play_match(game, agent, make_player("minimax", game), args.minimax_games, rng)
     chances, missed, vs_random = missed_wins_against_random(game, agent, args.random_games, rng)
     print()
     print(f"| check | result |\n|---|---|\n| training wall clock | {trained_s:.0f} s |")

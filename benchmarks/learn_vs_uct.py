@@ -30,13 +30,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from actors.evaluation import MCTSPlayer, make_anchor
 from deploy.config import load_train_config
 from deploy.local_run import LocalRun
-from learner.learner import CHECKPOINT_NAME, load_checkpoint
+from learner.learner import CHECKPOINT_NAME
+from shared import players
 from shared.arena import play_match
 from shared.games import make_game
-from shared.nets import build_net, load_weights
+from shared.nets import build_net
+from shared.players import MCTSPlayer, make_player
 from shared.torch_evaluator import TorchEvaluator
 
 OPENING_MOVES = 2
@@ -45,18 +46,13 @@ two deterministic searchers would otherwise replay the same two games."""
 
 
 def match_table(game, evaluator, config, sims: int, anchor: str, games: int, seed: int):
-    """Play the agent (``sims`` simulations, no noise) against ``anchor``: a fixed opponent
-    (``make_anchor``) or ``net:PATH``, the net of a snapshot or checkpoint at the same
+    """Play the agent (``sims`` simulations, no noise) against ``anchor``, a ``make_player``
+    spec: a fixed opponent or ``net:PATH``, the net of a snapshot or checkpoint at the same
     simulations. Returns the match result and the seconds it took."""
     search = dataclasses.replace(config.search, num_simulations=sims)
-    opening = 0
-    if anchor.startswith("net:"):
-        opening = OPENING_MOVES
-        path = Path(anchor[len("net:"):])
-        opponent = MCTSPlayer(game, TorchEvaluator(load_net(game, config, path, seed)), search,
-                              name=path.stem, opening_moves=opening)
-    else:
-        opponent = make_anchor(anchor)
+    opening = OPENING_MOVES if anchor.startswith("net:") else 0
+    opponent = make_player(anchor, game, search=search, net_config=config.net,
+                           opening_moves=opening)
     agent = MCTSPlayer(game, evaluator, search, name=f"agent{sims}", opening_moves=opening)
     start = time.monotonic()
     result = play_match(game, agent, opponent, games, np.random.default_rng(seed))
@@ -79,14 +75,9 @@ def curve_points(run_dir: Path, run_minutes: float) -> list[tuple[float, str, Pa
 def load_net(game, config, path: Path | None, seed: int) -> torch.nn.Module:
     """The net of a snapshot or checkpoint; freshly initialised (seeded) for None."""
     torch.manual_seed(seed)
-    net = build_net(config.net, game.spec)
     if path is None:
-        return net
-    if path.name == CHECKPOINT_NAME:
-        net.load_state_dict(load_checkpoint(path)["model"])
-    else:
-        load_weights(path, net)
-    return net
+        return build_net(config.net, game.spec)
+    return players.load_net(path, game, config.net)
 
 
 def earlier_rows(path: str | None, header: dict) -> list[dict]:
@@ -189,8 +180,8 @@ def main() -> None:
     print()
     print("| item | value |\n|---|---|")
     print(f"| game | {config.game} |\n| training wall clock | {trained / 60:.1f} min |")
-    print(f"| self-play games / positions | {progress.games} / {run.worker.stats.positions} |")
-    print(f"| learner steps | {progress.steps} |")
+    print(f"| self-play games / positions | {progress.games:.0f} / {progress.positions:.0f} |")
+    print(f"| learner steps | {progress.learner_steps:.0f} |")
     print(f"| agent | {args.sims} simulations a move, no noise, most-visited move |")
     print(f"| opponent | {anchors[0]} |")
     print(f"| result ({result.num_games} games, colours alternating) | +{result.wins} "

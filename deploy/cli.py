@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from deploy import commands
+from shared.players import PLAYER_SPECS
 
 __version__ = "0.1.0"
 
@@ -37,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     play = sub.add_parser(
         "play",
         help="play one game in the terminal (people or built-in players)",
-        description="Play one game. Players: human, random, uct[:PLAYOUTS].",
+        description="Play one game. Players (--first, --second): "
+                    + ", ".join(PLAYER_SPECS) + ".",
     )
     play.add_argument("--game", default="tictactoe",
                       help="game name, preset or spec string (default: tictactoe)")

@@ -1,41 +1,23 @@
-"""Batched matches between two players, Elo from a score, and reference players.
+"""Batched matches between two players, anchor evaluation and Elo from a score.
 
 ``play_match`` plays G games of one game at once: each ply it calls each player once with
 the sub-batch of running games where that player is to move, then steps all games
 together. Player A moves first in the even-numbered games and second in the odd ones, so
 both players get both colours equally often (A gets the extra game when G is odd).
+Players (the ``Player`` protocol, ``make_player``) live in ``shared.players``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Protocol
 
 import numpy as np
 
-from shared.games.base import Game, State
-from shared.games.sampling import sample_legal
-
-
-class Player(Protocol):
-    """Anything that picks moves for a batch of games."""
-
-    name: str
-
-    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
-        """[B] actions for ``states`` [B]: a legal action for every running game."""
-        ...
-
-
-class RandomPlayer:
-    """Uniformly random legal moves."""
-
-    name = "random"
-
-    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
-        return sample_legal(game.legal_mask(states), rng)
+from shared.games.base import Game
+from shared.players import Player, make_player
 
 
 @dataclass(frozen=True)
@@ -126,6 +108,14 @@ def play_match(
     )
 
 
+def evaluate_against(game: Game, agent: Player, anchors: Sequence[str], games_each: int,
+                     rng: np.random.Generator) -> dict[str, MatchResult]:
+    """Play ``games_each`` games (colours alternating) against each anchor, a
+    ``make_player`` spec (``random``, ``uct:1000``, ...); results by spec."""
+    return {spec: play_match(game, agent, make_player(spec, game), games_each, rng)
+            for spec in anchors}
+
+
 @dataclass(frozen=True)
 class EloEstimate:
     """An Elo difference with a confidence interval (±inf at a score of 0 or 1)."""
@@ -174,103 +164,3 @@ def elo_difference(
     half = z / shrink * math.sqrt(variance / n + z * z / (4.0 * n * n))
     return EloEstimate(elo, _score_to_elo(max(center - half, 0.0)),
                        _score_to_elo(min(center + half, 1.0)))
-
-
-class MinimaxPlayer:
-    """A perfect player for tic-tac-toe (any m,n,k gomoku of at most 12 points).
-
-    Exhaustive negamax over the whole game tree, memoised on (board, player to move). It
-    prefers faster wins and slower losses, and picks uniformly among equally good moves
-    (``randomize=True``) so that matches against it are not one game repeated.
-    """
-
-    MAX_POINTS = 12  # 3^12 positions at most: the memo stays small and the solve fast
-
-    def __init__(self, randomize: bool = True, name: str = "minimax") -> None:
-        self.randomize = randomize
-        self.name = name
-        self._memo: dict[tuple[bytes, int], int] = {}
-        self._shape: tuple[int, int, int] | None = None
-        self._lines: list[list[tuple[int, ...]]] = []
-
-    def _setup(self, game: Game) -> None:
-        width, height, k = (getattr(game, attr, None) for attr in ("width", "height", "k"))
-        if width is None or height is None or k is None or getattr(game, "exact", False):
-            raise ValueError(f"MinimaxPlayer plays free-style m,n,k games, not {game!r}")
-        if width * height > self.MAX_POINTS:
-            raise ValueError(f"MinimaxPlayer: {width}x{height} has more than "
-                             f"{self.MAX_POINTS} points")
-        if self._shape != (height, width, k):
-            self._shape = (height, width, k)
-            self._memo.clear()
-            self._lines = _lines_through(height, width, k)
-
-    def values(self, game: Game, board: np.ndarray, to_play: int) -> np.ndarray:
-        """[A] int: exact value of every action on ``board`` [A] of ``game`` for ``to_play``.
-
-        A win in ``m`` more moves of the mover is worth ``points + 1 - m`` > 0, a loss the
-        negative of that, a draw 0; an occupied point a very low number.
-        """
-        self._setup(game)
-        cells = bytearray(board.astype(np.int8).tobytes())
-        color = to_play + 1
-        out = np.full(len(cells), -10**6, np.int64)
-        for a in range(len(cells)):
-            if cells[a] == 0:
-                out[a] = self._move_value(cells, a, color)
-        return out
-
-    def _move_value(self, cells: bytearray, a: int, color: int) -> int:
-        """Value for ``color`` of playing ``a`` (memo lookups on the position after it)."""
-        cells[a] = color
-        empties = cells.count(0)
-        if self._wins(cells, a, color):
-            value = empties + 1
-        elif empties == 0:
-            value = 0
-        else:
-            value = -self._negamax(cells, 3 - color)
-        cells[a] = 0
-        return value
-
-    def _negamax(self, cells: bytearray, color: int) -> int:
-        key = (bytes(cells), color)
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
-        best = -(10**6)
-        for a in range(len(cells)):
-            if cells[a] == 0:
-                best = max(best, self._move_value(cells, a, color))
-        self._memo[key] = best
-        return best
-
-    def _wins(self, cells: bytearray, a: int, color: int) -> bool:
-        return any(all(cells[p] == color for p in line) for line in self._lines[a])
-
-    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
-        board = getattr(states, "board", None)
-        if board is None:
-            raise ValueError(f"MinimaxPlayer needs a board in the state of {game!r}")
-        actions = np.full(states.batch_size, -1, np.int32)
-        for i in np.flatnonzero(~states.terminal):
-            v = self.values(game, board[i], int(states.to_play[i]))
-            best = np.flatnonzero(v == v.max())
-            actions[i] = rng.choice(best) if self.randomize else best[0]
-        return actions
-
-
-def _lines_through(height: int, width: int, k: int) -> list[list[tuple[int, ...]]]:
-    """For each point, the k-long lines (as point tuples) that contain it."""
-    lines = []
-    for r in range(height):
-        for c in range(width):
-            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-                end_r, end_c = r + dr * (k - 1), c + dc * (k - 1)
-                if 0 <= end_r < height and 0 <= end_c < width:
-                    lines.append(tuple((r + dr * i) * width + c + dc * i for i in range(k)))
-    through: list[list[tuple[int, ...]]] = [[] for _ in range(height * width)]
-    for line in lines:
-        for p in line:
-            through[p].append(line)
-    return through

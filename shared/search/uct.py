@@ -335,20 +335,3 @@ def _root_result(trees: Tree, playouts: int) -> UCTResult:
         proven=t.proven[:, 0].copy(),
         playouts=np.full(b, playouts, np.int32),
     )
-
-
-class UCTPlayer:
-    """The pure-MCTS baseline as a player: ``select`` searches all running games at once."""
-
-    def __init__(self, config: UCTConfig | None = None, name: str | None = None) -> None:
-        self.config = config or UCTConfig()
-        self.name = name or f"uct{self.config.playouts}"
-
-    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
-        """[B] int32 actions for ``states`` [B]; -1 for games that are already over."""
-        actions = np.full(states.batch_size, -1, np.int32)
-        running = np.flatnonzero(~states.terminal)
-        if running.size:
-            roots = states if running.size == states.batch_size else states.take(running)
-            actions[running] = uct_search(game, roots, self.config, rng).action
-        return actions

@@ -1,4 +1,4 @@
-"""The batched arena, Elo arithmetic and the perfect tic-tac-toe player."""
+"""The batched arena, anchor evaluation, Elo arithmetic and the perfect tic-tac-toe player."""
 
 from __future__ import annotations
 
@@ -7,14 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from shared.arena import (
-    MinimaxPlayer,
-    RandomPlayer,
-    elo_difference,
-    play_match,
-)
+from shared.arena import elo_difference, evaluate_against, play_match
 from shared.games import make_game
 from shared.games.base import Game, State
+from shared.players import MCTSPlayer, MinimaxPlayer, RandomPlayer
 
 TTT = make_game("tictactoe")
 
@@ -136,7 +132,6 @@ def test_elo_interval_shrinks_with_games_and_draws():
 def test_agent_samples_only_its_opening_moves():
     """MCTSPlayer(opening_moves=k): the first k plies follow visit counts at temperature 1
     (different games open differently); without it every game gets the same move."""
-    from actors.evaluation import MCTSPlayer
     from shared.search.config import SearchConfig
     from shared.search.evaluator import UniformEvaluator
 
@@ -152,3 +147,11 @@ def test_agent_samples_only_its_opening_moves():
     # past the opening the same position always gets the same (most visited) move
     second_ply = game.step(states, np.full(64, int(first[0])))
     assert len(set(opening.select(game, second_ply, rng).tolist())) == 1
+
+
+def test_evaluate_against_plays_each_anchor_spec():
+    results = evaluate_against(TTT, MinimaxPlayer(), ["random", "minimax"], 4,
+                               np.random.default_rng(5))
+    assert list(results) == ["random", "minimax"]
+    assert results["random"].player_b == "random" and results["random"].losses == 0
+    assert results["minimax"].draws == 4

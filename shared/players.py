@@ -1,0 +1,356 @@
+"""Players: anything that picks moves for a batch of games, and ``make_player(spec)``.
+
+One ``Player`` protocol (``name``, ``select(game, states, rng) -> [B] actions``) and every
+player zeroforge has: ``RandomPlayer``, ``MinimaxPlayer`` (perfect tic-tac-toe),
+``UCTPlayer`` (pure MCTS with random rollouts, the yardstick), ``MCTSPlayer`` (the trained
+agent: PUCT with its network) and ``HumanPlayer`` (a person at the terminal).
+``make_player`` builds one from a spec string (``PLAYER_SPECS``); the CLI, the evaluator
+and the benchmarks all use it. Search modules and torch are imported only by the players
+that need them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+import numpy as np
+
+from shared.games.base import Game, IllegalMoveError, State
+from shared.games.sampling import sample_legal
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from shared.nets import NetConfig
+    from shared.search.config import SearchConfig
+    from shared.search.evaluator import Evaluator
+    from shared.search.uct import UCTConfig
+
+__all__ = ["Player", "PLAYER_SPECS", "make_player", "RandomPlayer", "MinimaxPlayer",
+           "UCTPlayer", "MCTSPlayer", "HumanPlayer"]
+
+PLAYER_SPECS: tuple[str, ...] = ("human", "random", "minimax", "uct[:PLAYOUTS]",
+                                 "uctsolver[:PLAYOUTS]", "net:PATH[:SIMULATIONS]")
+"""The spec strings ``make_player`` accepts (``zeroforge play --help`` lists them)."""
+
+DEFAULT_PLAYOUTS = 1000
+"""Playouts a move of ``uct`` / ``uctsolver`` without a number."""
+
+
+class Player(Protocol):
+    """Anything that picks moves for a batch of games."""
+
+    name: str
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        """[B] actions for ``states`` [B]: a legal action for every running game."""
+        ...
+
+
+def make_player(spec: str, game: Game | None = None, *, search: SearchConfig | None = None,
+                net_config: NetConfig | str | None = None, name: str | None = None,
+                opening_moves: int = 0) -> Player:
+    """The player a spec string names (one of ``PLAYER_SPECS``):
+
+    - ``human``: moves typed at the terminal; ``random``: uniformly random legal moves;
+    - ``minimax``: perfect play, small free-style m,n,k games (tic-tac-toe) only;
+    - ``uct[:PLAYOUTS]`` / ``uctsolver[:PLAYOUTS]``: pure MCTS with random rollouts,
+      textbook or with decisive-move checks and MCTS-Solver proofs (default 1000);
+    - ``net:PATH[:SIMULATIONS]``: the trained agent (``MCTSPlayer``) with the net of a
+      learner checkpoint (its net config is read from it) or of a weights snapshot
+      (``net_config`` says its shape); ``search`` (default ``SearchConfig()``) with
+      ``SIMULATIONS`` simulations if given; ``opening_moves`` as in ``MCTSPlayer``.
+
+    ``game`` is needed for ``net:`` players and lets ``minimax`` refuse a game it cannot
+    play at once. ``name`` replaces the default name. Raises ValueError in one line.
+    """
+    kind, _, arg = spec.partition(":")
+    if kind in ("human", "random", "minimax") and not arg:
+        player: Player = {"human": HumanPlayer, "random": RandomPlayer,
+                          "minimax": MinimaxPlayer}[kind]()
+        if kind == "minimax" and game is not None:
+            player._setup(game)  # type: ignore[attr-defined]
+    elif kind in ("uct", "uctsolver"):
+        from shared.search.uct import UCTConfig
+
+        playouts = int(arg) if arg.isdigit() else DEFAULT_PLAYOUTS if not arg else 0
+        if playouts < 1:
+            raise ValueError(f"player {spec!r}: PLAYOUTS must be a positive integer")
+        player = UCTPlayer(UCTConfig(playouts=playouts, solver=kind == "uctsolver"),
+                           name=f"{kind}{playouts}")
+    elif kind == "net" and arg:
+        player = _net_player(spec, arg, game, search, net_config, opening_moves)
+    else:
+        raise ValueError(f"unknown player {spec!r}; use one of: {', '.join(PLAYER_SPECS)}")
+    if name is not None:
+        player.name = name
+    return player
+
+
+def _net_player(spec: str, arg: str, game: Game | None, search: SearchConfig | None,
+                net_config: NetConfig | str | None, opening_moves: int) -> MCTSPlayer:
+    """``net:PATH[:SIMULATIONS]`` (the part after ``net:`` is ``arg``)."""
+    from shared.search.config import SearchConfig
+
+    path_text, _, sims = arg.rpartition(":")
+    if not (path_text and sims.isdigit()):
+        path_text, sims = arg, ""
+    if sims and int(sims) < 1:
+        raise ValueError(f"player {spec!r}: SIMULATIONS must be a positive integer")
+    if game is None:
+        raise ValueError(f"player {spec!r}: a net player needs the game")
+    path = Path(path_text)
+    net = load_net(path, game, net_config)
+    from shared.torch_evaluator import TorchEvaluator
+
+    search = search or SearchConfig()
+    if sims:
+        search = dataclasses.replace(search, num_simulations=int(sims))
+    return MCTSPlayer(game, TorchEvaluator(net), search, name=path.stem,
+                      opening_moves=opening_moves)
+
+
+def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = None
+             ) -> nn.Module:
+    """The network (eval mode, CPU) of a learner checkpoint or a weights file for ``game``.
+
+    A checkpoint names its game and net config; a weights file (``save_weights``, any
+    format ``load_weights`` reads) needs ``net_config``. ValueError in one line if the file
+    is missing or unreadable, is for another game, or does not fit the net.
+    """
+    from shared.config import ConfigError, from_dict
+    from shared.formats.weights import load_weights
+    from shared.nets import NetConfig, build_net
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such checkpoint or weights file")
+    checkpoint = _read_checkpoint(path)
+    if checkpoint is not None:
+        if checkpoint.get("game") not in (None, game.spec.spec_string):
+            raise ValueError(f"{path}: a checkpoint of game {checkpoint['game']!r}, "
+                             f"not {game.spec.spec_string!r}")
+        if isinstance(checkpoint.get("net_config"), dict):
+            try:
+                net_config = from_dict(NetConfig, checkpoint["net_config"], f"{path}: net")
+            except ConfigError as err:
+                raise ValueError(str(err)) from None
+        state_dict = checkpoint["model"]
+    else:
+        state_dict = load_weights(path)
+    if net_config is None:
+        raise ValueError(f"{path}: a weights file does not say its net's shape; give the "
+                         "net config (or use a checkpoint, which does)")
+    net = build_net(net_config, game.spec)
+    try:
+        net.load_state_dict(state_dict)
+    except RuntimeError as err:
+        raise ValueError(f"{path}: weights do not fit this net "
+                         f"({str(err).strip().splitlines()[0]})") from None
+    return net.eval()
+
+
+def _read_checkpoint(path: Path) -> dict | None:
+    """The dict of a learner checkpoint (``torch.save`` with a ``model`` state dict) or
+    None for any other file; read with ``weights_only=True`` and memory-mapped, so the
+    replay window it also holds is not read."""
+    import torch
+
+    from shared.formats.weights_legacy import ZIP_MAGIC
+
+    with open(path, "rb") as f:
+        if f.read(len(ZIP_MAGIC)) != ZIP_MAGIC:
+            return None
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # torch raises many types for truncated or foreign files
+        raise ValueError(f"{path}: corrupt checkpoint or weights file ({type(err).__name__})"
+                         ) from None
+    if isinstance(blob, dict) and isinstance(blob.get("model"), dict):
+        return blob
+    return None
+
+
+class RandomPlayer:
+    """Uniformly random legal moves."""
+
+    name = "random"
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        return sample_legal(game.legal_mask(states), rng)
+
+
+class UCTPlayer:
+    """The pure-MCTS baseline (``shared.search.uct``): ``select`` searches all running
+    games at once."""
+
+    def __init__(self, config: UCTConfig | None = None, name: str | None = None) -> None:
+        from shared.search.uct import UCTConfig
+
+        self.config = config or UCTConfig()
+        self.name = name or f"uct{self.config.playouts}"
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        """[B] int32 actions for ``states`` [B]; -1 for games that are already over."""
+        from shared.search.uct import uct_search
+
+        actions = np.full(states.batch_size, -1, np.int32)
+        running = np.flatnonzero(~states.terminal)
+        if running.size:
+            roots = states if running.size == states.batch_size else states.take(running)
+            actions[running] = uct_search(game, roots, self.config, rng).action
+        return actions
+
+
+class MCTSPlayer:
+    """The trained agent: PUCT search with its network, no noise, most-visited move.
+
+    With ``opening_moves`` > 0 the first that many plies of a game are sampled in
+    proportion to visit counts (temperature 1) instead: two deterministic searchers would
+    otherwise play the same two games over and over."""
+
+    def __init__(self, game: Game, evaluator: Evaluator, search: SearchConfig,
+                 name: str = "agent", opening_moves: int = 0) -> None:
+        from shared.search.mcts import MCTS
+
+        self.name = name
+        self.search_config = dataclasses.replace(
+            search, add_noise=False, reuse_tree=False, temperature_moves=opening_moves,
+            temperature=1.0 if opening_moves else search.temperature)
+        self._mcts = MCTS(game, evaluator, self.search_config)
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        """[B] actions for ``states`` [B]."""
+        return self._mcts.search(states, rng).action
+
+
+class HumanPlayer:
+    """Reads moves in the game's notation from a text stream, re-asking after a bad one."""
+
+    name = "human"
+
+    def __init__(self, read: Callable[[], str] | None = None, out: TextIO | None = None) -> None:
+        self._read = read or input
+        self._out = out
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        """[B] actions for ``states`` [B], one question per game."""
+        return np.array([self._ask(game, states, i) for i in range(states.batch_size)])
+
+    def _ask(self, game: Game, states: State, index: int) -> int:
+        while True:
+            try:
+                text = self._read()
+            except EOFError:
+                raise IllegalMoveError("input ended before the game did") from None
+            try:
+                action = game.parse_action(text)
+                reason = game.illegal_reason(states, index, action)
+                if reason is None:
+                    return action
+                print(f"illegal move {text.strip()}: {reason}", file=self._out)
+            except IllegalMoveError as err:
+                print(err, file=self._out)
+
+
+class MinimaxPlayer:
+    """A perfect player for tic-tac-toe (any m,n,k gomoku of at most 12 points).
+
+    Exhaustive negamax over the whole game tree, memoised on (board, player to move). It
+    prefers faster wins and slower losses, and picks uniformly among equally good moves
+    (``randomize=True``) so that matches against it are not one game repeated.
+    """
+
+    MAX_POINTS = 12  # 3^12 positions at most: the memo stays small and the solve fast
+
+    def __init__(self, randomize: bool = True, name: str = "minimax") -> None:
+        self.randomize = randomize
+        self.name = name
+        self._memo: dict[tuple[bytes, int], int] = {}
+        self._shape: tuple[int, int, int] | None = None
+        self._lines: list[list[tuple[int, ...]]] = []
+
+    def _setup(self, game: Game) -> None:
+        width, height, k = (getattr(game, attr, None) for attr in ("width", "height", "k"))
+        if width is None or height is None or k is None or getattr(game, "exact", False):
+            raise ValueError(f"MinimaxPlayer plays free-style m,n,k games, not {game!r}")
+        if width * height > self.MAX_POINTS:
+            raise ValueError(f"MinimaxPlayer: {width}x{height} has more than "
+                             f"{self.MAX_POINTS} points")
+        if self._shape != (height, width, k):
+            self._shape = (height, width, k)
+            self._memo.clear()
+            self._lines = _lines_through(height, width, k)
+
+    def values(self, game: Game, board: np.ndarray, to_play: int) -> np.ndarray:
+        """[A] int: exact value of every action on ``board`` [A] of ``game`` for ``to_play``.
+
+        A win in ``m`` more moves of the mover is worth ``points + 1 - m`` > 0, a loss the
+        negative of that, a draw 0; an occupied point a very low number.
+        """
+        self._setup(game)
+        cells = bytearray(board.astype(np.int8).tobytes())
+        color = to_play + 1
+        out = np.full(len(cells), -10**6, np.int64)
+        for a in range(len(cells)):
+            if cells[a] == 0:
+                out[a] = self._move_value(cells, a, color)
+        return out
+
+    def _move_value(self, cells: bytearray, a: int, color: int) -> int:
+        """Value for ``color`` of playing ``a`` (memo lookups on the position after it)."""
+        cells[a] = color
+        empties = cells.count(0)
+        if self._wins(cells, a, color):
+            value = empties + 1
+        elif empties == 0:
+            value = 0
+        else:
+            value = -self._negamax(cells, 3 - color)
+        cells[a] = 0
+        return value
+
+    def _negamax(self, cells: bytearray, color: int) -> int:
+        key = (bytes(cells), color)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        best = -(10**6)
+        for a in range(len(cells)):
+            if cells[a] == 0:
+                best = max(best, self._move_value(cells, a, color))
+        self._memo[key] = best
+        return best
+
+    def _wins(self, cells: bytearray, a: int, color: int) -> bool:
+        return any(all(cells[p] == color for p in line) for line in self._lines[a])
+
+    def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+        board = getattr(states, "board", None)
+        if board is None:
+            raise ValueError(f"MinimaxPlayer needs a board in the state of {game!r}")
+        actions = np.full(states.batch_size, -1, np.int32)
+        for i in np.flatnonzero(~states.terminal):
+            v = self.values(game, board[i], int(states.to_play[i]))
+            best = np.flatnonzero(v == v.max())
+            actions[i] = rng.choice(best) if self.randomize else best[0]
+        return actions
+
+
+def _lines_through(height: int, width: int, k: int) -> list[list[tuple[int, ...]]]:
+    """For each point, the k-long lines (as point tuples) that contain it."""
+    lines = []
+    for r in range(height):
+        for c in range(width):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                end_r, end_c = r + dr * (k - 1), c + dc * (k - 1)
+                if 0 <= end_r < height and 0 <= end_c < width:
+                    lines.append(tuple((r + dr * i) * width + c + dc * i for i in range(k)))
+    through: list[list[tuple[int, ...]]] = [[] for _ in range(height * width)]
+    for line in lines:
+        for p in line:
+            through[p].append(line)
+    return through
