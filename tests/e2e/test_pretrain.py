@@ -9,9 +9,9 @@ import numpy as np
 from deploy.config import load_train_config
 from learner.learner import Learner
 from learner.pretrain import pretrain
+from shared.formats.sgf import record_from_session, write_sgf
 from shared.games import make_game
 from shared.games.session import GameSession
-from shared.formats.sgf import record_from_session, write_sgf
 from tests.e2e.test_cli import zf
 
 

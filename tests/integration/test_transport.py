@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from shared.games import make_game
 from shared.formats.weights import weights_to_bytes
+from shared.games import make_game
 from shared.nets import build_net
 from shared.samples import GameSamples, encode
 from shared.transport import (

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from actors.inference import InferenceServer, InferenceServerConfig
+from shared.formats.weights import weights_to_bytes
 from shared.games import make_game
 from shared.metrics import CATALOGUE
-from shared.formats.weights import weights_to_bytes
 from shared.nets import NetConfig, build_net
 from shared.torch_evaluator import TorchEvaluator
 

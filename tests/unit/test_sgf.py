@@ -9,10 +9,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.games import make_game
-from shared.games.base import IllegalMoveError
-from shared.games.sampling import sample_legal
-from shared.games.session import GameSession
 from shared.formats.sgf import (
     GameRecord,
     SgfDirStats,
@@ -25,6 +21,10 @@ from shared.formats.sgf import (
     replay,
     write_sgf,
 )
+from shared.games import make_game
+from shared.games.base import IllegalMoveError
+from shared.games.sampling import sample_legal
+from shared.games.session import GameSession
 
 FAST = settings(max_examples=25, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
