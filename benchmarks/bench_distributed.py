@@ -1,9 +1,14 @@
 """Self-play throughput of the distributed run against the single-process loop.
 
-Same game, net and search settings in both. The single-process figure is a SelfPlayWorker
-alone (no learner turns in between: the best a process can do); the distributed figures
-are the run's `selfplay_positions_total` rate with 1 and 2 workers while the learner trains
-beside them, measured over a window after a warm-up.
+Same game, net, search settings *and weights* in both: the distributed run's learner never
+trains (``learner.min_replay`` out of reach), so its workers play with the version-0
+weights the learner publishes, which are the single-process worker's weights too (both
+built from ``learner.seed``). Trained weights change game lengths and so positions/s, which
+made an earlier version of this table compare unlike with unlike. The single-process
+figure is a SelfPlayWorker alone (no learner turns in between: the best a process can
+do); the distributed figures are the run's ``selfplay_positions_total`` rate with 1 and 2
+workers, measured over a window after a warm-up. What is left is the distributed
+machinery's cost: encoding and appending games, weight polls, Ray scheduling.
 
     python benchmarks/bench_distributed.py [--config gomoku6] [--seconds 60]
 """
@@ -11,28 +16,33 @@ beside them, measured over a window after a warm-up.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import time
 
-import ray
 import torch
 
 from actors.selfplay import SelfPlayWorker
+from deploy import ray_runtime
 from deploy.config import load_train_config
-from deploy.controller import NAMESPACE, Controller, controller_name
 from shared import metrics
 from shared.games import make_game
 from shared.nets import build_net
 from shared.torch_evaluator import TorchEvaluator
 from shared.transport import RedisServer
 
+FROZEN = "learner.min_replay=1000000000"
+"""The learner never trains: every worker keeps the version-0 weights."""
+
 
 def single_process(config, seconds: float) -> float:
     torch.set_num_threads(1)
     game = make_game(config.game)
-    worker = SelfPlayWorker(game, TorchEvaluator(build_net(config.net, game.spec), device="cpu"),
-                            config.search, config.selfplay, seed=0)
+    torch.manual_seed(config.learner.seed)  # the learner's version-0 weights
+    net = build_net(config.net, game.spec)
+    worker = SelfPlayWorker(game, TorchEvaluator(net, device="cpu"), config.search,
+                            config.selfplay, seed=0)
     worker.play_moves(2)  # warm-up (numba, torch)
     start, positions = time.monotonic(), worker.stats.positions
     while time.monotonic() - start < seconds:
@@ -42,29 +52,27 @@ def single_process(config, seconds: float) -> float:
 
 def distributed(config, workers: int, seconds: float, warmup: float) -> float:
     with RedisServer() as redis:
-        ray.init(num_cpus=2 * (os.cpu_count() or 2), include_dashboard=False,
-                 namespace=NAMESPACE, logging_level="ERROR", _node_ip_address="127.0.0.1")
+        ray_runtime.init_local()
         try:
             run_id = f"bench-{workers}-{int(time.time())}"
-            controller = ray.remote(Controller).options(
-                name=controller_name(run_id), max_concurrency=16, num_cpus=0).remote(
-                config, redis.url, run_id, f"/tmp/zf-bench/{run_id}", False)
-            ray.get(controller.start.remote())
-            ray.get(controller.scale.remote(workers=workers))
+            ctx = dataclasses.replace(config.context(run_id, redis.url),
+                                      run_dir=f"/tmp/zf-bench/{run_id}")
+            run = ray_runtime.start_run(config, ctx)
+            run.scale(workers=workers)
             time.sleep(warmup)
 
             def positions() -> float:
-                snap = ray.get(controller.metrics_snapshot.remote())
-                merged = metrics.merge([snap])
+                merged = metrics.merge([run.metrics_snapshot()])
                 return metrics.value(merged, "selfplay_positions_total", worker_kind="selfplay")
 
             p0, t0 = positions(), time.monotonic()
             time.sleep(seconds)
             rate = (positions() - p0) / (time.monotonic() - t0)
-            ray.get(controller.stop.remote())
+            run.stop()
+            run.shutdown()
             return rate
         finally:
-            ray.shutdown()
+            ray_runtime.disconnect()
 
 
 def main() -> None:
@@ -74,7 +82,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=30.0)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
-    config = load_train_config(args.config, ["distributed.evaluator=false",
+    config = load_train_config(args.config, ["distributed.evaluator=false", FROZEN,
                                              "distributed.inference=local", *args.overrides])
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; game {config.game}, "
           f"{config.search.num_simulations} simulations, B={config.selfplay.games_in_parallel}")
