@@ -390,6 +390,7 @@ class LearnerService:
                 self.transport_errors += 1
                 log.warning("final publish failed (the checkpoint keeps the weights): %s", err)
         self.checkpoint()
+        self._refresh_stream_info()  # the final status shows the backlog after the acks
         self.close()
 
     def close(self) -> None:
