@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from shared.search.evaluator import Evaluator
     from shared.search.uct import UCTConfig
 
-__all__ = ["Player", "PLAYER_SPECS", "make_player", "RandomPlayer", "MinimaxPlayer",
+__all__ = ["Player", "PLAYER_SPECS", "make_player", "load_net", "RandomPlayer", "MinimaxPlayer",
            "UCTPlayer", "MCTSPlayer", "HumanPlayer"]
 
 PLAYER_SPECS: tuple[str, ...] = ("human", "random", "minimax", "uct[:PLAYOUTS]",
