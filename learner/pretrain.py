@@ -20,12 +20,12 @@ from typing import TextIO
 import numpy as np
 import torch
 
-from shared.train_config import TrainConfig
 from learner.learner import Learner
 from shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
 from shared.games import make_game
 from shared.games.base import Game, IllegalMoveError
 from shared.samples import GameSamples
+from shared.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
 
