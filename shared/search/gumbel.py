@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from shared.search.tree import ILLEGAL, child_q
+from shared.search.tree import ILLEGAL, TreeArrays, flip
 
 _TINY = 1e-30  # added to priors: a legal move whose prior underflowed keeps a finite log
 
@@ -38,34 +38,34 @@ def _sigma(q, max_visits, c_visit, c_scale):
 
 
 @numba.njit(cache=True)
-def completed_q(t, b, n, out):
-    """Completed Q of node n of tree b (``t``: ``TreeArrays``) into ``out`` [A] (mover's view).
+def completed_q(visits, value_sum, raw_value, prior, children, to_play, b, n, out):
+    """Completed Q of node n of tree b into ``out`` [A] (node n mover's view).
 
     Visited actions get their mean value; unvisited ones the mixed value
     v_mix = (v̂ + ΣN / Σ_{visited} π · Σ_{visited} π q) / (1 + ΣN), which blends the node's
     own evaluation v̂ with the prior-weighted Q of what the search has seen.
     Returns (Σ_b N(b), max_b N(b)) over the children.
     """
-    num_actions = t.children.shape[2]
+    num_actions = children.shape[2]
     sum_n = 0
     max_n = 0
     sum_p = 0.0
     sum_pq = 0.0
     sum_q = 0.0
     for a in range(num_actions):
-        child = t.children[b, n, a]
-        if child >= 0 and t.visits[b, child] > 0:
-            cv = t.visits[b, child]
-            q = child_q(t, b, n, child)
+        child = children[b, n, a]
+        if child >= 0 and visits[b, child] > 0:
+            cv = visits[b, child]
+            q = flip(value_sum[b, child] / cv, to_play[b, child], to_play[b, n])
             out[a] = q
             sum_n += cv
             max_n = max(max_n, cv)
-            sum_p += t.prior[b, n, a]
-            sum_pq += t.prior[b, n, a] * q
+            sum_p += prior[b, n, a]
+            sum_pq += prior[b, n, a] * q
             sum_q += q
         else:
             out[a] = np.nan
-    v_hat = np.float64(t.raw_value[b, n])
+    v_hat = np.float64(raw_value[b, n])
     if sum_n == 0:
         v_mix = v_hat
     elif sum_p > _TINY:
@@ -77,33 +77,34 @@ def completed_q(t, b, n, out):
                 visited += 1
         v_mix = (v_hat + sum_n * sum_q / visited) / (1.0 + sum_n)
     for a in range(num_actions):
-        if t.children[b, n, a] != ILLEGAL and np.isnan(out[a]):
+        if children[b, n, a] != ILLEGAL and np.isnan(out[a]):
             out[a] = v_mix
     return sum_n, max_n
 
 
 @numba.njit(cache=True)
-def improved_policy(t, b, n, c_visit, c_scale, q, out):
+def improved_policy(visits, value_sum, raw_value, prior, children, to_play, b, n,
+                    c_visit, c_scale, q, out):
     """π' = softmax(log prior + σ(completed Q)) over node n's legal actions into ``out`` [A].
 
     ``q`` [A] is scratch (left holding the completed Q). Returns Σ_b N(b).
     """
-    sum_n, max_n = completed_q(t, b, n, q)
+    sum_n, max_n = completed_q(visits, value_sum, raw_value, prior, children, to_play, b, n, q)
     # softmax(log p + σ) = p · exp(σ - max σ) / Σ: no log per action, and every unvisited
     # action shares σ(v_mix), so the exps are one per visited action plus one.
     top = -np.inf
     for a in range(out.shape[0]):
-        if t.children[b, n, a] != ILLEGAL:
+        if children[b, n, a] != ILLEGAL:
             top = max(top, q[a])
     shared_q = np.nan
     shared_w = 0.0
     total = 0.0
     for a in range(out.shape[0]):
-        child = t.children[b, n, a]
+        child = children[b, n, a]
         if child == ILLEGAL:
             out[a] = 0.0
             continue
-        if child < 0 or t.visits[b, child] == 0:
+        if child < 0 or visits[b, child] == 0:
             if shared_q != q[a]:
                 shared_q = q[a]
                 shared_w = np.exp(_sigma(q[a], max_n, c_visit, c_scale)
@@ -111,7 +112,7 @@ def improved_policy(t, b, n, c_visit, c_scale, q, out):
             w = shared_w
         else:
             w = np.exp(_sigma(q[a], max_n, c_visit, c_scale) - _sigma(top, max_n, c_visit, c_scale))
-        out[a] = (t.prior[b, n, a] + _TINY) * w
+        out[a] = (prior[b, n, a] + _TINY) * w
         total += out[a]
     for a in range(out.shape[0]):
         out[a] /= total
@@ -119,15 +120,17 @@ def improved_policy(t, b, n, c_visit, c_scale, q, out):
 
 
 @numba.njit(cache=True)
-def interior_pick(t, b, n, c_visit, c_scale, q, pi):
+def interior_pick(visits, value_sum, raw_value, prior, children, to_play, b, n,
+                  c_visit, c_scale, q, pi):
     """The paper's deterministic non-root selection: argmax π'(a) - N(a) / (1 + ΣN)."""
-    sum_n = improved_policy(t, b, n, c_visit, c_scale, q, pi)
+    sum_n = improved_policy(visits, value_sum, raw_value, prior, children, to_play, b, n,
+                            c_visit, c_scale, q, pi)
     best, best_score = -1, -np.inf
     for a in range(pi.shape[0]):
-        child = t.children[b, n, a]
+        child = children[b, n, a]
         if child == ILLEGAL:
             continue
-        n_a = t.visits[b, child] if child >= 0 else 0
+        n_a = visits[b, child] if child >= 0 else 0
         score = pi[a] - n_a / (1.0 + sum_n)
         if score > best_score:
             best, best_score = a, score
@@ -144,8 +147,9 @@ def _phase_budget(num_alive, num_phases, phase, budget, used):
 
 @numba.njit(cache=True)
 def _rank_score(t, b, base, c_visit, c_scale, q, out):
-    """g + logits + σ(completed Q) of the root's actions into ``out`` [A]."""
-    _, max_n = completed_q(t, b, 0, q)
+    """g + logits + σ(completed Q) of the root's actions into ``out`` [A] (once per phase)."""
+    _, max_n = completed_q(t.visits, t.value_sum, t.raw_value, t.prior, t.children, t.to_play,
+                           b, 0, q)
     for a in range(out.shape[0]):
         out[a] = base[b, a] + _sigma(q[a], max_n, c_visit, c_scale)
 
@@ -174,53 +178,56 @@ class Halving(NamedTuple):
 
 
 @numba.njit(cache=True)
-def root_actions_kernel(t, h, c_visit, c_scale, out_action):
+def root_actions_kernel(tree, halving, c_visit, c_scale, out_action):
     """The root action of the next simulation of every game, by sequential halving.
 
-    ``t`` is the trees (``TreeArrays``), ``h`` the ``Halving`` state, updated here; the
-    actions go to ``out_action`` [B]. Within a phase the alive action with the fewest
-    visits goes next (ties: larger base), so every survivor gets the phase's visits; when
-    a phase is spent the better-ranked half survives.
+    ``tree`` is ``Tree.packed``, ``halving`` the ``Halving`` state (as a plain tuple,
+    ``GumbelRoot.packed``), updated here; the actions go to ``out_action`` [B]. Within a
+    phase the alive action with the fewest visits goes next (ties: larger base), so every
+    survivor gets the phase's visits; when a phase is spent the better-ranked half survives.
     """
-    num_actions = h.base.shape[1]
+    t = TreeArrays(*tree)
+    h = Halving(*halving)
+    base, alive, visits, phase, phase_left = h.base, h.alive, h.visits, h.phase, h.phase_left
+    num_actions = base.shape[1]
     q = np.empty(num_actions)
     score = np.empty(num_actions)
-    for b in range(h.base.shape[0]):
-        if h.phase_left[b] == 0 and h.phase[b] < h.num_phases[b] - 1:
-            _rank_score(t, b, h.base, c_visit, c_scale, q, score)
+    for b in range(base.shape[0]):
+        if phase_left[b] == 0 and phase[b] < h.num_phases[b] - 1:
+            _rank_score(t, b, base, c_visit, c_scale, q, score)
             keep = (h.num_alive[b] + 1) // 2
             for a in range(num_actions):
-                if not h.alive[b, a]:
+                if not alive[b, a]:
                     score[a] = -np.inf
             for a in range(num_actions):
-                h.alive[b, a] = False
+                alive[b, a] = False
             for _ in range(keep):
                 best = np.argmax(score)
-                h.alive[b, best] = True
+                alive[b, best] = True
                 score[best] = -np.inf
             h.num_alive[b] = keep
-            h.phase[b] += 1
-            h.phase_left[b] = _phase_budget(keep, h.num_phases[b], h.phase[b], h.budget,
-                                            h.used[b])
+            phase[b] += 1
+            phase_left[b] = _phase_budget(keep, h.num_phases[b], phase[b], h.budget, h.used[b])
         pick, fewest, pick_base = -1, 1 << 30, -np.inf
         for a in range(num_actions):
-            if h.alive[b, a] and (h.visits[b, a] < fewest or (
-                    h.visits[b, a] == fewest and h.base[b, a] > pick_base)):
-                pick, fewest, pick_base = a, h.visits[b, a], h.base[b, a]
+            if alive[b, a] and (visits[b, a] < fewest or (
+                    visits[b, a] == fewest and base[b, a] > pick_base)):
+                pick, fewest, pick_base = a, visits[b, a], base[b, a]
         out_action[b] = pick  # -1 only without legal moves; the descent reports that game
         if pick >= 0:
-            h.visits[b, pick] += 1
-        h.phase_left[b] -= 1
+            visits[b, pick] += 1
+        phase_left[b] -= 1
         h.used[b] += 1
 
 
 @numba.njit(cache=True)
-def finish_kernel(t, base, alive, c_visit, c_scale, out_action, out_policy):
+def finish_kernel(tree, base, alive, c_visit, c_scale, out_action, out_policy):
     """Winner of the halving (best-ranked alive action) and the root's improved policy.
 
-    ``base``, ``alive`` [B, A] as in ``Halving``; writes ``out_action`` [B] and
-    ``out_policy`` [B, A].
+    ``tree`` is ``Tree.packed``; ``base``, ``alive`` [B, A] as in ``Halving``; writes
+    ``out_action`` [B] and ``out_policy`` [B, A].
     """
+    t = TreeArrays(*tree)
     num_actions = base.shape[1]
     q = np.empty(num_actions)
     score = np.empty(num_actions)
@@ -232,7 +239,8 @@ def finish_kernel(t, base, alive, c_visit, c_scale, out_action, out_policy):
             if alive[b, a] and score[a] > best_score:
                 best, best_score = a, score[a]
         out_action[b] = best
-        improved_policy(t, b, 0, c_visit, c_scale, q, pi)
+        improved_policy(t.visits, t.value_sum, t.raw_value, t.prior, t.children, t.to_play,
+                        b, 0, c_visit, c_scale, q, pi)
         out_policy[b, :] = pi
 
 
@@ -266,4 +274,7 @@ class GumbelRoot:
         self.arrays = Halving(self.base, self.alive, self.halving_visits, self.num_alive,
                               self.num_phases, self.phase, self.phase_left, self.used,
                               self.budget)
-        """The same arrays (shared, not copied) as one ``Halving`` for the kernels."""
+        """The same arrays (shared, not copied) as one ``Halving``."""
+        self.packed = tuple(self.arrays)
+        """``arrays`` as a plain tuple, the argument of ``root_actions_kernel`` (see
+        ``tree.py`` on why kernels take plain tuples)."""

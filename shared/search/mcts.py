@@ -34,11 +34,11 @@ from shared.search.tree import (
     ILLEGAL,
     UNEXPANDED,
     Tree,
-    add_child,
+    TreeArrays,
     backup_kernel,
-    child_q,
     expand_backup_kernel,
     expand_kernel,
+    flip,
     same_states,
 )
 
@@ -109,27 +109,30 @@ def sample_actions(visit_counts: np.ndarray, temperature: np.ndarray,
 
 
 @numba.njit(cache=True)
-def _puct_pick(t, b, n, prior_row, c_puct, c_base, fpu, fpu_relative):
+def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
+               c_puct, c_base, fpu, fpu_relative):
     """argmax_a Q(a) + c · P(a) · sqrt(N(n)) / (1 + N(a)) over node n's legal actions.
 
     N(n) counts the node's own evaluation, so at a fresh node the prior breaks the tie
     between the (all-unvisited) children instead of the action order.
     """
-    parent_n = t.visits[b, n]
+    parent_n = visits[b, n]
     c = c_puct
     if c_base > 0:
         c += np.log((1.0 + parent_n + c_base) / c_base)
     scale = c * np.sqrt(np.float64(parent_n))
     unvisited_q = fpu
     if fpu_relative:
-        unvisited_q = t.value_sum[b, n] / parent_n - fpu
+        unvisited_q = value_sum[b, n] / parent_n - fpu
     best, best_score = -1, -np.inf
-    for a in range(t.children.shape[2]):
-        child = t.children[b, n, a]
+    for a in range(children.shape[2]):
+        child = children[b, n, a]
         if child == ILLEGAL:
             continue
-        if child >= 0 and t.visits[b, child] > 0:
-            score = child_q(t, b, n, child) + scale * prior_row[a] / (1.0 + t.visits[b, child])
+        if child >= 0 and visits[b, child] > 0:
+            cv = visits[b, child]
+            q = flip(value_sum[b, child] / cv, to_play[b, child], to_play[b, n])
+            score = q + scale * prior_row[a] / (1.0 + cv)
         else:
             score = unvisited_q + scale * prior_row[a]
         if score > best_score:
@@ -138,10 +141,10 @@ def _puct_pick(t, b, n, prior_row, c_puct, c_base, fpu, fpu_relative):
 
 
 @numba.njit(cache=True)
-def _descend_kernel(t, root_prior, root_action, gumbel, c_puct, c_base, fpu, fpu_relative,
+def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, fpu_relative,
                     c_visit, c_scale, out_leaf, out_parent, out_action, out_new):
-    """Walk every tree of ``t`` (``TreeArrays``) from its root to a leaf; create the leaf's
-    node if it is new.
+    """Walk every tree of ``tree`` (``Tree.packed``) from its root to a leaf; create the
+    leaf's node if it is new.
 
     ``root_prior`` [B, A] replaces the root's stored priors (it carries the noise);
     ``root_action`` [B] forces the root's move where >= 0 (Gumbel's halving). Below the
@@ -150,29 +153,41 @@ def _descend_kernel(t, root_prior, root_action, gumbel, c_puct, c_base, fpu, fpu
     existing leaf is a terminal node). Returns the first game stuck at a non-terminal
     node without legal moves, or -1.
     """
-    num_actions = t.children.shape[2]
+    t = TreeArrays(*tree)
+    visits, value_sum, raw_value, prior, children, parent, action, to_play, terminal = (
+        t.visits, t.value_sum, t.raw_value, t.prior, t.children, t.parent, t.action,
+        t.to_play, t.terminal)
+    num_nodes = t.num_nodes
+    num_actions = children.shape[2]
     q = np.empty(num_actions)
     pi = np.empty(num_actions)
-    for b in range(t.children.shape[0]):
+    for b in range(children.shape[0]):
         n = 0
         while True:
             if n == 0 and root_action[b] >= 0:
                 a = root_action[b]
             elif gumbel:
-                a = interior_pick(t, b, n, c_visit, c_scale, q, pi)
+                a = interior_pick(visits, value_sum, raw_value, prior, children, to_play, b, n,
+                                  c_visit, c_scale, q, pi)
             elif n == 0:
-                a = _puct_pick(t, b, n, root_prior[b], c_puct, c_base, fpu, fpu_relative)
+                a = _puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
+                               c_puct, c_base, fpu, fpu_relative)
             else:
-                a = _puct_pick(t, b, n, t.prior[b, n], c_puct, c_base, fpu, fpu_relative)
+                a = _puct_pick(visits, value_sum, children, to_play, b, n, prior[b, n],
+                               c_puct, c_base, fpu, fpu_relative)
             if a < 0:
                 return b
-            child = t.children[b, n, a]
+            child = children[b, n, a]
             if child == UNEXPANDED:
-                child = add_child(t, b, n, a)
+                child = num_nodes[b]
+                num_nodes[b] += 1
+                children[b, n, a] = child
+                parent[b, child] = n
+                action[b, child] = a
                 out_new[b] = True
             else:
                 out_new[b] = False
-            if out_new[b] or t.terminal[b, child]:
+            if out_new[b] or terminal[b, child]:
                 out_leaf[b], out_parent[b], out_action[b] = child, n, a
                 break
             n = child
@@ -308,11 +323,11 @@ class MCTS:
         root_action = np.full(batch, -1, np.int64)
         c_base = -1.0 if cfg.c_base is None else float(cfg.c_base)
         timings = self.timings
-        t = tree.arrays
+        t = tree.packed
         for _ in range(cfg.num_simulations):
             t0 = time.perf_counter()
             if halving is not None:
-                root_actions_kernel(t, halving.arrays, cfg.gumbel_c_visit, cfg.gumbel_c_scale,
+                root_actions_kernel(t, halving.packed, cfg.gumbel_c_visit, cfg.gumbel_c_scale,
                                     root_action)
             stuck = _descend_kernel(t, root_prior, root_action, cfg.gumbel, cfg.c_puct, c_base,
                                     cfg.fpu, cfg.fpu_relative, cfg.gumbel_c_visit,
@@ -376,9 +391,9 @@ class MCTS:
                 values[running] = net_value
         t0 = time.perf_counter()
         if backup is None:
-            expand_kernel(tree.arrays, games, nodes, to_play, terminal, legal, logits, values)
+            expand_kernel(tree.packed, games, nodes, to_play, terminal, legal, logits, values)
         else:
-            expand_backup_kernel(tree.arrays, games, nodes, to_play, terminal, legal, logits,
+            expand_backup_kernel(tree.packed, games, nodes, to_play, terminal, legal, logits,
                                  values, *backup)
         timings["tree"] += time.perf_counter() - t0
 
@@ -393,7 +408,7 @@ class MCTS:
         if halving is not None:
             action = np.empty(batch, np.int64)
             policy = np.empty(kids.shape, np.float64)
-            finish_kernel(tree.arrays, halving.base, halving.alive, cfg.gumbel_c_visit,
+            finish_kernel(tree.packed, halving.base, halving.alive, cfg.gumbel_c_visit,
                           cfg.gumbel_c_scale, action, policy)
         else:
             policy = counts / counts.sum(axis=1, keepdims=True)

@@ -46,7 +46,7 @@ from shared.games.base import Game, State
 from shared.games.sampling import sample_legal
 from shared.search.rollout import mover_view, rollout_outcomes
 from shared.search.tactics import winning_actions
-from shared.search.tree import ILLEGAL, UNEXPANDED, Tree, add_child, backup_kernel
+from shared.search.tree import ILLEGAL, UNEXPANDED, Tree, TreeArrays, backup_kernel, flip
 
 
 @dataclass(frozen=True)
@@ -88,33 +88,30 @@ class UCTResult:
     """[B] int32: playouts run (fewer than configured when every root got proven early)."""
 
 
-@numba.njit(cache=True, inline="always")
-def _parent_view(t, b, parent, child, value):
-    """``value`` (``child``'s mover's view) seen by the player to move at ``parent``."""
-    return value if t.to_play[b, child] == t.to_play[b, parent] else -value
-
-
 @numba.njit(cache=True)
-def _descend(t, c, solver, uniforms, path, depth, expand, fresh):
-    """Walk every tree of ``t`` (``TreeArrays``) from the root by UCB1 to a proven node or
-    one with an untried action.
+def _descend(tree, c, solver, uniforms, path, depth, expand, fresh):
+    """Walk every tree of ``tree`` (``Tree.packed``) from the root by UCB1 to a proven node
+    or one with an untried action.
 
     Writes ``path [B, D]`` (nodes from the root), ``depth [B]`` (index of the leaf in
     ``path``), ``expand [B]`` (a uniformly chosen untried legal action at the leaf, -1 if
     the leaf is proven) and ``fresh [B]`` (the leaf has no child yet).
     """
-    num_actions = t.children.shape[2]
-    for b in range(t.children.shape[0]):
+    t = TreeArrays(*tree)
+    visits, value_sum, raw_value, children, to_play, proven = (
+        t.visits, t.value_sum, t.raw_value, t.children, t.to_play, t.proven)
+    num_actions = children.shape[2]
+    for b in range(children.shape[0]):
         node = 0
         d = 0
         path[b, 0] = 0
         expand[b] = -1
         fresh[b] = False
-        while not t.proven[b, node]:
+        while not proven[b, node]:
             untried = 0
             num_legal = 0
             for a in range(num_actions):
-                child = t.children[b, node, a]
+                child = children[b, node, a]
                 if child != ILLEGAL:
                     num_legal += 1
                     if child == UNEXPANDED:
@@ -123,25 +120,25 @@ def _descend(t, c, solver, uniforms, path, depth, expand, fresh):
                 fresh[b] = untried == num_legal
                 pick = min(int(uniforms[b] * untried), untried - 1)
                 for a in range(num_actions):
-                    if t.children[b, node, a] == UNEXPANDED:
+                    if children[b, node, a] == UNEXPANDED:
                         if pick == 0:
                             expand[b] = a
                             break
                         pick -= 1
                 break
-            log_n = math.log(t.visits[b, node])
+            log_n = math.log(visits[b, node])
             best = -1.0
             best_child = -1
             for a in range(num_actions):
-                child = t.children[b, node, a]
+                child = children[b, node, a]
                 if child < 0:
                     continue
-                if solver and t.proven[b, child] and _parent_view(
-                        t, b, node, child, t.raw_value[b, child]) < 0:
+                if solver and proven[b, child] and flip(
+                        raw_value[b, child], to_play[b, child], to_play[b, node]) < 0:
                     continue  # a proven loss stays lost: spend no more playouts on it
-                n = t.visits[b, child]
+                n = visits[b, child]
                 # Win rate (n + s) / 2n: exactly the [0, 1] win count over n, as in UCB1.
-                s = _parent_view(t, b, node, child, t.value_sum[b, child])
+                s = flip(value_sum[b, child], to_play[b, child], to_play[b, node])
                 score = (n + s) / (2.0 * n) + c * math.sqrt(log_n / n)
                 if score > best:
                     best = score
@@ -155,63 +152,70 @@ def _descend(t, c, solver, uniforms, path, depth, expand, fresh):
 
 
 @numba.njit(cache=True)
-def _try_prove(t, b, node):
+def _try_prove(children, to_play, proven, raw_value, b, node):
     """Mark ``node`` proven if a child is a proven win for its mover or all are proven."""
     best = -2.0
     complete = True
-    for a in range(t.children.shape[2]):
-        child = t.children[b, node, a]
+    for a in range(children.shape[2]):
+        child = children[b, node, a]
         if child == ILLEGAL:
             continue
-        if child < 0 or not t.proven[b, child]:
+        if child < 0 or not proven[b, child]:
             complete = False
             continue
-        v = _parent_view(t, b, node, child, t.raw_value[b, child])
+        v = flip(raw_value[b, child], to_play[b, child], to_play[b, node])
         if v > 0:
-            t.proven[b, node] = True
-            t.raw_value[b, node] = v
+            proven[b, node] = True
+            raw_value[b, node] = v
             return True
         best = max(best, v)
     if complete and best > -2.0:
-        t.proven[b, node] = True
-        t.raw_value[b, node] = best
+        proven[b, node] = True
+        raw_value[b, node] = best
         return True
     return False
 
 
 @numba.njit(cache=True)
-def _expand_and_backup(t, path, depth, expand, new_legal, new_to_play, new_terminal,
+def _expand_and_backup(tree, path, depth, expand, new_legal, new_to_play, new_terminal,
                        new_value, solver, new_node, leaf):
     """Add each tree's expanded child, back the playout's result up, propagate proofs.
 
-    For the new node of tree b: ``new_legal [B, A]``, ``new_to_play [B]``,
-    ``new_terminal [B]`` (a finished game: proven) and ``new_value [B]`` (its exact result
-    if terminal, else the rollout's, mover's view). A proven leaf or new node is scored by
-    its proven value. Writes the new node's index to ``new_node [B]`` (-1 if none) and
-    the node whose value is backed up to ``leaf [B]``.
+    ``tree`` is ``Tree.packed``. For the new node of tree b: ``new_legal [B, A]``,
+    ``new_to_play [B]``, ``new_terminal [B]`` (a finished game: proven) and ``new_value
+    [B]`` (its exact result if terminal, else the rollout's, mover's view). A proven leaf
+    or new node is scored by its proven value. Writes the new node's index to
+    ``new_node [B]`` (-1 if none) and the node whose value is backed up to ``leaf [B]``.
     """
-    for b in range(t.visits.shape[0]):
+    t = TreeArrays(*tree)
+    children, proven, to_play, raw_value = t.children, t.proven, t.to_play, t.raw_value
+    for b in range(children.shape[0]):
         d = depth[b]
         node = path[b, d]
         new_node[b] = -1
         a = expand[b]
         if a >= 0:
-            node = add_child(t, b, node, a)
+            leaf_node = node
+            node = t.num_nodes[b]
+            t.num_nodes[b] += 1
+            children[b, leaf_node, a] = node
+            t.parent[b, node] = leaf_node
+            t.action[b, node] = a
             new_node[b] = node
             for i in range(new_legal.shape[1]):
-                t.children[b, node, i] = UNEXPANDED if new_legal[b, i] else ILLEGAL
-            t.to_play[b, node] = new_to_play[b]
+                children[b, node, i] = UNEXPANDED if new_legal[b, i] else ILLEGAL
+            to_play[b, node] = new_to_play[b]
             t.terminal[b, node] = new_terminal[b]
-            t.proven[b, node] = new_terminal[b]
-            t.raw_value[b, node] = new_value[b]
+            proven[b, node] = new_terminal[b]
+            raw_value[b, node] = new_value[b]
             d += 1
         leaf[b] = node
-        if solver and t.proven[b, node]:
+        if solver and proven[b, node]:
             # Walk the proof up while ancestors become proven too.
             up = d - 1
-            while up >= 0 and _try_prove(t, b, path[b, up]):
+            while up >= 0 and _try_prove(children, to_play, proven, raw_value, b, path[b, up]):
                 up -= 1
-    backup_kernel(t, np.arange(t.visits.shape[0]), leaf)
+    backup_kernel(tree, np.arange(children.shape[0]), leaf)
 
 
 def _replay(game: Game, roots: State, trees: Tree, rows: np.ndarray, path: np.ndarray,
@@ -255,7 +259,7 @@ def uct_search(game: Game, roots: State, config: UCTConfig,
     done = 0
     while done < config.playouts:
         done += 1
-        _descend(t, config.c, config.solver, rng.random(b), path, depth, expand, fresh)
+        _descend(trees.packed, config.c, config.solver, rng.random(b), path, depth, expand, fresh)
         grow = np.flatnonzero(expand >= 0)
         new_legal = np.zeros((b, num_actions), bool)
         new_to_play = np.zeros(b, np.int8)
@@ -282,7 +286,7 @@ def uct_search(game: Game, roots: State, config: UCTConfig,
                     game, sub, lambda s: sample_legal(game.legal_mask(s), rng))
         # The new node's value (exact if the game ended there), from its mover's view.
         new_value = mover_view(outcome, new_to_play)
-        _expand_and_backup(t, path, depth, expand, new_legal, new_to_play, new_terminal,
+        _expand_and_backup(trees.packed, path, depth, expand, new_legal, new_to_play, new_terminal,
                            new_value, config.solver, new_node, leaf_node)
         if nodes is not None and grow.size:
             nodes.put(grow * n_max + new_node[grow], child_states)
