@@ -38,6 +38,7 @@ from shared.arena import play_match
 from shared.games import make_game
 from shared.nets import build_net
 from shared.players import MCTSPlayer, make_player
+from shared.run_record import snapshot_files
 from shared.torch_evaluator import TorchEvaluator
 
 OPENING_MOVES = 2
@@ -61,10 +62,10 @@ def match_table(game, evaluator, config, sims: int, anchor: str, games: int, see
 
 def curve_points(run_dir: Path, run_minutes: float) -> list[tuple[float, str, Path | None]]:
     """(minutes of training, label, weights file) for the untrained net (None), each
-    ``snapshots/weights-<seconds>s.pt`` and the run's final checkpoint (at ``run_minutes``)."""
+    weight snapshot and the run's final checkpoint (at ``run_minutes``)."""
     points: list[tuple[float, str, Path | None]] = [(0.0, "0 min (untrained)", None)]
-    for snap in sorted((run_dir / "snapshots").glob("weights-*s.pt")):
-        minutes = int(snap.stem.split("-")[1].rstrip("s")) / 60
+    for seconds, snap in snapshot_files(run_dir):
+        minutes = seconds / 60
         points.append((minutes, f"{minutes:.0f} min", snap))
     final = run_dir / CHECKPOINT_NAME
     if final.exists():

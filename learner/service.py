@@ -250,7 +250,7 @@ class LearnerService:
         return len(self._unacked) >= max(self.stream.config.max_backlog // 2, 1)
 
     def _maybe_snapshot(self) -> Path | None:
-        """Every ``run.snapshot_every_s``: the weights as ``snapshots/weights-<s>s.pt``
+        """Every ``run.snapshot_every_s``: the weights as ``snapshots/weights-<s>s.safetensors``
         (seconds since this service started), for learning curves."""
         every = self.config.snapshot_every_s
         now = time.monotonic()

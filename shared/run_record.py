@@ -4,7 +4,7 @@
 RUN_DIR/config.yaml             the run's full config (written at start)
 RUN_DIR/checkpoint.pt           learner state + stream cursor (learner.learner)
 RUN_DIR/eval.jsonl              one JSON line per evaluation (the evaluator)
-RUN_DIR/snapshots/weights-<seconds>s.pt   weight snapshots for learning curves
+RUN_DIR/snapshots/weights-<seconds>s.safetensors   weight snapshots (learning curves)
 ```
 
 The local run and a distributed run write the same files through this module (a
@@ -27,9 +27,22 @@ SNAPSHOT_DIR = "snapshots"
 
 
 def snapshot_path(run_dir: str | Path, elapsed_s: float) -> Path:
-    """``RUN_DIR/snapshots/weights-<seconds>s.pt`` for a snapshot ``elapsed_s`` into the
-    learner's life (six digits, so names sort by time)."""
-    return Path(run_dir) / SNAPSHOT_DIR / f"weights-{int(elapsed_s):06d}s.pt"
+    """``RUN_DIR/snapshots/weights-<seconds>s.safetensors`` for a snapshot ``elapsed_s``
+    into the learner's life (six digits, so names sort by time). Runs before 0.2 wrote
+    ``.pt`` names; ``snapshot_files`` finds both."""
+    return Path(run_dir) / SNAPSHOT_DIR / f"weights-{int(elapsed_s):06d}s.safetensors"
+
+
+def snapshot_files(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Every weight snapshot of a run as (seconds, path), oldest first (``.safetensors``
+    and the ``.pt`` names of older runs; the loader tells the format from the bytes)."""
+    found = []
+    for path in (Path(run_dir) / SNAPSHOT_DIR).glob("weights-*s.*"):
+        stem = path.name.split(".")[0]  # weights-000060s
+        seconds = stem.removeprefix("weights-").removesuffix("s")
+        if path.suffix in (".safetensors", ".pt") and seconds.isdigit():
+            found.append((int(seconds), path))
+    return sorted(found)
 
 
 class RunRecord:
@@ -48,8 +61,12 @@ class RunRecord:
     def append_eval(self, entry: Mapping[str, Any]) -> None:
         """One evaluation as a JSON line (``EvaluatorService`` results)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / EVAL_LOG_NAME, "a", encoding="utf-8") as f:
-            f.write(json.dumps(dict(entry), sort_keys=True) + "\n")
+        path = self.run_dir / EVAL_LOG_NAME
+        # A run killed mid-write leaves half a line: start on a fresh one, or this entry
+        # would be glued to the broken one and lost with it.
+        torn = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(("\n" if torn else "") + json.dumps(dict(entry), sort_keys=True) + "\n")
 
     def evals(self) -> list[dict]:
         """Every evaluation recorded so far, oldest first (lines that do not parse are

@@ -80,7 +80,7 @@ class LearnerConfig:
     checkpoint_every_s: float = 60.0
     """Seconds between checkpoints (and one at the end)."""
     snapshot_every_s: float = 0.0
-    """Seconds between weight snapshots ``snapshots/weights-<seconds>s.pt`` kept for
+    """Seconds between weight snapshots ``snapshots/weights-<seconds>s.safetensors`` kept for
     learning curves (0: none)."""
 
     def __post_init__(self) -> None:

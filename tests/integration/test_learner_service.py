@@ -20,6 +20,7 @@ from learner.service import CHECKPOINT_NAME, SERVICE_STATE_FORMAT, LearnerServic
 from shared.formats.weights import load_weights
 from shared.games import make_game
 from shared.nets import NetConfig, build_net
+from shared.run_record import snapshot_files
 from shared.samples import GameSamples
 from shared.search.config import SearchConfig
 from shared.torch_evaluator import TorchEvaluator
@@ -325,7 +326,8 @@ def test_weight_snapshots_for_learning_curves(redis_server, redis_client, run_id
     for _ in range(3):
         time.sleep(1.05)
         service.run_once(max_read=8, block_ms=0)
-    snaps = sorted((tmp_path / "snapshots").glob("weights-*s.pt"))
+    snaps = [path for _, path in snapshot_files(tmp_path)]
+    assert all(p.suffix == ".safetensors" for p in snaps)
     seconds = [int(p.stem.split("-")[1].rstrip("s")) for p in snaps]
     assert len(seconds) == 3 and seconds[0] >= 1 and seconds == sorted(set(seconds))
     net = build_net(NetConfig.preset("tiny"), make_game(GAME).spec)
