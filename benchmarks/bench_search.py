@@ -21,9 +21,7 @@ import time
 import numpy as np
 
 from shared.games import make_game
-from shared.search.config import SearchConfig
-from shared.search.evaluator import UniformEvaluator
-from shared.search.mcts import MCTS
+from shared.search import MCTS, SearchConfig, UniformEvaluator
 
 
 def measure(spec: str, batch: int, config: SearchConfig, moves: int, seed: int) -> dict:

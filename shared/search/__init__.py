@@ -1,1 +1,39 @@
-"""Batched tree search over the Game seam; no torch here."""
+"""Batched tree search over the Game seam; no torch here.
+
+The public API (shapes: B games searched together, A actions, N nodes per tree):
+
+- ``MCTS(game, evaluator, SearchConfig)``: batched PUCT or Gumbel AlphaZero.
+  ``search(states [B], rng) -> SearchResult`` with ``action`` [B], ``visit_policy``
+  [B, A], ``root_value`` [B] and ``visit_counts`` [B, A]; ``advance(actions [B])`` keeps
+  the played subtrees when ``SearchConfig.reuse_tree``; ``reset(index)`` forgets trees.
+- ``Evaluator``: anything with ``evaluate(obs [B, C, H, W], legal [B, A]) -> Evaluation``
+  (``policy_logits`` [B, A], ``value`` [B] in [-1, 1] for the player to move);
+  ``UniformEvaluator`` is the rules-only one; bad output raises ``EvaluationError``.
+- ``uct_search(game, roots [B], UCTConfig, rng) -> UCTResult``: pure UCT with random
+  rollouts (the baseline yardstick), ``action`` [B], ``visits`` [B, A], ``value`` [B],
+  ``proven`` [B], ``playouts`` [B].
+- ``Tree`` / ``TreeArrays``: the one tree-of-arrays all three searches use ([B, N] and
+  [B, N, A] arrays; values in [-1, 1] from the view of the node's player to move), for
+  reading a search's tree (``MCTS.tree``).
+"""
+
+from shared.search.config import SearchConfig
+from shared.search.evaluator import Evaluation, EvaluationError, Evaluator, UniformEvaluator
+from shared.search.mcts import MCTS, SearchResult
+from shared.search.tree import Tree, TreeArrays
+from shared.search.uct import UCTConfig, UCTResult, uct_search
+
+__all__ = [
+    "MCTS",
+    "Evaluation",
+    "EvaluationError",
+    "Evaluator",
+    "SearchConfig",
+    "SearchResult",
+    "Tree",
+    "TreeArrays",
+    "UCTConfig",
+    "UCTResult",
+    "UniformEvaluator",
+    "uct_search",
+]

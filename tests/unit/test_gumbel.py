@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 
 from shared.games import make_game
-from shared.search.config import SearchConfig
-from shared.search.evaluator import UniformEvaluator
-from shared.search.mcts import MCTS
+from shared.search import MCTS, SearchConfig, UniformEvaluator
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 
 

@@ -7,9 +7,8 @@ import pytest
 
 from shared.games import make_game
 from shared.games.base import Game, State
-from shared.search.config import SearchConfig
-from shared.search.evaluator import Evaluation, EvaluationError, UniformEvaluator
-from shared.search.mcts import MCTS, dirichlet_noise, sample_actions
+from shared.search import MCTS, Evaluation, EvaluationError, SearchConfig, UniformEvaluator
+from shared.search.mcts import dirichlet_noise, sample_actions
 from shared.search.tree import same_states
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 
