@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import ClassVar, Generic, Self, TypeVar
 
 import numpy as np
 
@@ -118,7 +118,7 @@ class State:
             dst[np.asarray(index)] = getattr(other, name)
 
     @classmethod
-    def concat(cls, states: Sequence[State]) -> Self:
+    def concat(cls, states: Sequence[Self]) -> Self:
         """Join states along the batch axis."""
         names = [f.name for f in dataclasses.fields(states[0])]
         return type(states[0])(
@@ -130,18 +130,26 @@ class State:
         return type(self)(**{k: np.repeat(v, n, axis=0) for k, v in self.arrays().items()})
 
 
-class Game:
-    """Base class of every game. Subclasses set ``spec`` and implement the abstract parts."""
+S = TypeVar("S", bound=State)
+"""The state class of a game: ``Go`` is a ``Game[GoState]``."""
+
+
+class Game(Generic[S]):
+    """Base class of every game. Subclasses set ``spec`` and implement the abstract parts.
+
+    Generic in its state class, so that each game's methods take and return its own
+    ``State`` subclass; code that handles any game writes plain ``Game``.
+    """
 
     name: ClassVar[str]
     spec: GameSpec
 
     # --- batched rules -----------------------------------------------------------------
-    def init(self, batch: int) -> State:
+    def init(self, batch: int) -> S:
         """``batch`` games at their starting position."""
         raise NotImplementedError
 
-    def step(self, state: State, actions: np.ndarray) -> State:
+    def step(self, state: S, actions: np.ndarray) -> S:
         """Play ``actions`` [B] and return the new state.
 
         Raises ``ValueError`` if a running game is given an action outside its legal mask.
@@ -164,27 +172,27 @@ class Game:
             )
         return self._step(state, np.where(running, actions, -1).astype(np.int32))
 
-    def _step(self, state: State, actions: np.ndarray) -> State:
+    def _step(self, state: S, actions: np.ndarray) -> S:
         """Apply legal actions [B] int32 (-1 for finished games, which are left alone)."""
         raise NotImplementedError
 
-    def legal_mask(self, state: State) -> np.ndarray:
+    def legal_mask(self, state: S) -> np.ndarray:
         """[B, A] bool: legal actions of the player to move (all False once over)."""
         return state.legal
 
-    def terminal(self, state: State) -> np.ndarray:
+    def terminal(self, state: S) -> np.ndarray:
         """[B] bool."""
         return state.terminal
 
-    def outcome(self, state: State) -> np.ndarray:
+    def outcome(self, state: S) -> np.ndarray:
         """[B] int8 from the first player's side (+1 won, -1 lost, 0 draw or running)."""
         return state.outcome
 
-    def to_play(self, state: State) -> np.ndarray:
+    def to_play(self, state: S) -> np.ndarray:
         """[B] int8: 0 if the first player is to move."""
         return state.to_play
 
-    def observe(self, state: State) -> np.ndarray:
+    def observe(self, state: S) -> np.ndarray:
         """[B, C, H, W] uint8 planes from the view of the player to move."""
         raise NotImplementedError
 
@@ -205,11 +213,11 @@ class Game:
         """The move in this game's usual notation."""
         raise NotImplementedError
 
-    def render(self, state: State, index: int = 0) -> str:
+    def render(self, state: S, index: int = 0) -> str:
         """One game of the batch as text, with coordinates."""
         raise NotImplementedError
 
-    def illegal_reason(self, state: State, index: int, action: int) -> str | None:
+    def illegal_reason(self, state: S, index: int, action: int) -> str | None:
         """Why ``action`` is illegal in game ``index``, or None if it is legal."""
         if state.terminal[index]:
             return "the game is over"
@@ -219,7 +227,7 @@ class Game:
             return None
         return self._illegal_reason(state, index, action)
 
-    def _illegal_reason(self, state: State, index: int, action: int) -> str:
+    def _illegal_reason(self, state: S, index: int, action: int) -> str:
         return "the rules forbid it"
 
     def __repr__(self) -> str:

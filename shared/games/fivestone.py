@@ -241,7 +241,7 @@ def _parse_point(col: str, row: str, text: str) -> int:
     return (SIZE - int(row)) * SIZE + COLUMNS.index(col)
 
 
-class FiveStone(Game):
+class FiveStone(Game[FiveStoneState]):
     """Five-stone chess; ``first`` is the colour that moves first (the first player)."""
 
     name = "5stone_chess"

@@ -64,7 +64,7 @@ class GoState(State):
     """[B, 2] int32: stones captured so far by black (column 0) and by white (column 1)."""
 
 
-class Go(Game):
+class Go(Game[GoState]):
     """Go with area scoring; ``ko`` is ``"superko"`` (positional) or ``"simple"``."""
 
     name = "go"

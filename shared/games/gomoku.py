@@ -84,7 +84,7 @@ def _step_kernel(board, to_play, ply, terminal, outcome, legal, last_action, act
             outcome[b] = 0
 
 
-class Gomoku(Game):
+class Gomoku(Game[GomokuState]):
     """Free-style m x n, k-in-a-row; ``exact=True`` makes overlines not count."""
 
     name = "gomoku"
