@@ -12,11 +12,15 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    # The protocol that every dataclass satisfies; typeshed only, so not importable at run time.
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 class ConfigError(ValueError):
@@ -25,7 +29,8 @@ class ConfigError(ValueError):
 
 def _convert(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
-    if dataclasses.is_dataclass(hint):
+    # A hint is a class, never a dataclass instance: the isinstance narrows it to one.
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a section (mapping), got {value!r}")
         return from_dict(hint, value, where)

@@ -146,19 +146,19 @@ def merge(snapshots: Iterable[Mapping]) -> dict:
     hists: dict[str, dict[tuple, list[float]]] = {}
     for snap in snapshots:
         for name, series in snap.get("values", {}).items():
-            out = values.setdefault(name, {})
+            vout = values.setdefault(name, {})
             for labels, v in series:
                 k = tuple(tuple(p) for p in labels)
                 if CATALOGUE[name].kind == "gauge" and name in _MAX_GAUGES:
-                    out[k] = max(out.get(k, float("-inf")), v)
+                    vout[k] = max(vout.get(k, float("-inf")), v)
                 else:
-                    out[k] = out.get(k, 0.0) + v
+                    vout[k] = vout.get(k, 0.0) + v
         for name, series in snap.get("hists", {}).items():
-            out = hists.setdefault(name, {})
+            hout = hists.setdefault(name, {})
             for labels, h in series:
                 k = tuple(tuple(p) for p in labels)
-                acc = out.setdefault(k, [0.0] * len(h))
-                out[k] = [a + b for a, b in zip(acc, h, strict=True)]
+                acc = hout.setdefault(k, [0.0] * len(h))
+                hout[k] = [a + b for a, b in zip(acc, h, strict=True)]
     return {"values": values, "hists": hists}
 
 

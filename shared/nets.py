@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -80,7 +80,7 @@ class NetConfig:
             raise ValueError(
                 f"unknown net preset {name!r}; known: {', '.join(PRESETS)}") from None
 
-    def replace(self, **changes: object) -> NetConfig:
+    def replace(self, **changes: Any) -> NetConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 

@@ -62,7 +62,8 @@ class RunStatus:
         values = merged["values"]
 
         def by(name: str, label: str) -> dict[str, float]:
-            return {dict(k).get(label): val for k, val in values.get(name, {}).items()}
+            # Every series key carries all its metric's labels (Registry checks them).
+            return {dict(k)[label]: val for k, val in values.get(name, {}).items()}
 
         return cls(
             games=v(merged, "selfplay_games_total", worker_kind="selfplay"),

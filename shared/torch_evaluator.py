@@ -120,7 +120,8 @@ class TorchEvaluator:
         model = fuse_for_inference(source) if self.config.fuse_bn else copy.deepcopy(source)
         model.eval().requires_grad_(False)
         if self.config.channels_last:
-            model = model.to(memory_format=torch.channels_last)
+            # Module.to takes memory_format at run time, but torch's overloads leave it out.
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         return model.to(self.dtype)
 
     def load_state_dict(self, state_dict: StateDict, version: int) -> None:

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgpack
@@ -110,7 +110,7 @@ class MemorySampleStream:
         with self._data.cond:
             return self._add(blobs)
 
-    def _add(self, blobs: list[bytes | None]) -> list[str]:
+    def _add(self, blobs: Sequence[bytes | None]) -> list[str]:
         d = self._data
         ids = []
         for blob in blobs:

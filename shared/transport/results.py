@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import redis
@@ -54,14 +54,15 @@ class EvalResultsStore:
     def latest(self) -> dict | None:
         """The newest results, or None before the first evaluation."""
         with redis_errors(self.redis):
-            blob = self.redis.get(self.key)
+            # Clients are made with decode_responses=False: replies are bytes, never str.
+            blob = cast("bytes | None", self.redis.get(self.key))
         return None if blob is None else self._decode(blob, self.key)
 
     def history(self, limit: int | None = None) -> list[dict]:
         """Up to ``limit`` (default: all kept) results, newest first."""
         end = -1 if limit is None else max(limit, 1) - 1
         with redis_errors(self.redis):
-            blobs = self.redis.lrange(self.history_key, 0, end)
+            blobs = cast("list[bytes]", self.redis.lrange(self.history_key, 0, end))  # as above
         return [self._decode(b, self.history_key) for b in blobs]
 
     def put_best(self, version: int, weights: bytes) -> None:
@@ -76,7 +77,7 @@ class EvalResultsStore:
         """``(version, weights blob)`` of the best weights, or None if none is recorded.
         Raises ResultsFormatError if the record is malformed or fails its sha256."""
         with redis_errors(self.redis):
-            blob = self.redis.get(self.best_key)
+            blob = cast("bytes | None", self.redis.get(self.best_key))  # as in latest()
         if blob is None:
             return None
         entry = self._decode(blob, self.best_key)

@@ -41,6 +41,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any, cast
 
 import redis
 
@@ -351,7 +352,10 @@ class SampleStream:
             log.warning("sample stream %s lost its group %r; recreating it", self.key, group)
             self._ensure_group()
             return []
-        return reply[0][1] if reply else []
+        # RESP2 (the client default) with decode_responses=False: one [stream key, entries]
+        # pair for our one stream, entries as (id bytes, fields dict or None if deleted).
+        streams = cast("list[list[Any]]", reply)
+        return streams[0][1] if streams else []
 
     def _decode_batch(self, raw: list[tuple[bytes, dict | None]]
                       ) -> list[tuple[str, GameSamples]]:

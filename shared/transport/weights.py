@@ -21,6 +21,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from types import TracebackType
+from typing import cast
 
 import redis
 from torch import nn
@@ -144,12 +145,15 @@ class WeightStore:
     def versions(self) -> list[int]:
         """The versions still stored, oldest first."""
         with redis_errors(self.redis):
-            return [int(v) for v in self.redis.zrange(f"{self.prefix}versions", 0, -1)]
+            # Members only (no scores), as bytes: clients have decode_responses=False.
+            members = cast("list[bytes]", self.redis.zrange(f"{self.prefix}versions", 0, -1))
+            return [int(v) for v in members]
 
     def info(self, version: int) -> WeightInfo | None:
         """What was recorded about ``version``, or None if it is not stored."""
         with redis_errors(self.redis):
-            meta = self.redis.hgetall(f"{self.key(version)}:meta")
+            # bytes keys and values: clients have decode_responses=False.
+            meta = cast("dict[bytes, bytes]", self.redis.hgetall(f"{self.key(version)}:meta"))
         return _info(meta) if meta else None
 
     def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
