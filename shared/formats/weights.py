@@ -71,7 +71,8 @@ def _digest(sd: StateDict, order: list[str]) -> str:
         t = sd[name]
         h.update(f"{name}\0{t.dtype}\0{list(t.shape)}\0".encode())
         # reshape(-1) first: a 0-dim tensor cannot be viewed as another element size.
-        h.update(t.reshape(-1).view(torch.uint8).numpy())
+        # .data: the array's buffer as a memoryview, which the stubs for 3.11 type as one.
+        h.update(t.reshape(-1).view(torch.uint8).numpy().data)
     return h.hexdigest()
 
 

@@ -324,6 +324,8 @@ class MCTS:
         c_base = -1.0 if cfg.c_base is None else float(cfg.c_base)
         timings = self.timings
         t = tree.packed
+        store = tree.states
+        assert store is not None  # MCTS allocates its trees with their states stored
         for _ in range(cfg.num_simulations):
             t0 = time.perf_counter()
             if halving is not None:
@@ -339,7 +341,7 @@ class MCTS:
             grow = np.flatnonzero(new)
             if grow.size:
                 t0 = time.perf_counter()
-                before = tree.states.take(tree.flat(grow, parent[grow]))
+                before = store.take(tree.flat(grow, parent[grow]))
                 after = self.game.step(before, leaf_action[grow])
                 timings["step"] += time.perf_counter() - t0
                 # The backup rides along with the expansion: one kernel call per round.
@@ -356,6 +358,7 @@ class MCTS:
         then back up the leaves ``backup`` = (games [L], leaves [L]) if given."""
         game, timings = self.game, self.timings
         t0 = time.perf_counter()
+        assert tree.states is not None  # MCTS allocates its trees with their states stored
         tree.states.put(tree.flat(games, nodes), states)
         terminal = np.asarray(game.terminal(states), bool)
         to_play = np.asarray(game.to_play(states), np.int8)
@@ -375,6 +378,7 @@ class MCTS:
                 from shared.search.rollout import random_rollout_values  # only AlphaGo mode
 
                 t0 = time.perf_counter()
+                assert rollout_rng is not None  # search() makes one whenever rollout_mix > 0
                 z = random_rollout_values(game, sub, rollout_rng)
                 net_value = ((1.0 - lam) * net_value + lam * z).astype(np.float32)
                 timings["rollout"] += time.perf_counter() - t0

@@ -152,8 +152,9 @@ class Tree:
         already make sense in the new numbering (``_relink`` ensures it).
         """
         rows = np.arange(self.batch_size)[:, None]
-        arrays = TreeArrays(*(arr[rows, old_of_new] for arr in self.arrays[:-1]),
-                            num_nodes=num_nodes.astype(np.int32))
+        # _make: every field but the last (num_nodes) gathered, then the new num_nodes.
+        arrays = TreeArrays._make([*(arr[rows, old_of_new] for arr in self.arrays[:-1]),
+                                   num_nodes.astype(np.int32)])
         states = None
         if self.states is not None:
             states = self.states.take((rows * self.capacity + old_of_new).reshape(-1))
