@@ -112,6 +112,8 @@ class TorchEvaluator:
         self._module = self._prepare(self._source).to(self.device)
         self._model: nn.Module = self._module
         if config.compile:
+            # torch.compile of a Module returns an OptimizedModule (a Module), but its
+            # overloads type the result as a plain callable.
             self._model = torch.compile(self._module, mode=config.compile_mode)  # type: ignore[assignment]
 
     # -- weights -------------------------------------------------------------------------
