@@ -73,7 +73,8 @@ class TreeArrays(NamedTuple):
     """[B, N] bool: ``raw_value`` is the node's exact game-theoretic value (UCT's
     MCTS-Solver; set for terminal nodes there)."""
     num_nodes: np.ndarray
-    """[B] int32: nodes in use; 0 means the game has no tree."""
+    """[B] int32: nodes in use; 0 means the game has no tree. Kept last, so that
+    ``arrays[:-1]`` are exactly the per-node arrays."""
 
     @classmethod
     def zeros(cls, batch: int, capacity: int, num_actions: int) -> TreeArrays:
@@ -182,7 +183,7 @@ class Tree:
         old = old_of_new[games, new]
         # In place: each right-hand side is gathered into a temporary before the scatter,
         # so overlapping old and new slots cannot clobber each other.
-        for arr in t[:-1]:
+        for arr in t[:-1]:  # every per-node array (num_nodes is last)
             arr[games, new] = arr[games, old]
         if self.states is not None:
             self.states.put(self.flat(games, new), self.states.take(self.flat(games, old)))
