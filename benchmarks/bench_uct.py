@@ -21,7 +21,7 @@ from shared.games import make_game
 from shared.games.base import Game, State
 from shared.games.sampling import sample_legal
 from shared.players import Player, make_player
-from shared.search.uct import UCTConfig, uct_search
+from shared.search import UCTConfig, uct_search
 
 
 def playouts_per_second(game: Game, roots: State, config: UCTConfig, repeats: int = 1) -> float:

@@ -9,13 +9,13 @@ from shared.arena import play_match
 from shared.games import make_game
 from shared.games.base import Game, State
 from shared.players import MinimaxPlayer, RandomPlayer, UCTPlayer
+from shared.search import UCTConfig, uct_search
 from shared.search.rollout import (
     policy_rollout_values,
     random_rollout_values,
     sample_from_policy,
 )
 from shared.search.tactics import winning_actions
-from shared.search.uct import UCTConfig, uct_search
 
 TTT = make_game("tictactoe")
 GOMOKU6 = make_game("gomoku6")
