@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import msgpack
 
 from shared.formats.weights import weights_from_bytes, weights_to_bytes
-from shared.samples import GameSamples, SampleFormatError, decode, encode
+from shared.samples import GameSamples, encode
 from shared.transport.base import StateDict
 from shared.transport.results import EvalResultsStore, ResultsFormatError
 from shared.transport.stream import (
@@ -33,6 +33,7 @@ from shared.transport.stream import (
     StreamConfig,
     StreamInfo,
     check_run_id,
+    decode_entries,
     parse_id,
 )
 from shared.transport.weights import StaleVersionError, WeightInfo, WeightsIntegrityError
@@ -163,26 +164,10 @@ class MemorySampleStream:
 
     def _decode_batch(self, raw: list[tuple[int, bytes | None]]
                       ) -> list[tuple[str, GameSamples]]:
-        good: list[tuple[str, GameSamples]] = []
-        drop: list[str] = []
-        for seq, data in raw:
-            entry_id = _entry_id(seq)
-            if self._skip_through is not None and parse_id(entry_id) <= self._skip_through:
-                self.skipped_duplicates += 1
-                drop.append(entry_id)
-                continue
-            try:
-                if data is None:
-                    raise SampleFormatError("no_data", "entry has no data")
-                if len(data) > self.config.max_entry_bytes:
-                    raise SampleFormatError(
-                        "oversized", f"{len(data)} bytes > {self.config.max_entry_bytes}")
-                good.append((entry_id, decode(data)))
-            except SampleFormatError as err:
-                self.rejected[err.reason] += 1
-                drop.append(entry_id)
-                log.warning("rejected sample entry %s of %s: %s", entry_id, self.key,
-                            " ".join(str(err).split())[:200])
+        good, drop, skipped = decode_entries([(_entry_id(seq), data) for seq, data in raw],
+                                             self._skip_through, self.config.max_entry_bytes,
+                                             self.rejected, self.key)
+        self.skipped_duplicates += skipped
         if drop:
             self._ack_locked(drop)
         return good

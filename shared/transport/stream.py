@@ -359,31 +359,44 @@ class SampleStream:
 
     def _decode_batch(self, raw: list[tuple[bytes, dict | None]]
                       ) -> list[tuple[str, GameSamples]]:
-        good: list[tuple[str, GameSamples]] = []
-        drop: list[str] = []
-        for raw_id, fields in raw:
-            entry_id = _text(raw_id)
-            if self._skip_through is not None and parse_id(entry_id) <= self._skip_through:
-                self.skipped_duplicates += 1
-                drop.append(entry_id)
-                continue
-            data = fields.get(FIELD) if fields else None
-            try:
-                if data is None:
-                    raise SampleFormatError("no_data", "entry has no 'd' field (or was deleted)")
-                if len(data) > self.config.max_entry_bytes:
-                    raise SampleFormatError(
-                        "oversized", f"{len(data)} bytes > {self.config.max_entry_bytes}")
-                good.append((entry_id, decode(data)))
-            except SampleFormatError as err:
-                self.rejected[err.reason] += 1
-                drop.append(entry_id)
-                log.warning("rejected sample entry %s of %s: %s", entry_id, self.key,
-                            " ".join(str(err).split())[:200])
+        entries = [(_text(raw_id), fields.get(FIELD) if fields else None)
+                   for raw_id, fields in raw]
+        good, drop, skipped = decode_entries(entries, self._skip_through,
+                                             self.config.max_entry_bytes, self.rejected, self.key)
+        self.skipped_duplicates += skipped
         if drop:
             # Ack the bad ones now: left pending they would come back after every restart.
             self.redis.xack(self.key, self.config.group, *drop)
         return good
+
+
+def decode_entries(entries: list[tuple[str, bytes | None]], skip_through: tuple[int, int] | None,
+                   max_entry_bytes: int, rejected: Counter[str], where: str
+                   ) -> tuple[list[tuple[str, GameSamples]], list[str], int]:
+    """The reading rules every ``SampleSource`` shares: entries at or below the
+    ``skip_through`` cursor are duplicates; an entry without data, over the size limit or
+    failing ``decode`` is counted in ``rejected`` by reason and logged in one line. Returns
+    (decoded games with their ids, ids to ack unread, duplicates skipped)."""
+    good: list[tuple[str, GameSamples]] = []
+    drop: list[str] = []
+    skipped = 0
+    for entry_id, data in entries:
+        if skip_through is not None and parse_id(entry_id) <= skip_through:
+            skipped += 1
+            drop.append(entry_id)
+            continue
+        try:
+            if data is None:
+                raise SampleFormatError("no_data", "entry has no data field (or was deleted)")
+            if len(data) > max_entry_bytes:
+                raise SampleFormatError("oversized", f"{len(data)} bytes > {max_entry_bytes}")
+            good.append((entry_id, decode(data)))
+        except SampleFormatError as err:
+            rejected[err.reason] += 1
+            drop.append(entry_id)
+            log.warning("rejected sample entry %s of %s: %s", entry_id, where,
+                        " ".join(str(err).split())[:200])
+    return good, drop, skipped
 
 
 def _text(value: bytes | str) -> str:
