@@ -27,8 +27,11 @@ Weights versions
 Bad input
     Entries the stream cannot decode are rejected by the stream itself (mirrored here into
     ``rejected_entries_total{reason}``). A decoded game for another game, rules version or
-    observation/action shape is rejected with reason ``wrong_game``: acknowledged, counted,
-    logged in one line, never fatal.
+    observation/action shape is rejected with reason ``wrong_game``, and one that is not a
+    possible game of the run's rules (too long, policies that are not distributions over
+    legal moves, an outcome the last position cannot end with, ...) with the reason
+    ``shared.sample_checks.check_game`` gives: acknowledged, counted, logged in one line,
+    never fatal (``docs/reliability.md``).
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ from shared.formats.weights import save_weights
 from shared.metrics import Recorder
 from shared.nets import NetConfig
 from shared.run_record import snapshot_path
-from shared.samples import GameSamples
+from shared.sample_checks import check_game
+from shared.samples import GameSamples, SampleFormatError
 from shared.train_config import LearnerConfig, RunContext
 from shared.transport import StreamConfig, Transport, TransportError
 from shared.transport.weights import StaleVersionError
@@ -56,7 +60,8 @@ log = logging.getLogger(__name__)
 SERVICE_STATE_FORMAT = "zeroforge-learner-service-v1"
 """Tag of the service's part (``extra``) of the learner checkpoint."""
 RECENT_GAME_IDS = 10_000
-"""Game ids remembered (and checkpointed) for exactly-once checks: ~0.5 MB at most."""
+"""Game ids remembered (and checkpointed) to drop duplicates: ~1 MB at most. At least twice
+the stream's ``max_backlog`` are kept (see ``_drop_duplicates`` for what that covers)."""
 _ACK_CHUNK = 1000
 """Ids per XACK: one huge command would stall Redis for everyone else."""
 
@@ -98,9 +103,14 @@ class LearnerService:
         self.games_received = 0
         self.positions_received = 0
         self.rejected: collections.Counter[str] = collections.Counter()
-        """Entries rejected by reason: the stream's decode failures plus ``wrong_game``."""
-        self.recent_game_ids: collections.deque[str] = collections.deque(maxlen=recent_game_ids)
-        """Ids of the last received games, oldest first (checkpointed with the rest)."""
+        """Entries rejected by reason: the stream's decode failures, ``wrong_game`` and the
+        semantic checks' reasons (``shared.sample_checks.REASONS``)."""
+        backlog = (stream_config or StreamConfig()).max_backlog
+        self.recent_game_ids: collections.deque[str] = collections.deque(
+            maxlen=max(recent_game_ids, 2 * backlog))
+        """Ids of the last received games, oldest first, each once (checkpointed)."""
+        self._recent_set: set[str] = set()
+        """The same ids as a set, for an O(1) duplicate check; kept in step by ``_remember``."""
         self.transport_errors = 0
         """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
         self.last_losses: dict[str, float] = {}
@@ -152,13 +162,14 @@ class LearnerService:
 
     def _take(self, entries: list[tuple[str, GameSamples]]) -> tuple[int, int]:
         """Add the games that fit this run; ack-and-count the ones that do not."""
+        entries = self._drop_duplicates(entries)
         added, wrong_ids = 0, []
         for entry_id, game in entries:
-            problem = self._mismatch(game)
+            reason, problem = self._rejection(game)
             if problem:
                 wrong_ids.append(entry_id)
-                self.rejected["wrong_game"] += 1
-                self.recorder.inc("rejected_entries_total", reason="wrong_game")
+                self.rejected[reason] += 1
+                self.recorder.inc("rejected_entries_total", reason=reason)
                 log.warning("rejected sample entry %s (game %s): %s", entry_id,
                             game.game_id or "?", problem)
                 continue
@@ -168,7 +179,7 @@ class LearnerService:
             self.games_received += 1
             self.positions_received += game.num_positions
             if game.game_id:
-                self.recent_game_ids.append(game.game_id)
+                self._remember(game.game_id)
             self.recorder.inc("learner_games_received_total")
             self.recorder.inc("learner_positions_received_total", game.num_positions)
             self.recorder.observe("policy_lag_versions",
@@ -182,6 +193,46 @@ class LearnerService:
             self._ack(wrong_ids)
         return added, len(wrong_ids)
 
+    def _drop_duplicates(self, entries: list[tuple[str, GameSamples]]
+                         ) -> list[tuple[str, GameSamples]]:
+        """``entries`` less the games already received (by game id): those are acked at
+        once, counted as ``duplicate`` and never trained on.
+
+        Copies come from a worker resending a batch whose append failed part-way (or was
+        retried whole by the Redis client). The resend follows the failure within seconds,
+        so the copy lands at most ``max_backlog`` entries (plus one batch per worker, plus
+        what the learner reads during the retry delay) after the original; the id window
+        (``recent_game_ids``, at least twice ``max_backlog``, checkpointed) covers that,
+        across learner restarts too. Acking a copy early is safe: its original is either
+        in the checkpoint or still pending and comes back after a crash.
+        """
+        fresh: list[tuple[str, GameSamples]] = []
+        dropped: list[str] = []
+        batch: set[str] = set()
+        for entry_id, game in entries:
+            game_id = game.game_id
+            if game_id and (game_id in self._recent_set or game_id in batch):
+                dropped.append(entry_id)
+                continue
+            if game_id:
+                batch.add(game_id)
+            fresh.append((entry_id, game))
+        if dropped:
+            self.rejected["duplicate"] += len(dropped)
+            self.recorder.inc("rejected_entries_total", len(dropped), reason="duplicate")
+            log.warning("dropped %d sample entries whose game was already received "
+                        "(a resent append): %s", len(dropped), ", ".join(dropped[:5]))
+            self._ack(dropped)
+        return fresh
+
+    def _remember(self, game_id: str) -> None:
+        """Add ``game_id`` (not yet known) to ``recent_game_ids`` and its set, in step."""
+        ids = self.recent_game_ids
+        if len(ids) == ids.maxlen:
+            self._recent_set.discard(ids[0])
+        ids.append(game_id)
+        self._recent_set.add(game_id)
+
     def _mismatch(self, game: GameSamples) -> str | None:
         """Why ``game`` cannot train this run's net, or None if it can."""
         spec = self.game_spec
@@ -193,6 +244,18 @@ class LearnerService:
         if game.policy.shape[1] != spec.num_actions:
             return f"{game.policy.shape[1]} actions, expected {spec.num_actions}"
         return None
+
+    def _rejection(self, game: GameSamples) -> tuple[str, str | None]:
+        """``(reason, why)`` if ``game`` must not enter the replay window, else ``("", None)``:
+        ``wrong_game`` (``_mismatch``), then the semantic checks of ``check_game``."""
+        problem = self._mismatch(game)
+        if problem:
+            return "wrong_game", problem
+        try:
+            check_game(self.learner.game, game)
+        except SampleFormatError as err:
+            return err.reason, str(err)
+        return "", None
 
     def _step_budget(self) -> int:
         budget = self.config.train_steps_per_round
@@ -315,7 +378,9 @@ class LearnerService:
                                                     self.learner.replay.inserted))
             self._steps_at_publish = int(extra.get("steps_at_publish", -1))
             self.rejected.update({str(k): int(v) for k, v in extra.get("rejected", {}).items()})
-            self.recent_game_ids.extend(str(g) for g in extra.get("recent_game_ids", []))
+            for game_id in extra.get("recent_game_ids", []):
+                if str(game_id) not in self._recent_set:  # older checkpoints kept copies
+                    self._remember(str(game_id))
         except (TypeError, ValueError, AttributeError) as err:
             raise CheckpointError(f"{where}: malformed learner-service state "
                                   f"({type(err).__name__}: {err})") from None
