@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 WEIGHTS_POLL_S = 2.0
 """Seconds between looks for newer weights (own network only)."""
+STOP_APPEND_GRACE_S = 30.0
+"""Seconds a stopped worker keeps retrying the append of its finished games (long enough
+for a supervised Redis to restart) before it gives them up, loudly."""
 
 
 class SelfPlayService:
@@ -114,19 +117,38 @@ class SelfPlayService:
         return self.appended - start
 
     def _append(self, games: list) -> None:
-        """Append, retrying while the transport is away: finished games are never dropped."""
+        """Append, retrying while the transport is away: finished games are never dropped.
+
+        The worker holds ``games`` until one append of all of them succeeds, and resends
+        the whole batch after a failure. A batch that failed part-way (the connection
+        dropped after Redis ran some of the pipeline's XADDs) is sent again in full, so
+        those games are in the stream twice; the learner drops the second copy by game id.
+        Running, it retries for as long as it takes (a restarted Redis comes back); once
+        stopped, for ``STOP_APPEND_GRACE_S`` more seconds, then raises a ``TransportError``
+        that names the games lost.
+        """
         delay = 0.5
+        stopping_since: float | None = None
         while True:
             try:
                 self.sink.append(games)
                 return
             except TransportError as err:
                 self.errors += 1
+                if self._stop.is_set():
+                    now = time.monotonic()
+                    stopping_since = stopping_since if stopping_since is not None else now
+                    if now - stopping_since >= STOP_APPEND_GRACE_S:
+                        raise TransportError(
+                            f"worker {self.worker_id}: {len(games)} finished games lost: no "
+                            f"append succeeded within {STOP_APPEND_GRACE_S:g} s of the stop "
+                            f"({err})") from None
                 log.warning("worker %s: cannot append %d games (%s); retrying in %.1fs",
                             self.worker_id, len(games), err, delay)
-                if self._stop.wait(delay) and delay > 4:
-                    raise
-                delay = min(delay * 2, 8.0)
+                # A stop wakes the wait early; after that, sleep so the retries stay spaced.
+                if self._stop.wait(delay):
+                    time.sleep(delay)
+                delay = min(delay * 2, 2.0 if self._stop.is_set() else 8.0)
 
     def stop(self) -> None:
         self._stop.set()

