@@ -20,7 +20,13 @@ from shared.transport.base import (
     WeightSource,
     open_transport,
 )
-from shared.transport.connection import PASSWORD_ENV, RedisConfig, TransportError, connect
+from shared.transport.connection import (
+    CA_ENV,
+    PASSWORD_ENV,
+    RedisConfig,
+    TransportError,
+    connect,
+)
 from shared.transport.server import BINARY_ENV, RedisServer, RedisServerConfig, RedisServerError
 from shared.transport.stream import (
     BackpressureTimeout,
@@ -37,7 +43,7 @@ _LAZY = {name: "shared.transport.weights" for name in (
     "WeightSubscription")}
 
 __all__ = [
-    "BINARY_ENV", "PASSWORD_ENV", "BackpressureTimeout", "RedisConfig", "RedisServer",
+    "BINARY_ENV", "CA_ENV", "PASSWORD_ENV", "BackpressureTimeout", "RedisConfig", "RedisServer",
     "RedisServerConfig", "RedisServerError", "SampleStream", "StaleVersionError",
     "StreamConfig", "StreamInfo", "TransportError", "WeightInfo", "WeightStore",
     "WeightSubscription", "WeightsIntegrityError", "connect", "stream_key",

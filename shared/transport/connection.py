@@ -11,7 +11,9 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -19,6 +21,11 @@ from redis.retry import Retry
 
 PASSWORD_ENV = "ZEROFORGE_REDIS_PASSWORD"
 """Environment variable holding the Redis password when the URL carries none."""
+CA_ENV = "ZEROFORGE_REDIS_CA"
+"""Environment variable naming a PEM file of CA certificates that ``rediss://`` connections
+trust (besides the system's) when the URL has no ``ssl_ca_certs`` option."""
+URL_OPTIONS = ("ssl_ca_certs",)
+"""Query options a Redis URL may carry."""
 
 
 class TransportError(RuntimeError):
@@ -36,7 +43,10 @@ class RedisConfig:
 
     url: str = "redis://127.0.0.1:6379/0"
     """``redis://[:PASSWORD@]HOST:PORT/DB``; without a password ``ZEROFORGE_REDIS_PASSWORD``
-    is used, and with neither ``connect`` refuses (our Redis always has a password)."""
+    is used, and with neither ``connect`` refuses (our Redis always has a password).
+    ``rediss://...`` connects over TLS to a Redis ``tls-port`` and always verifies the
+    server's certificate and host name, against the system's CAs plus the PEM file of
+    ``?ssl_ca_certs=PATH`` or, without it, ``ZEROFORGE_REDIS_CA``."""
     connect_timeout_s: float = 5.0
     """Seconds to wait for a TCP connection before giving up on one attempt."""
     socket_timeout_s: float = 30.0
@@ -74,7 +84,7 @@ def connect(target: str | RedisConfig) -> redis.Redis:
     client = redis.Redis(
         host=host, port=port, db=int(db_text), password=password,
         username=unquote(parts.username) if parts.username else None,
-        ssl=parts.scheme == "rediss",
+        **_tls_options(parts.scheme, parts.query, f"{host}:{port}"),
         socket_connect_timeout=config.connect_timeout_s,
         socket_timeout=config.socket_timeout_s,
         # redis-py's default retries for ~4 s on a refused port; a short backoff rides out
@@ -86,6 +96,28 @@ def connect(target: str | RedisConfig) -> redis.Redis:
     with redis_errors(client):
         client.ping()
     return client
+
+
+def _tls_options(scheme: str, query: str, where: str) -> dict[str, Any]:
+    """redis-py's TLS keywords for a URL: none for ``redis://``; for ``rediss://`` the
+    server's certificate and host name verified, with the extra CA file if one is named."""
+    options = parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(options) - set(URL_OPTIONS))
+    if unknown:
+        raise TransportError(f"Redis URL for {where} has unknown option(s) {', '.join(unknown)}"
+                             f"; known: {', '.join(URL_OPTIONS)}")
+    ca_option = options.get("ssl_ca_certs", [""])[-1]
+    if scheme != "rediss":
+        if ca_option:
+            raise TransportError(f"Redis URL for {where}: ssl_ca_certs needs a rediss:// "
+                                 f"(TLS) URL")
+        return {}
+    ca = ca_option or os.environ.get(CA_ENV) or None
+    if ca is not None and not Path(ca).is_file():
+        source = "the URL's ssl_ca_certs" if ca_option else CA_ENV
+        raise TransportError(f"CA file {ca} for Redis at {where} (from {source}) is not a file")
+    return {"ssl": True, "ssl_cert_reqs": "required", "ssl_check_hostname": True,
+            "ssl_ca_certs": ca}
 
 
 def endpoint(client: redis.Redis) -> str:
