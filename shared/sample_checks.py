@@ -68,6 +68,8 @@ def check_game(game: Game, samples: GameSamples) -> None:
     spec = game.spec
     obs, policy, to_play = samples.obs, samples.policy, samples.to_play
     t = samples.num_positions
+    if t == 0:
+        raise SampleFormatError("bad_length", "a game without positions")
     if t > spec.max_moves:
         raise SampleFormatError("too_long", f"{t} positions, but {spec.spec_string} games "
                                 f"last at most {spec.max_moves} moves")
@@ -161,9 +163,10 @@ def _check_observations(game: Game, obs: np.ndarray, to_play: np.ndarray) -> Non
             raise SampleFormatError("bad_observation", f"position {i} has {mine_n[i]} + "
                                     f"{theirs_n[i]} stones, but {i} moves were played")
         last = obs[:, 2].reshape(t, -1)
+        opponent = obs[:, 1].reshape(t, -1)
         ok = np.zeros(t, bool)
         ok[0] = not last[0].any()
-        ok[1:] = (last[1:].sum(axis=1) == 1) & (last[1:] & obs[1:, 1].reshape(t - 1, -1)).any(1)
+        ok[1:] = (last[1:].sum(axis=1) == 1) & (last[1:] & opponent[1:]).any(axis=1)
         if not ok.all():
             raise SampleFormatError("bad_observation", f"position {int(np.argmin(ok))}: the "
                                     "last-move plane is not the opponent's last stone")

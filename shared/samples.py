@@ -99,7 +99,7 @@ def decode(data: bytes) -> GameSamples:
     if not isinstance(entry, dict):
         raise SampleFormatError("not_a_map", f"entry is a {type(entry).__name__}")
     schema = entry.get("schema")
-    if schema != SCHEMA_VERSION:
+    if type(schema) is not int or schema != SCHEMA_VERSION:  # True and 1.0 equal 1, too
         raise SampleFormatError("unknown_schema", f"schema {schema!r}, expected {SCHEMA_VERSION}")
     t = _field(entry, "positions", int)
     shape = _field(entry, "obs_shape", list)

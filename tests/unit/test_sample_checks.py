@@ -182,6 +182,14 @@ def test_bad_outcome_truncated_game():
     assert rejected(game, short) == "bad_outcome_for_position"
 
 
+def test_one_position_games():
+    """The shortest entry, a game of one position, is checked without errors: tic-tac-toe
+    cannot end after its first move."""
+    game, g = ttt_game()
+    first = replace(g, obs=g.obs[:1], policy=g.policy[:1], to_play=g.to_play[:1])
+    assert rejected(game, first) == "bad_outcome_for_position"
+
+
 def test_bad_outcome_fivestone_and_go():
     game, games = played("5stone_chess")
     for g in games[:6]:
