@@ -6,10 +6,12 @@ Real redis-servers (the bundled binary), killed with SIGKILL like a crash would.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -227,3 +229,76 @@ def test_the_id_window_is_bounded_and_its_set_stays_in_step(url, run_id, tmp_pat
     assert a.rejected["duplicate"] == 1 and a.games_received == 17
     assert a._recent_set == set(a.recent_game_ids) and len(a.recent_game_ids) == 6
     a.close()
+
+
+class CutAfterFirstXadd:
+    """A loopback TCP relay to a real Redis that, on the first connection to send an XADD,
+    passes the commands on but drops the connection before any reply comes back: the
+    "connection lost mid-pipeline after Redis ran it" failure."""
+
+    def __init__(self, port: int) -> None:
+        self.upstream = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cut = threading.Event()
+        self.cut_from: socket.socket | None = None
+        """The Redis side of the cut connection: its replies are dropped."""
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False),
+                             daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, to_redis: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if src is self.cut_from:
+                    continue  # replies of the cut connection never arrive
+                if to_redis and b"XADD" in data and not self.cut.is_set():
+                    self.cut_from = dst
+                    self.cut.set()
+                    dst.sendall(data)
+                    # Pass on the rest of the pipeline and let Redis run it; its replies
+                    # are never relayed.
+                    src.settimeout(0.05)
+                    end = time.monotonic() + 0.3
+                    while time.monotonic() < end:
+                        with contextlib.suppress(TimeoutError):
+                            dst.sendall(src.recv(65536))
+                    for s in (src, dst):
+                        s.shutdown(socket.SHUT_RDWR)
+                    return
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                s.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_pipeline_cut_after_redis_ran_it_appends_twice_and_the_learner_keeps_one(
+        redis_server, run_id, tmp_path, played):
+    relay = CutAfterFirstXadd(redis_server.port)
+    try:
+        through = redis_server.url.replace(f":{redis_server.port}/", f":{relay.port}/")
+        worker = selfplay(through, run_id)
+        worker._append(played[:5])  # redis-py retries the whole pipeline after the cut
+    finally:
+        relay.close()
+    assert relay.cut.is_set()
+    producer = open_transport(redis_server.url, run_id).samples()
+    assert producer.info().length == 10  # every game twice, none lost
+    learner = learner_service(train_config(), redis_server.url, run_id, str(tmp_path))
+    drain(learner)
+    assert learner.games_received == 5 and learner.rejected["duplicate"] == 5
+    learner.stop()
