@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deploy import preflight
 from shared.games import GAMES, PRESETS, make_game
 
 if TYPE_CHECKING:
@@ -84,18 +90,53 @@ def cmd_train(args: argparse.Namespace) -> int:
             overrides.append(f"{key}={value}")
     # with no config, the preset that shows learning within minutes on a laptop
     config = load_train_config(args.config or "tictactoe", overrides)
+    # Everything that can be checked is checked before anything is started or moved: a
+    # run that fails here leaves the run directory (and an earlier checkpoint) as it was.
+    preflight.check_train(config, local=args.local, resume=args.resume,
+                          address=args.address, redis_url=args.redis_url)
     if not args.resume:
         keep_earlier_checkpoint(Path(config.run.run_dir))
-    if args.local:
-        from deploy.local_run import LocalRun
+    with sigterm_as_interrupt():
+        if args.local:
+            from deploy.local_run import LocalRun
 
-        LocalRun(config, resume=args.resume).run()
-        return 0
-    from deploy import distributed
+            LocalRun(config, resume=args.resume).run()
+            return 0
+        from deploy import distributed
 
-    distributed.train(config, address=args.address, redis_url=args.redis_url,
-                      resume=args.resume)
+        status = distributed.train(config, address=args.address, redis_url=args.redis_url,
+                                   resume=args.resume)
+    if status.error:
+        raise CommandError(status.error)
     return 0
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler ending the job) is handled like Ctrl-C: the first
+    one raises KeyboardInterrupt in the main thread (drain, final checkpoint, report);
+    later ones are ignored so that the clean stop can finish. ``install_sigterm`` puts the
+    handler back after a library (``ray.init``) replaced it."""
+    previous = signal.getsignal(signal.SIGTERM)
+    install_sigterm()
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def install_sigterm() -> None:
+    """Make SIGTERM raise KeyboardInterrupt once (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    fired = []
+
+    def handler(signum: int, frame: object) -> None:
+        if not fired:
+            fired.append(signum)
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
@@ -113,7 +154,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     report = pretrain(config, args.sgf, args.steps, args.holdout, args.limit)
     print(f"pretrain: {report.games_used} games, {report.positions} positions, "
           f"held-out move accuracy {report.holdout_accuracy:.1%} on "
-          f"{report.holdout_positions} positions, {report.seconds:.0f}s")
+          f"{report.holdout_positions} positions, {report.games_skipped} games skipped, "
+          f"{report.seconds:.0f}s")
     return 0
 
 
@@ -138,6 +180,8 @@ def cmd_scale(args: argparse.Namespace) -> int:
     run = _run(args)
     desired = run.scale(args.workers, args.inference_servers)
     print(f"run {run.run_id}: desired " + ", ".join(f"{k} {v}" for k, v in desired.items()))
+    if run.warning:
+        print(f"zeroforge scale: warning: {run.warning}", file=sys.stderr)
     return 0
 
 
@@ -146,6 +190,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     st = run.stop()
     print(f"run {run.run_id}: {st.state} after {st.games:.0f} games, "
           f"{st.learner_steps:.0f} learner steps, weights v{st.weights_version:.0f}")
+    if st.error:
+        raise CommandError(st.error)
     return 0
 
 

@@ -7,6 +7,7 @@ side can import them without importing another side.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,16 @@ def _expand_net_preset(data: dict[str, Any]) -> dict[str, Any]:
         base = cfg.to_dict(NetConfig.preset(net["preset"]))
         data = {**data, "net": {**base, **{k: v for k, v in net.items() if k != "preset"}}}
     return data
+
+
+def _field_names(section: str) -> set[str]:
+    """Field names of one TrainConfig section (empty for an unknown one)."""
+    import dataclasses
+    import typing
+
+    hint = typing.get_type_hints(TrainConfig).get(section)
+    return ({f.name for f in dataclasses.fields(hint)}
+            if isinstance(hint, type) and dataclasses.is_dataclass(hint) else set())
 
 
 def preset_path(name: str) -> Path:
@@ -62,4 +73,13 @@ def load_train_config(path: str | None = None, overrides: list[str] | tuple[str,
         data = _expand_net_preset(data)
     except ValueError as err:
         raise cfg.ConfigError(f"{where}: net: {err}") from None
-    return cfg.from_dict(TrainConfig, data, where)
+    try:
+        return cfg.from_dict(TrainConfig, data, where)
+    except cfg.ConfigError as err:
+        # "FILE.learner: lr must be > 0" -> "FILE: learner.lr must be > 0" (the key as
+        # --set spells it; the value may have come from a flag, not the file)
+        text = str(err)
+        m = re.match(rf"^{re.escape(where)}\.(\w+): (\w+) (.*)$", text)
+        if m and m[2] in _field_names(m[1]):
+            raise cfg.ConfigError(f"{where}: {m[1]}.{m[2]} {m[3]}") from None
+        raise

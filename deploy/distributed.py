@@ -25,6 +25,18 @@ def new_run_id() -> str:
     return time.strftime("run-%Y%m%d-%H%M%S")
 
 
+def checkpoint_note(run_dir: str, since: float) -> str:
+    """Where the run's checkpoint is, only if one was written since ``since`` (epoch s)."""
+    from learner.learner import CHECKPOINT_NAME
+
+    path = Path(run_dir) / CHECKPOINT_NAME
+    if path.exists() and path.stat().st_mtime >= since - 1:
+        return f"checkpoint in {path}"
+    if path.exists():
+        return f"no checkpoint written by this run ({path} is an earlier one)"
+    return "no checkpoint written"
+
+
 def train(config: TrainConfig, address: str | None = None, redis_url: str | None = None,
           resume: bool = False, out: TextIO | None = None) -> RunStatus:
     """Run a distributed training job until its limits or ``zeroforge stop``; returns the
@@ -48,21 +60,29 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
             ray_runtime.join(address)
         else:
             ray_runtime.init_local()
+        # ray.init installs its own SIGTERM handler (exit at once): ours stops cleanly
+        from deploy.commands import install_sigterm
+
+        install_sigterm()
+        started = time.time()
         run = ray_runtime.start_run(config, ctx, resume)
         status = run.status()
         print(f"run {run_id}: metrics at {status.metrics_url}; `zeroforge status` / `scale` / "
               "`stop` from another terminal", file=out, flush=True)
+        if run.warning:
+            print(f"zeroforge train: warning: {run.warning}", file=sys.stderr, flush=True)
         try:
-            while status.state != "stopped":
+            while status.state not in ("stopped", "failed"):
                 time.sleep(config.run.progress_every_s)
                 status = run.status()
                 print(status.progress_line(), file=out, flush=True)
         except KeyboardInterrupt:
             print("stopping (final checkpoint)...", file=out, flush=True)
             status = run.stop()
-        print(f"run {run_id} stopped: {status.games:.0f} games, "
+        print(f"run {run_id} {status.state}: {status.games:.0f} games, "
               f"{status.learner_steps:.0f} learner steps, weights "
-              f"v{status.weights_version:.0f}; checkpoint in {run_dir}", file=out, flush=True)
+              f"v{status.weights_version:.0f}; {checkpoint_note(run_dir, started)}",
+              file=out, flush=True)
         return status
     finally:
         ray_runtime.disconnect()

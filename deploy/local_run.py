@@ -77,19 +77,25 @@ class LocalRun:
             self._say(f"run {self.run_id} (local): metrics at {self._metrics.url}")
         moves = self.config.selfplay.moves_per_round
         start = last_line = time.monotonic()
+        interrupted = False
         try:
-            while not self.learner.limit_reached(start):
-                self.worker.run_once(moves)
-                self.learner.run_once(max_read=LEARNER_READ, block_ms=0)
-                if self.evaluation.due():
-                    self.evaluation.run_once()
-                if time.monotonic() - last_line >= self.config.run.progress_every_s:
-                    self._say(self.status().progress_line())
-                    last_line = time.monotonic()
+            try:
+                while not self.learner.limit_reached(start):
+                    self.worker.run_once(moves)
+                    self.learner.run_once(max_read=LEARNER_READ, block_ms=0)
+                    if self.evaluation.due():
+                        self.evaluation.run_once()
+                    if time.monotonic() - last_line >= self.config.run.progress_every_s:
+                        self._say(self.status().progress_line())
+                        last_line = time.monotonic()
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop as at a limit
+                interrupted = True
+                self._say("stopping (final checkpoint)...")
             self.learner.drain()
             self.learner.stop()  # final publish, checkpoint, acks
-            self.worker.refresh_weights()
-            self.evaluation.run_once()
+            if not interrupted:
+                self.worker.refresh_weights()
+                self.evaluation.run_once()
             final = self.status("stopped")
             self._say(final.progress_line())
             self._say(f"checkpoint: {self.learner.checkpoint_path}")

@@ -20,6 +20,7 @@ classes of ours.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
@@ -225,6 +226,12 @@ class ActorKind:
     restores them from the checkpoint)."""
     is_server: bool = False
     """An inference server: an async actor of its own, handed to the self-play workers."""
+    max_crashes: int = 5
+    """Crash-loop limit: this many crashes of this kind within ``crash_window_s`` (at least
+    twice the desired count, for many workers) fail the run with one line naming the kind
+    and its last error, instead of replacing actors forever."""
+    crash_window_s: float = 300.0
+    """The window of the crash-loop limit, in seconds."""
 
 
 KINDS: dict[str, ActorKind] = {k.name: k for k in (
@@ -233,7 +240,7 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         options=lambda c: {"num_cpus": c.distributed.learner_cpus,
                            "num_gpus": c.distributed.learner_gpus, "max_concurrency": 4},
         build=lambda c, ctx, i, resume, ev: build_learner(c, ctx, _transport(ctx), resume),
-        stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False),
+        stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3),
     ActorKind(
         "inference", desired=lambda c, inf: c.distributed.inference_servers
         if inf == "server" else 0,
@@ -267,6 +274,14 @@ class _Slot:
     """ObjectRef of the actor's long-running ``run`` call: it resolving means the actor ended."""
     stopping: bool = False
     last_stats: dict = field(default_factory=dict)
+    started: bool = False
+    """The actor answered a ``stats`` call: it was scheduled, built its service and its
+    ``run`` is going. Until then it is pending (no resources yet) or starting."""
+    replacement: bool = False
+    """Created to replace a crashed actor of its kind."""
+    probe: Any = None
+    """The outstanding ``stats`` call (one at a time, so a never-scheduled actor does not
+    pile up calls)."""
 
 
 class Controller:
@@ -286,6 +301,17 @@ class Controller:
         self.restarts = dict.fromkeys(KINDS, 0)
         self.finished_stats: list[dict] = []
         """Snapshots of actors that ended: their counters still count."""
+        self._crashes: dict[str, collections.deque[float]] = {k: collections.deque()
+                                                              for k in KINDS}
+        self._last_error: dict[str, str] = {}
+        self.error = ""
+        """Why the run failed (crash loop) or what its stop lost; "" when neither."""
+        self._failed = False
+        self.lost: dict[str, float] = {}
+        """What the final stop could not save (``unacked``, ``unpublished_steps``...)."""
+        self._final_reports: dict[str, dict] = {}
+        self._minutes_up = False
+        """The last dict a kind's ``run`` returned (the learner's final ``status()``)."""
         self._next_index = dict.fromkeys(KINDS, 0)
         self._lock = threading.RLock()
         self._state = "starting"
@@ -316,10 +342,13 @@ class Controller:
             servers = self._servers() if self.inference == "server" else None
             handle = ray.remote(ServiceHost).options(**kind.options(c)).remote(
                 name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers)
-        return _Slot(name, index, handle, run_ref=handle.run.remote())
+        return _Slot(name, index, handle, run_ref=handle.run.remote(),
+                     replacement=self.restarts[name] > 0)
 
     def _fill(self) -> None:
         """Create actors up to the desired counts; stop extra ones (newest first)."""
+        if self._failed:
+            return
         for name, kind in KINDS.items():
             live = [s for s in self.slots[name] if not s.stopping]
             for _ in range(self.desired[name] - len(live)):
@@ -352,6 +381,7 @@ class Controller:
                     if self._state == "running":
                         self._reap()
                         self._fill()
+                        self._check_minutes()
                     self._collect()
             except Exception as err:  # keep watching whatever happened
                 log.exception("controller monitor: %s", err)
@@ -367,14 +397,17 @@ class Controller:
                     continue
                 slots.remove(slot)
                 try:
-                    ray.get(slot.run_ref)
+                    result = ray.get(slot.run_ref)
                     crashed = False
+                    if isinstance(result, dict):
+                        self._final_reports[name] = result
                     # its final counters, after its last games went out
                     with contextlib.suppress(Exception):
                         slot.last_stats = ray.get(slot.handle.stats.remote(), timeout=10)
                 except Exception as err:
                     crashed = True
-                    log.warning("%s %d died: %s", name, slot.index, str(err).splitlines()[0])
+                    self._last_error[name] = error_line(err)
+                    log.warning("%s %d died: %s", name, slot.index, self._last_error[name])
                 if slot.last_stats and (kind.counters_survive_crash or not crashed):
                     self.finished_stats.append(slot.last_stats)
                 if slot.stopping:
@@ -388,39 +421,124 @@ class Controller:
                     self.desired[name] = 0
                     threading.Thread(target=self.stop, daemon=True).start()
                     continue
+                if self._crash_loop(name):
+                    continue
                 self.restarts[name] += 1  # the next _fill replaces it
                 if kind.is_server:
                     self._push_servers()
 
-    def _collect(self) -> None:
-        """Gather every live actor's metrics snapshot (bounded wait)."""
-        pending = {}
+    def _crash_loop(self, name: str) -> bool:
+        """Count a crash of ``name``; past the kind's limit fail the run (and say so)."""
+        kind = KINDS[name]
+        now = time.monotonic()
+        crashes = self._crashes[name]
+        crashes.append(now)
+        while crashes and now - crashes[0] > kind.crash_window_s:
+            crashes.popleft()
+        limit = max(kind.max_crashes, 2 * self.desired[name])
+        if len(crashes) < limit or self._failed:
+            return False
+        self._failed = True
+        self.error = (f"{name} actors crashed {len(crashes)} times within "
+                      f"{kind.crash_window_s:.0f} s; giving up. Last error: "
+                      f"{self._last_error.get(name, '?')}")
+        log.error("run %s failed: %s", self.run_id, self.error)
+        threading.Thread(target=self.stop, daemon=True).start()
+        return True
+
+    def _check_minutes(self) -> None:
+        """``run.minutes`` counted from the run's start, whatever its actors do (a learner
+        replaced after a crash counts its own minutes from its own start)."""
+        minutes = self.config.run.minutes
+        if (minutes and not self._minutes_up
+                and time.monotonic() - self._started >= minutes * 60):
+            log.info("run %s: %s minutes are up", self.run_id, minutes)
+            self._minutes_up = True
+            threading.Thread(target=self.stop, daemon=True).start()
+
+    def _probe(self, timeout_s: float = 2.0) -> None:
+        """Ask every actor for its metrics snapshot, one outstanding call per actor; wait
+        up to ``timeout_s`` for the started ones (a pending actor is not waited for)."""
+        started, fresh = {}, {}
         for slots in self.slots.values():
             for slot in slots:
-                pending[slot.handle.stats.remote()] = slot
-        if pending:
-            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=2.0)
+                if slot.probe is None:
+                    slot.probe = slot.handle.stats.remote()
+                (started if slot.started else fresh)[slot.probe] = slot
+        for refs, timeout in ((started, timeout_s), (fresh, 0)):
+            if not refs:
+                continue
+            ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
             for ref in ready:
+                slot = refs[ref]
+                slot.probe = None
                 # an actor that died between wait and get is the reaper's business
                 with contextlib.suppress(Exception):
-                    pending[ref].last_stats = ray.get(ref)
+                    slot.last_stats = ray.get(ref)
+                    slot.started = True
+
+    def _collect(self) -> None:
+        """Gather every live actor's metrics snapshot (bounded wait)."""
+        self._probe()
         rec = metrics.Recorder()
         for name in KINDS:
             rec.set("actors_desired", self.desired[name], kind=name)
-            rec.set("actors_alive", sum(not s.stopping for s in self.slots[name]), kind=name)
+            rec.set("actors_alive", self._alive(name), kind=name)
             rec.inc("actor_restarts_total", self.restarts[name], kind=name)
         snaps = [s.last_stats for ss in self.slots.values() for s in ss if s.last_stats]
         self._merged = metrics.merge([*self.finished_stats, *snaps, rec.snapshot()])
 
     # --- public, called through Ray -------------------------------------------------------
-    def start(self) -> str:
+    def start(self) -> dict:
+        """Create the actors; returns the metrics URL and a one-line warning ("" if none)
+        when the cluster's free resources cannot hold them all."""
         with self._lock:
+            warning = self._shortfall()
             self._fill()
             self._state = "running"
-        return self.metrics_url
+        return {"metrics_url": self.metrics_url, "warning": warning}
+
+    def _needs(self, name: str) -> dict[str, float]:
+        """Resources one actor of kind ``name`` reserves."""
+        if KINDS[name].is_server:
+            c = self.config.inference
+            gpu = c.device.startswith("cuda") or (
+                c.device == "auto" and ray.cluster_resources().get("GPU", 0) >= 1)
+            return {"CPU": c.num_cpus, "GPU": 1.0 if gpu else 0.0}
+        o = KINDS[name].options(self.config)
+        return {"CPU": float(o.get("num_cpus") or 0), "GPU": float(o.get("num_gpus") or 0)}
+
+    def _shortfall(self) -> str:
+        """One line when the actors ``_fill`` is about to create (plus those still pending)
+        need more CPUs/GPUs than the cluster has free; "" when they fit."""
+        free = ray.available_resources()
+        need: dict[str, float] = collections.defaultdict(float)
+        new = []
+        for name in KINDS:
+            live = [s for s in self.slots[name] if not s.stopping]
+            waiting = [s for s in live if not s.started]
+            count = max(self.desired[name] - len(live), 0)
+            if count:
+                new.append(f"{count} {name}")
+            for res, amount in self._needs(name).items():
+                need[res] += amount * (count + len(waiting))
+        short = [f"{need[r]:g} {r} (free: {free.get(r, 0.0):g})" for r in ("CPU", "GPU")
+                 if need[r] > free.get(r, 0.0) + 1e-9]
+        if not short or not new:
+            return ""
+        return (f"the cluster cannot hold all the asked actors ({', '.join(new)}) now: they "
+                f"need {' and '.join(short)}; the rest stay pending until resources free up "
+                "(see `zeroforge status`)")
 
     def scale(self, workers: int | None = None, inference_servers: int | None = None) -> dict:
         """Change the desired counts; the monitor loop creates or retires actors."""
+        return self.scale_report(workers, inference_servers)["desired"]
+
+    def scale_report(self, workers: int | None = None, inference_servers: int | None = None
+                     ) -> dict:
+        """``scale``, returning ``{"desired": counts, "warning": line}``: the warning says
+        when the cluster's free resources cannot hold the new actors ("" if they fit)."""
+        warning = ""
         with self._lock:
             if workers is not None:
                 if workers < 0:
@@ -434,31 +552,84 @@ class Controller:
                     raise ValueError("a run with inference=server needs at least 1 server")
                 self.desired["inference"] = inference_servers
             if self._state == "running":
+                warning = self._shortfall()
                 self._fill()
-        return dict(self.desired)
+        return {"desired": dict(self.desired), "warning": warning}
 
     def stop(self, timeout_s: float = 60.0) -> dict:
         """Stop the actors phase by phase (``ActorKind.stop_phase``): workers and the
         evaluator (their finished games are appended), then the learner (final
         checkpoint), then the inference servers."""
         with self._lock:
-            if self._state in ("stopping", "stopped"):
+            if self._state in ("stopping", "stopped", "failed"):
                 return self.status()
             self._state = "stopping"
+            # an actor that never started (no resources, or still building its service)
+            # has nothing to save: kill it now rather than wait for it
+            with contextlib.suppress(Exception):
+                self._probe(timeout_s=1.0)
+            for slots in self.slots.values():
+                for slot in [s for s in slots if not s.started]:
+                    slots.remove(slot)
+                    with contextlib.suppress(Exception):
+                        ray.kill(slot.handle)
+        unfinished = []
         for phase in sorted({k.stop_phase for k in KINDS.values()}):
-            refs = []
+            refs = {}
             for name, kind in KINDS.items():
                 if kind.stop_phase != phase:
                     continue
                 self.desired[name] = 0
                 for slot in self.slots[name]:
                     self._retire(slot)
-                    refs.append(slot.run_ref)
-            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+                    refs[slot.run_ref] = slot
+            ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+            for ref in ready:
+                self._final_report(refs[ref])
+            unfinished += [f"{refs[r].kind} {refs[r].index}" for r in late]
         with self._lock:
             self._collect()
-            self._state = "stopped"
+            problems = self._losses()
+            if unfinished:
+                problems.append(f"{', '.join(unfinished)} did not finish within "
+                                f"{timeout_s:.0f} s (no final checkpoint from them)")
+            if problems and not self.error:
+                self.error = "the stop lost data: " + "; ".join(problems)
+            self._state = "failed" if self._failed else "stopped"
         return self.status()
+
+    def _final_report(self, slot: _Slot) -> None:
+        """Keep what a stopped actor's ``run`` returned, or why it failed."""
+        try:
+            result = ray.get(slot.run_ref)
+        except Exception as err:
+            self._last_error[slot.kind] = error_line(err)
+            if KINDS[slot.kind].clean_end_ends_run:
+                self.lost["crashed_while_stopping"] = 1
+            return
+        if isinstance(result, dict):
+            self._final_reports[slot.kind] = result
+
+    def _losses(self) -> list[str]:
+        """What the learner's final report says it could not save, in words (and in
+        ``self.lost``)."""
+        report = self._final_reports.get("learner", {})
+        for key in ("unacked", "unpublished_steps"):
+            if report.get(key):
+                self.lost[key] = float(report[key])
+        words = []
+        if self.lost.get("crashed_while_stopping"):
+            words.append("the learner crashed while stopping ("
+                         f"{self._last_error.get('learner', '?')}); its last checkpoint "
+                         "is the periodic one")
+        if self.lost.get("unpublished_steps"):
+            words.append(f"the final publish failed: {self.lost['unpublished_steps']:.0f} "
+                         "learner steps are in the checkpoint but not in Redis")
+        if self.lost.get("unacked"):
+            words.append(f"{self.lost['unacked']:.0f} stream entries were not acknowledged "
+                         "(Redis failed); they are in the checkpoint, and `--resume` skips "
+                         "them when they come back")
+        return words
 
     def shutdown(self) -> None:
         """Stop (if not yet) and kill every actor of the run, freeing their resources."""
@@ -472,14 +643,53 @@ class Controller:
         with contextlib.suppress(Exception):
             self._endpoint.close()
 
+    def _alive(self, name: str) -> int:
+        return sum(s.started and not s.stopping for s in self.slots[name])
+
+    def _actor_states(self) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+        """Per kind, how many actors are pending / starting / restarting / alive /
+        stopping (and ``failed``: crashes in the window after the run gave up), and why
+        pending ones wait."""
+        states: dict[str, dict[str, int]] = {}
+        waiting: dict[str, str] = {}
+        free = None
+        for name in KINDS:
+            counts: collections.Counter[str] = collections.Counter()
+            for slot in self.slots[name]:
+                counts[self._slot_state(slot)] += 1
+            if self._failed and self._crashes[name]:
+                counts["failed"] = len(self._crashes[name])
+            states[name] = dict(counts)
+            if counts["pending"]:
+                if free is None:
+                    free = ray.available_resources()
+                needs = " + ".join(f"{v:g} {r}" for r, v in self._needs(name).items() if v)
+                have = ", ".join(f"{free.get(r, 0.0):g} {r}" for r, v in
+                                 self._needs(name).items() if v)
+                waiting[name] = (f"{counts['pending']} waiting for {needs or 'resources'} "
+                                 f"each (free: {have or 'n/a'})")
+        return states, waiting
+
+    def _slot_state(self, slot: _Slot) -> str:
+        if slot.stopping:
+            return "stopping"
+        if slot.started:
+            return "alive"
+        gcs = _gcs_actor_state(slot.handle)
+        if gcs in ("PENDING_CREATION", "DEPENDENCIES_UNREADY"):
+            return "pending"
+        return "restarting" if slot.replacement else "starting"
+
     def status(self) -> dict:
         """``RunStatus.to_json()`` (plain data crosses Ray)."""
-        alive = {k: sum(not s.stopping for s in self.slots[k]) for k in KINDS}
+        alive = {k: self._alive(k) for k in KINDS}
+        states, waiting = self._actor_states()
         return RunStatus.from_metrics(
             self._merged, run_id=self.run_id, state=self._state,
             elapsed_s=round(time.monotonic() - self._started, 1), inference=self.inference,
             desired=dict(self.desired), alive=alive, restarts=dict(self.restarts),
-            metrics_url=self.metrics_url).to_json()
+            metrics_url=self.metrics_url, actor_states=states, waiting=waiting,
+            error=self.error, lost=dict(self.lost)).to_json()
 
     def metrics_snapshot(self) -> dict:
         """The merged snapshot, as plain data (for tests and tools)."""
@@ -490,6 +700,34 @@ class Controller:
     def actor_handles(self, kind: str) -> list:
         """Live actor handles of one kind (for tests that kill one)."""
         return [s.handle for s in self.slots[kind] if not s.stopping]
+
+
+def _gcs_actor_state(handle: Any) -> str:
+    """Ray's own view of an actor (``PENDING_CREATION``, ``ALIVE``, ``RESTARTING``...),
+    from the GCS actor table; "" when Ray does not say."""
+    try:
+        from ray._private import state as ray_state
+
+        info = ray_state.actors(actor_id=handle._actor_id.hex())
+        return str(info.get("State", "")) if isinstance(info, dict) else ""
+    except Exception:  # a private API: never let it break status
+        return ""
+
+
+_ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Interrupt)): (.+)$")
+
+
+def error_line(err: BaseException) -> str:
+    """One line for an actor's failure: the innermost ``SomeError: message`` of Ray's
+    multi-line text (it wraps the real error in a traceback), else its first line."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, BaseException) and not isinstance(cause, RayActorError | RayTaskError):
+        text = str(cause).strip().splitlines()
+        return f"{type(cause).__name__}: {text[0] if text else ''}"[:300]
+    lines = str(err).strip().splitlines()
+    found = [m.group(1).rsplit(".", 1)[-1] + ": " + m.group(3)
+             for m in map(_ERROR_LINE.match, lines) if m]
+    return (found[-1] if found else lines[0] if lines else type(err).__name__)[:300]
 
     def ping(self) -> str:
         return self._state
@@ -511,9 +749,15 @@ class RunHandle:
         self.run_id = run_id
         self.actor = actor
 
+    warning = ""
+    """Set by ``start`` and ``scale``: one line when the cluster cannot hold the actors."""
+
     def start(self) -> str:
-        """Create the run's actors; returns the metrics URL."""
-        return ray.get(self.actor.start.remote())
+        """Create the run's actors; returns the metrics URL (``warning`` says when the
+        cluster's free resources cannot hold them)."""
+        report = ray.get(self.actor.start.remote())
+        self.warning = report["warning"]
+        return report["metrics_url"]
 
     def status(self) -> RunStatus:
         return RunStatus.from_json(ray.get(self.actor.status.remote()))
@@ -522,7 +766,9 @@ class RunHandle:
               ) -> dict[str, int]:
         """New desired counts; a refused change raises ValueError with the reason."""
         try:
-            return ray.get(self.actor.scale.remote(workers, inference_servers))
+            report = ray.get(self.actor.scale_report.remote(workers, inference_servers))
+            self.warning = report["warning"]
+            return report["desired"]
         except RayTaskError as err:
             raise ValueError(str(err.cause) if err.cause else str(err).splitlines()[0]
                              ) from None

@@ -74,7 +74,8 @@ def load_records(game: Game, sgf_dir: str | Path, limit: int = 0
             log.warning("skipping an SGF game: %s", str(err).splitlines()[0])
         if limit and len(games) >= limit:
             break
-    return games, skipped, stats
+    # files that would not parse and malformed games inside readable ones count too
+    return games, skipped + stats.skipped_files + stats.skipped_games, stats
 
 
 def evaluate_holdout(learner: Learner, games: list[GameSamples]) -> tuple[float, float, int]:

@@ -408,9 +408,8 @@ class LearnerService:
                     time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
         self.drain()
-        status = self.status()
         self.stop()
-        return status
+        return self.status()  # after the final publish and acks: what they could not do
 
     def drain(self, max_read: int = 256) -> int:
         """Take every game already in the stream into the replay window (no training), so
@@ -544,4 +543,5 @@ class LearnerService:
             "losses": dict(self.last_losses),
             "seconds_since_checkpoint": round(time.monotonic() - self._last_checkpoint, 1),
             "transport_errors": self.transport_errors,
+            "unpublished_steps": self.learner.steps - max(self._steps_at_publish, 0),
         }

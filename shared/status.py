@@ -5,10 +5,10 @@ The local run prints it as its progress line; the Ray controller serves it to
 
 | key | meaning |
 |---|---|
-| run_id, state | the run's name; ``starting``, ``running``, ``stopping`` or ``stopped`` |
+| run_id, state | the run's name; ``starting``, ``running``, ``stopping``, ``stopped``, ``failed`` |
 | elapsed_s | seconds since the run started |
 | inference | ``local`` (each worker's own net) or ``server`` (inference servers) |
-| desired, alive, restarts | per actor kind: wanted, alive, replaced after dying |
+| desired, alive, restarts | per actor kind: wanted, running (see below), replaced after dying |
 | games, positions | self-play games and positions played |
 | games_received | games the learner took into its replay window |
 | learner_steps, samples_per_insert, replay_positions | learner progress |
@@ -18,6 +18,24 @@ The local run prints it as its progress line; the Ray controller serves it to
 | scores | newest evaluation score (0..1, draws half) per anchor |
 | losses | last learner loss by part (``total``, ``policy``, ``value``); added in 0.2 |
 | metrics_url | the run's Prometheus endpoint |
+| actor_states | per actor kind: ``{state: count}`` (states below); added in 0.3 |
+| waiting | per actor kind with pending actors, why they wait; added in 0.3 |
+| error | why the run failed or what its stop lost; "" if nothing; added in 0.3 |
+| lost | what the final stop could not save, by item (below); added in 0.3 |
+
+Added in 0.3 (failure reporting, ``docs/reliability.md``):
+
+- ``state`` ``failed``: an actor kind crashed past its crash-loop limit; ``error`` names
+  the kind and its last error.
+- ``alive`` counts actors whose ``run`` is going; an actor still waiting for resources or
+  building its service is not counted (before 0.3 it was).
+- ``actor_states`` states: ``pending`` (Ray has not scheduled it: no free resources),
+  ``starting``, ``restarting`` (a replacement for a crashed actor, not running yet),
+  ``alive``, ``stopping``, ``failed`` (the crashes that made the run give up).
+- ``waiting``: e.g. ``{"selfplay": "2 waiting for 1 CPU each (free: 0.5 CPU)"}``.
+- ``lost`` items: ``unacked`` (stream entries the final acks could not acknowledge),
+  ``unpublished_steps`` (learner steps the final publish could not put in Redis),
+  ``crashed_while_stopping`` (1: the learner died during its final checkpoint).
 """
 
 from __future__ import annotations
@@ -53,6 +71,10 @@ class RunStatus:
     scores: dict[str, float] = field(default_factory=dict)
     losses: dict[str, float] = field(default_factory=dict)
     metrics_url: str = ""
+    actor_states: dict[str, dict[str, int]] = field(default_factory=dict)
+    waiting: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    lost: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_metrics(cls, merged: Mapping, **fields: Any) -> RunStatus:
@@ -96,8 +118,9 @@ class RunStatus:
         elapsed = max(self.elapsed_s, 1e-9)
         workers = ""
         if "selfplay" in self.desired:
+            pending = self.actor_states.get("selfplay", {}).get("pending", 0)
             workers = (f"workers {self.alive.get('selfplay', 0)}/{self.desired['selfplay']} "
-                       "| ")
+                       + (f"({pending} pending) " if pending else "") + "| ")
         loss = (f"loss {self.losses['total']:.3f} (p {self.losses.get('policy', 0):.3f} "
                 f"v {self.losses.get('value', 0):.3f})" if "total" in self.losses else "loss -")
         scores = " ".join(f"{k} {v:.0%}" for k, v in self.scores.items()) or "-"
@@ -110,10 +133,20 @@ class RunStatus:
         """The multi-line form ``zeroforge status`` prints."""
         lines = [f"run {self.run_id}: {self.state}, {self.elapsed_s:.0f}s, "
                  f"inference {self.inference}"]
+        if self.error:
+            lines.append(f"error: {self.error}")
         if self.desired:
             lines.append("actors (alive/desired, restarts): " + ", ".join(
                 f"{k} {self.alive.get(k, 0)}/{n} ({self.restarts.get(k, 0)})"
                 for k, n in self.desired.items()))
+        others = {k: {s: n for s, n in states.items() if s != "alive" and n}
+                  for k, states in self.actor_states.items()}
+        if any(others.values()):
+            lines.append("not running: " + ", ".join(
+                f"{k} " + " ".join(f"{n} {s}" for s, n in states.items())
+                for k, states in others.items() if states))
+        for kind, why in self.waiting.items():
+            lines.append(f"pending {kind}: {why}")
         rate = self.positions / max(self.elapsed_s, 1e-9)
         lines.append(f"self-play: {self.games:.0f} games, {self.positions:.0f} positions "
                      f"({rate:.0f}/s)")

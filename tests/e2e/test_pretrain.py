@@ -59,6 +59,7 @@ def test_pretrain_cli_reports_and_rejects(tmp_path):
            "--run-dir", str(tmp_path / "run"), "--set", "net=tiny")
     assert r.returncode == 0, r.stderr
     assert "held-out move accuracy" in r.stdout and (tmp_path / "run" / "checkpoint.pt").exists()
+    assert "1 games skipped" in r.stdout  # broken.sgf does not parse: it counts
     r = zf("pretrain", "--sgf", str(sgf), "--game", "go9", "--steps", "5",
            "--run-dir", str(tmp_path / "run2"))
     assert r.returncode == 1 and "no usable go records" in r.stderr

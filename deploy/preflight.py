@@ -1,0 +1,138 @@
+"""Checks ``zeroforge train`` makes before it starts, moves or writes anything.
+
+A run whose Redis refuses us, whose Ray cluster is not there, whose game spec or checkpoint
+is broken would otherwise start actors that crash and get replaced over and over. Each
+check here fails with ``PreflightError``: one line that says what is wrong and where, which
+the CLI prints with exit code 1 (no traceback). No ``ray`` import here (the probe of a Ray
+address is a plain TCP connect), so a failed check costs well under a second.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from shared.games import GAMES, make_game, parse_spec
+from shared.train_config import TrainConfig
+
+REDIS_TIMEOUT_S = 3.0
+"""Longest wait for Redis to accept a connection and answer PING."""
+RAY_PROBE_TIMEOUT_S = 3.0
+"""Longest wait for a TCP connection to a Ray cluster's address."""
+
+
+class PreflightError(ValueError):
+    """A run that cannot work, found before anything started; the message is one line."""
+
+
+def check_train(config: TrainConfig, *, local: bool, resume: bool,
+                address: str | None = None, redis_url: str | None = None) -> None:
+    """Every check for ``zeroforge train``: game spec, checkpoint (``resume``), and for a
+    distributed run the Ray address and the Redis URL (when given)."""
+    check_game(config.game)
+    if resume:
+        check_checkpoint(config)
+    if local:
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address and address != "auto":
+        check_ray_address(address)
+    if redis_url:
+        check_redis(redis_url)
+
+
+def check_game(spec: str) -> None:
+    """``make_game(spec)`` works; otherwise say which option of the spec is wrong."""
+    try:
+        make_game(spec)
+    except ValueError as err:
+        raise PreflightError(f"game {spec!r}: {_game_problem(spec, err)}") from None
+
+
+def _game_problem(spec: str, err: ValueError) -> str:
+    """The game's own message, and when it names none of the spec's options (a bare
+    ``int('abc')``), the option without which the spec works."""
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    try:
+        name, options = parse_spec(spec)
+    except ValueError:
+        return text
+    if name not in GAMES or any(key in text for key in options):
+        return text
+    for key, value in options.items():
+        rest = {k: v for k, v in options.items() if k != key}
+        try:
+            make_game(name, **rest)
+        except (ValueError, TypeError):
+            continue
+        return f"option {key}={value!r}: {text}"
+    return text
+
+
+def check_checkpoint(config: TrainConfig) -> None:
+    """With ``--resume``: ``RUN_DIR/checkpoint.pt``, if there is one, loads and fits this
+    run's game and net (a missing one is a fresh start, as the learner treats it)."""
+    from learner.learner import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+    from shared.nets import build_net
+
+    path = Path(config.run.run_dir) / CHECKPOINT_NAME
+    if not path.exists():
+        return
+    try:
+        blob = load_checkpoint(path)
+        spec = make_game(config.game).spec
+        if blob.get("game") != spec.spec_string:
+            raise CheckpointError(f"{path}: checkpoint is for game {blob.get('game')!r}, "
+                                  f"not {spec.spec_string!r}")
+        try:
+            build_net(config.net, spec).load_state_dict(blob["model"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise CheckpointError(f"{path}: weights do not fit this run's net "
+                                  f"({type(err).__name__}: {first[:200]})") from None
+    except CheckpointError as err:
+        raise PreflightError(f"--resume: {err}") from None
+
+
+def check_redis(url: str) -> None:
+    """Redis at ``url`` accepts a connection and our password (PING), within seconds."""
+    from shared.transport import RedisConfig, TransportError, connect
+
+    try:
+        client = connect(RedisConfig(url=url, connect_timeout_s=REDIS_TIMEOUT_S,
+                                     socket_timeout_s=REDIS_TIMEOUT_S, retries=0))
+    except TransportError as err:
+        raise PreflightError(f"--redis-url: {err}") from None
+    client.close()
+
+
+def ray_probe_target(address: str) -> tuple[str, int] | None:
+    """(host, port) to probe for a Ray address (``host:port`` or ``ray://host:port``);
+    None when the address has no port to probe."""
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise PreflightError(f"--address {address!r}: bad port") from None
+    if not parts.hostname or port is None:
+        return None
+    return parts.hostname, port
+
+
+def check_ray_address(address: str) -> None:
+    """Something listens at the Ray address (a TCP connect with a short timeout), so a
+    missing cluster is one line within seconds, not minutes of Ray's GCS retries."""
+    target = ray_probe_target(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=RAY_PROBE_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = err.strerror or ("timed out" if isinstance(err, TimeoutError)
+                                  else type(err).__name__)
+        raise PreflightError(f"no Ray cluster at --address {address}: {reason} (start one "
+                             "with `ray start --head`, or leave out --address for a local "
+                             "one)") from None

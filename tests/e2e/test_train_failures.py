@@ -1,0 +1,99 @@
+"""`zeroforge train` fails loudly and loses nothing (docs/reliability.md): bad input is one
+line on stderr and exit 1 before anything starts or moves; SIGTERM stops a distributed run
+like Ctrl-C (final checkpoint, exit 0); actors that cannot be scheduled are reported."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from shared.transport import RedisServer
+from tests.e2e.test_cli import EXE, zf
+from tests.e2e.test_train_cli import FAST
+
+
+def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    with RedisServer() as server:
+        yield server.url
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--game", "go:size=abc"], ["size", "go:size=abc"]),
+    (["--set", "learner.lr=-5"], ["learner.lr"]),
+    (["--redis-url", "redis://:nope@127.0.0.1:1/0"], ["--redis-url", "cannot reach Redis"]),
+    (["--redis-url", "WRONG_PASSWORD"], ["--redis-url", "rejected our credentials"]),
+    (["--address", "127.0.0.1:1"], ["no Ray cluster at --address 127.0.0.1:1"]),
+    (["--resume"], ["--resume", "corrupt or not a checkpoint"]),
+])
+def test_bad_input_is_one_line_and_moves_nothing(tmp_path, redis_url, args, words):
+    """Checked before Redis, Ray or any actor starts, and before an earlier checkpoint is
+    moved aside: a later --resume still finds it."""
+    earlier = tmp_path / "checkpoint.pt"
+    earlier.write_bytes(b"an earlier run's checkpoint (not a real one)")
+    if "WRONG_PASSWORD" in args:
+        args = ["--redis-url", redis_url.replace("://:", "://:wrong", 1)]
+    start = time.monotonic()
+    r = zf("train", "--run-dir", str(tmp_path), *args, timeout=60)
+    one_line_error(r, *words)
+    assert time.monotonic() - start < 30
+    assert earlier.exists() and not list(tmp_path.glob("checkpoint-*.pt"))
+
+
+def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
+    """An evaluator no cluster can hold: a warning at start, status says it is pending and
+    why (not alive), and SIGTERM stops the run at once with a final checkpoint, exit 0."""
+    run_dir = tmp_path / "run"
+    cmd = [EXE, "train", "--config", "tictactoe", "--run-dir", str(run_dir), "--run-id",
+           "e2e-term", *FAST, "--set", "distributed.evaluator_cpus=4096",
+           "--set", "distributed.worker_cpus=0.25", "--set", "distributed.learner_cpus=0.25"]
+    train = subprocess.Popen(cmd if EXE else [sys.executable, "-m", "deploy.cli", *cmd[1:]],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            line = train.stdout.readline()
+            assert line and time.monotonic() < deadline, "train did not start"
+            if "metrics at http://127.0.0.1:" in line:
+                break
+        for _ in range(90):
+            st = json.loads(zf("status", "--json").stdout)
+            if st["learner_steps"] > 0:
+                break
+            time.sleep(1)
+        assert st["learner_steps"] > 0, st
+        assert st["alive"]["evaluator"] == 0 and st["desired"]["evaluator"] == 1
+        assert st["actor_states"]["evaluator"] == {"pending": 1}, st["actor_states"]
+        assert "4096 CPU" in st["waiting"]["evaluator"]
+        assert st["alive"]["selfplay"] == 1 and st["error"] == ""
+        assert "pending evaluator: 1 waiting for 4096 CPU" in zf("status").stdout
+        start = time.monotonic()
+        train.send_signal(signal.SIGTERM)
+        out, err = train.communicate(timeout=90)
+        assert train.returncode == 0, (out, err)
+        assert time.monotonic() - start < 45  # no wait for the evaluator that never ran
+        assert "stopping (final checkpoint)" in out and "run e2e-term stopped" in out
+        assert f"checkpoint in {run_dir / 'checkpoint.pt'}" in out
+        [warning] = [x for x in err.splitlines() if "zeroforge train: warning:" in x]
+        assert "cannot hold all the asked actors" in warning and "1 evaluator" in warning
+        assert "Traceback" not in err
+        from learner.learner import load_checkpoint
+
+        assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] > 0
+    finally:
+        if train.poll() is None:
+            train.kill()
+            train.communicate()
