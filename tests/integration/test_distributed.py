@@ -246,3 +246,19 @@ def test_run_limit_ends_the_run_and_keeps_the_trained_checkpoint(
     saved = load_checkpoint(tmp_path / "checkpoint.pt")
     assert saved["counters"]["steps"] == final["learner_steps"]
     assert saved["extra"]["games_received"] == final["games_received"] > 0
+
+
+def test_crash_loop_fails_the_run_in_one_line(local_ray, redis_server, run_id, tmp_path):
+    """Actors that cannot even build their service (here: a wrong Redis password) are not
+    replaced forever: past the kind's crash-loop limit the run fails, naming the kind and
+    its last error, and nothing is left running."""
+    config = load_train_config(None, SETTINGS)
+    bad_url = redis_server.url.replace("://:", "://:wrong", 1)
+    ctx = dataclasses.replace(config.context(run_id, bad_url), run_dir=str(tmp_path))
+    controller = ray_runtime.start_run(config, ctx).actor
+    _RUNS.append(controller)
+    final = wait_for(lambda: (st := status(controller))["state"] == "failed" and st, 150)
+    assert "actors crashed" in final["error"] and "credentials" in final["error"]
+    assert final["error"].split()[0] in ("learner", "selfplay")
+    assert len(final["error"].splitlines()) == 1
+    assert sum(final["alive"].values()) == 0
