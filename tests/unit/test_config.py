@@ -44,9 +44,9 @@ def test_every_shipped_preset_loads():
     (["nosuch.key=1"], "unknown key 'nosuch'"),
     (["net=huge"], "unknown net preset 'huge'"),
     (["learner"], "expected section.key=value"),
-    (["learner.lr=-5"], "learner: lr must be > 0"),
-    (["selfplay.games_in_parallel=0"], "selfplay: games_in_parallel must be >= 1"),
-    (["evaluation.games=0"], "evaluation: games must be >= 1"),
+    (["learner.lr=-5"], "learner.lr must be > 0"),
+    (["selfplay.games_in_parallel=0"], "selfplay.games_in_parallel must be >= 1"),
+    (["evaluation.games=0"], "evaluation.games must be >= 1"),
 ])
 def test_bad_keys_and_values_are_named(overrides, needle):
     with pytest.raises(ConfigError) as err:
