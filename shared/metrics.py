@@ -12,6 +12,7 @@ import bisect
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 PREFIX = "zeroforge_"
 
@@ -59,6 +60,16 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
     Metric("learner_games_received_total", "counter", "Games the learner took from the stream."),
     Metric("learner_positions_received_total", "counter",
            "Positions the learner added to its replay window."),
+    Metric("learner_steps_redone_total", "counter",
+           "Learner steps taken again after a learner restart (the dead learner had taken "
+           "them after its last checkpoint)."),
+    Metric("learner_samples_redone_total", "counter",
+           "Positions trained on again after a learner restart (samples of redone steps)."),
+    Metric("learner_games_received_again_total", "counter",
+           "Games a restarted learner received again (the dead learner had received them "
+           "after its last checkpoint)."),
+    Metric("learner_positions_received_again_total", "counter",
+           "Positions of the games a restarted learner received again."),
     Metric("learner_samples_per_insert", "gauge",
            "Positions trained per position inserted so far (the reuse ratio)."),
     Metric("learner_loss", "gauge", "Last training loss by part.", ("part",)),
@@ -164,6 +175,151 @@ def merge(snapshots: Iterable[Mapping]) -> dict:
 
 _MAX_GAUGES = {"weights_version", "evaluator_weights_version"}
 """Gauges merged by maximum (the newest version anywhere) rather than by sum."""
+
+
+REDONE: dict[str, str] = {
+    "learner_steps_total": "learner_steps_redone_total",
+    "learner_samples_trained_total": "learner_samples_redone_total",
+    "learner_games_received_total": "learner_games_received_again_total",
+    "learner_positions_received_total": "learner_positions_received_again_total",
+}
+"""Counter of a restored lineage -> the counter of the work its successors did again."""
+
+
+Series = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _counters(snapshot: Mapping) -> dict[Series, float]:
+    return {(name, tuple(tuple(p) for p in labels)): float(v)
+            for name, series in snapshot.get("values", {}).items()
+            if CATALOGUE[name].kind == "counter" for labels, v in series}
+
+
+class RestoredCounters:
+    """Keeps the counters of a line of actors monotonic when each successor restores its
+    counters from a checkpoint (the learner): within a run no counter goes back.
+
+    A learner killed at, say, 2312 steps is replaced by one that restores the checkpoint's
+    2069 and trains on from there. Without care the run's ``learner_steps_total`` would
+    read 0 until the successor reports, then 2069. Here:
+
+    - the **floor** of a counter series is the highest value any ended actor of the line
+      reported; the line reports ``max(floor, sum of the live actors' values)``;
+    - work a successor does between its **base** (its first report: the checkpoint's
+      totals, plus whatever it did before the controller first asked) and the floor it
+      started under is work done again: ``min(value, floor) - base``, counted in the
+      ``REDONE`` counters (``learner_steps_redone_total``...), so that a counter plus its
+      redone counter is all the work done (a slight undercount when the successor worked
+      before its first report);
+    - histograms of ended actors are kept and added to the live ones' (observations made
+      are never taken back); gauges come from the live actors, or from the last ended
+      one while none has reported yet.
+
+    ``report(actor, snapshot)`` for each live actor's newest snapshot (the first one is
+    its base), ``ended(actor)`` when one ends (crashed or not), ``snapshot()`` for the
+    line's merged view, which ``merge`` takes like any actor's.
+    """
+
+    def __init__(self) -> None:
+        self.floor: dict[Series, float] = {}
+        self.redone: dict[Series, float] = {}
+        """Work done again by ended actors, by counter series (of ``REDONE``'s keys)."""
+        self._live: dict[Any, dict] = {}
+        self._base: dict[Any, dict[Series, float]] = {}
+        self._start_floor: dict[Any, dict[Series, float]] = {}
+        self._hists: list[Mapping] = []
+        self._gauges: dict = {}
+        self.first_base: dict[Series, float] | None = None
+        """The base of the line's first actor: what the run resumed from (plus what it did
+        before its first report)."""
+
+    def report(self, actor: Any, snapshot: Mapping) -> None:
+        if actor not in self._base:
+            self._base[actor] = _counters(snapshot)
+            if self.first_base is None:
+                self.first_base = self._base[actor]
+            self._start_floor[actor] = dict(self.floor)
+        self._live[actor] = dict(snapshot)
+
+    def ended(self, actor: Any) -> None:
+        """``actor`` ended: its last report becomes part of the floor."""
+        snap = self._live.pop(actor, None)
+        if snap is None:
+            return
+        for series, amount in self._redone_by(actor, snap).items():
+            self.redone[series] = self.redone.get(series, 0.0) + amount
+        for series, v in _counters(snap).items():
+            self.floor[series] = max(self.floor.get(series, 0.0), v)
+        self._hists.append({"hists": snap.get("hists", {})})
+        self._gauges = {n: s for n, s in snap.get("values", {}).items()
+                        if CATALOGUE[n].kind == "gauge"}
+        del self._base[actor], self._start_floor[actor]
+
+    def _redone_by(self, actor: Any, snap: Mapping) -> dict[Series, float]:
+        base, floor = self._base[actor], self._start_floor[actor]
+        return {s: max(0.0, min(v, floor.get(s, 0.0)) - base.get(s, 0.0))
+                for s, v in _counters(snap).items() if s[0] in REDONE}
+
+    def snapshot(self) -> dict:
+        live = merge([{"values": s.get("values", {})} for s in self._live.values()])
+        values: dict[str, list] = {}
+        counters: dict[Series, float] = dict(self.floor)
+        for name, series in live["values"].items():
+            for k, v in series.items():
+                if CATALOGUE[name].kind == "counter":
+                    counters[(name, k)] = max(counters.get((name, k), 0.0), v)
+                else:
+                    values.setdefault(name, []).append([list(map(list, k)), v])
+        if not self._live:
+            values.update(self._gauges)
+        redone = dict(self.redone)
+        for actor, snap in self._live.items():
+            for series, amount in self._redone_by(actor, snap).items():
+                redone[series] = redone.get(series, 0.0) + amount
+        for (name, k), amount in redone.items():
+            counters[(REDONE[name], k)] = counters.get((REDONE[name], k), 0.0) + amount
+        for (name, k), v in counters.items():
+            values.setdefault(name, []).append([list(map(list, k)), v])
+        hists = merge([*self._hists, *({"hists": s.get("hists", {})}
+                                        for s in self._live.values())])["hists"]
+        return {"values": values,
+                "hists": {n: [[list(map(list, k)), h] for k, h in s.items()]
+                          for n, s in hists.items()}}
+
+
+class MonotonicGuard:
+    """The last line of the promise that counters never decrease within a run: each
+    counter series (and histogram bucket) served is at least what was served before."""
+
+    def __init__(self) -> None:
+        self._values: dict[Series, float] = {}
+        self._hists: dict[Series, list[float]] = {}
+        self.clamped = 0
+        """Times a series came in below what had been served (and was held up)."""
+
+    def apply(self, merged: dict) -> dict:
+        for name, series in merged["values"].items():
+            if CATALOGUE[name].kind != "counter":
+                continue
+            for k, v in series.items():
+                top = self._values.get((name, k), 0.0)
+                if v < top:
+                    series[k] = top
+                    self.clamped += 1
+                else:
+                    self._values[(name, k)] = v
+        for (name, k), top in self._values.items():
+            merged["values"].setdefault(name, {}).setdefault(k, top)
+        for name, hseries in merged["hists"].items():
+            for k, h in hseries.items():
+                top_h = self._hists.get((name, k))
+                if top_h is not None and len(top_h) == len(h):
+                    h = [max(a, b) for a, b in zip(h, top_h, strict=True)]
+                    hseries[k] = h
+                self._hists[(name, k)] = h
+        for (name, k), top_h in self._hists.items():
+            merged["hists"].setdefault(name, {}).setdefault(k, top_h)
+        return merged
 
 
 def value(merged: Mapping, name: str, **labels: str) -> float:

@@ -9,7 +9,7 @@ The local run prints it as its progress line; the Ray controller serves it to
 | elapsed_s | seconds since the run started |
 | inference | ``local`` (each worker's own net) or ``server`` (inference servers) |
 | desired, alive, restarts | per actor kind: wanted, running (see below), replaced after dying |
-| games, positions | self-play games and positions played |
+| games, positions | self-play games and positions played (``games``: see below) |
 | games_received | games the learner took into its replay window |
 | learner_steps, samples_per_insert, replay_positions | learner progress |
 | weights_version | newest version the learner published |
@@ -36,6 +36,21 @@ Added in 0.3 (failure reporting, ``docs/reliability.md``):
 - ``lost`` items: ``unacked`` (stream entries the final acks could not acknowledge),
   ``unpublished_steps`` (learner steps the final publish could not put in Redis),
   ``crashed_while_stopping`` (1: the learner died during its final checkpoint).
+
+Counters within a run never go back (0.4): ``learner_steps`` and ``games_received`` stay
+at least what the last learner reported before it died, while its successor works back up
+from the checkpoint (``shared.metrics.RestoredCounters``; the work done again is in the
+``*_redone_total`` / ``*_received_again_total`` metrics, not here).
+
+``games`` (0.4, distributed runs) is the larger of two counts of the same games: the
+workers' own ``selfplay_games_total`` and the games the learner received in this run
+(``games_received`` less what a resumed checkpoint had already received). A worker reports
+its counters every monitor tick; a worker killed outright takes the games it appended
+after its last report with it from the first count, but they reached the stream and the
+learner counts them (every received game was played and appended by some worker). So
+``games`` is the number of self-play games known to have been finished and appended in
+this run; it may still miss a killed worker's games that were not yet received. The
+Prometheus counter ``selfplay_games_total`` stays the workers' own count.
 """
 
 from __future__ import annotations
@@ -77,10 +92,18 @@ class RunStatus:
     lost: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_metrics(cls, merged: Mapping, **fields: Any) -> RunStatus:
+    def from_metrics(cls, merged: Mapping, received_before: float | None = None,
+                     **fields: Any) -> RunStatus:
         """The counters from a merged metrics snapshot (``shared.metrics.merge``); the
-        rest (run_id, state, elapsed_s, actor counts...) from ``fields``."""
+        rest (run_id, state, elapsed_s, actor counts...) from ``fields``.
+
+        ``received_before``: games the learner had received before this run (its resumed
+        checkpoint's); given, ``games`` is at least the games received in this run (see
+        the module docstring); None, ``games`` is the workers' count alone."""
         v = metrics.value
+        games = v(merged, "selfplay_games_total", worker_kind="selfplay")
+        if received_before is not None:
+            games = max(games, v(merged, "learner_games_received_total") - received_before)
         values = merged["values"]
 
         def by(name: str, label: str) -> dict[str, float]:
@@ -88,7 +111,7 @@ class RunStatus:
             return {dict(k)[label]: val for k, val in values.get(name, {}).items()}
 
         return cls(
-            games=v(merged, "selfplay_games_total", worker_kind="selfplay"),
+            games=games,
             positions=v(merged, "selfplay_positions_total", worker_kind="selfplay"),
             games_received=v(merged, "learner_games_received_total"),
             learner_steps=v(merged, "learner_steps_total"),
