@@ -201,6 +201,10 @@ class ServiceHost:
     def game_ids(self) -> list[str]:
         return self.service.game_ids()
 
+    def pid(self) -> int:
+        """The actor's process id (chaos tests kill it with SIGKILL)."""
+        return os.getpid()
+
 
 def _transport(ctx: RunContext):
     return open_transport(ctx.transport, ctx.run_id)
@@ -222,8 +226,9 @@ class ActorKind:
     clean_end_ends_run: bool = False
     """A clean return of ``run`` means a run limit was reached: no successor, stop the run."""
     counters_survive_crash: bool = True
-    """A crashed actor's last counters still count (False for the learner: its successor
-    restores them from the checkpoint)."""
+    """A crashed actor's last counters still count. False for the learner: its successor
+    restores them from the checkpoint, and ``metrics.RestoredCounters`` keeps the run's
+    counters from going back meanwhile (work done again is counted apart)."""
     is_server: bool = False
     """An inference server: an async actor of its own, handed to the self-play workers."""
     max_crashes: int = 5
@@ -288,8 +293,13 @@ class Controller:
     """Owns one run (a named Ray actor). The CLI calls ``status``, ``scale`` and ``stop``
     through a ``RunHandle``."""
 
-    def __init__(self, config: dict, ctx: dict, resume: bool = False) -> None:
+    def __init__(self, config: dict, ctx: dict, resume: bool = False,
+                 max_crashes: dict[str, int] | None = None) -> None:
+        """``max_crashes``: per kind, a crash-loop limit other than ``ActorKind.max_crashes``
+        (chaos tests kill actors on purpose, more often than a crash loop)."""
         self.config = cfg.from_dict(TrainConfig, config, "config")
+        self.max_crashes = {k: kind.max_crashes for k, kind in KINDS.items()}
+        self.max_crashes.update(max_crashes or {})
         self.ctx = RunContext.from_dict(ctx)
         self.run_id = self.ctx.run_id
         self.resume = resume
@@ -301,6 +311,11 @@ class Controller:
         self.restarts = dict.fromkeys(KINDS, 0)
         self.finished_stats: list[dict] = []
         """Snapshots of actors that ended: their counters still count."""
+        self._restored = {k: metrics.RestoredCounters() for k, kind in KINDS.items()
+                          if not kind.counters_survive_crash}
+        """Kinds whose successors restore counters from a checkpoint (the learner): their
+        snapshots go through ``RestoredCounters``, so the run's counters never go back."""
+        self._guard = metrics.MonotonicGuard()
         self._crashes: dict[str, collections.deque[float]] = {k: collections.deque()
                                                               for k in KINDS}
         self._last_error: dict[str, str] = {}
@@ -408,7 +423,14 @@ class Controller:
                     crashed = True
                     self._last_error[name] = error_line(err)
                     log.warning("%s %d died: %s", name, slot.index, self._last_error[name])
-                if slot.last_stats and (kind.counters_survive_crash or not crashed):
+                line = self._restored.get(name)
+                if line is not None:
+                    # its last report becomes the floor its successor's restored
+                    # (checkpoint) counters are held up to
+                    if slot.last_stats:
+                        line.report(slot.index, slot.last_stats)
+                    line.ended(slot.index)
+                elif slot.last_stats:
                     self.finished_stats.append(slot.last_stats)
                 if slot.stopping:
                     # retired by scale-down: its games are in; free its CPUs for others
@@ -435,7 +457,7 @@ class Controller:
         crashes.append(now)
         while crashes and now - crashes[0] > kind.crash_window_s:
             crashes.popleft()
-        limit = max(kind.max_crashes, 2 * self.desired[name])
+        limit = max(self.max_crashes[name], 2 * self.desired[name])
         if len(crashes) < limit or self._failed:
             return False
         self._failed = True
@@ -485,8 +507,18 @@ class Controller:
             rec.set("actors_desired", self.desired[name], kind=name)
             rec.set("actors_alive", self._alive(name), kind=name)
             rec.inc("actor_restarts_total", self.restarts[name], kind=name)
-        snaps = [s.last_stats for ss in self.slots.values() for s in ss if s.last_stats]
-        self._merged = metrics.merge([*self.finished_stats, *snaps, rec.snapshot()])
+        snaps = []
+        for name, slots in self.slots.items():
+            line = self._restored.get(name)
+            for s in slots:
+                if s.last_stats and line is not None:
+                    line.report(s.index, s.last_stats)
+                elif s.last_stats:
+                    snaps.append(s.last_stats)
+        snaps += [line.snapshot() for line in self._restored.values()]
+        # the guard holds every counter at what was served before, whatever the cause
+        self._merged = self._guard.apply(
+            metrics.merge([*self.finished_stats, *snaps, rec.snapshot()]))
 
     # --- public, called through Ray -------------------------------------------------------
     def start(self) -> dict:
@@ -685,11 +717,23 @@ class Controller:
         alive = {k: self._alive(k) for k in KINDS}
         states, waiting = self._actor_states()
         return RunStatus.from_metrics(
-            self._merged, run_id=self.run_id, state=self._state,
+            self._merged, received_before=self._received_before(), run_id=self.run_id,
+            state=self._state,
             elapsed_s=round(time.monotonic() - self._started, 1), inference=self.inference,
             desired=dict(self.desired), alive=alive, restarts=dict(self.restarts),
             metrics_url=self.metrics_url, actor_states=states, waiting=waiting,
             error=self.error, lost=dict(self.lost)).to_json()
+
+    def _received_before(self) -> float:
+        """Games the learner had received before this run: 0 for a fresh run, the first
+        learner's first report when resumed (over by the games it took before that report,
+        so ``games`` errs low)."""
+        line = self._restored.get("learner")
+        if not self.resume or line is None:
+            return 0.0
+        if line.first_base is None:
+            return float("inf")  # not known yet: the workers' count alone
+        return line.first_base.get(("learner_games_received_total", ()), 0.0)
 
     def metrics_snapshot(self) -> dict:
         """The merged snapshot, as plain data (for tests and tools)."""

@@ -1,0 +1,357 @@
+"""Chaos: kill -9 a self-play worker, the learner or the redis-server at random (seeded)
+moments of a real distributed run, then prove with a ledger where every game went.
+
+The ledger compares two records kept apart from the processes that get killed:
+
+- **appended**: every entry ever added to the run's sample stream, read by an *auditor*
+  (this test's own consumer group ``audit`` on the stream, created before the run; the
+  stream trims an entry only once every group has acknowledged it, and the group lives in
+  Redis' append-only file, so it survives the redis-server's deaths). A killed worker's
+  in-memory list of game ids dies with it; the stream's copy does not.
+- **received**: the learner's final checkpoint (``recent_game_ids`` and its
+  ``games_received`` counter): the games in the replay window's lineage that survived
+  every learner death (a dead learner's games after its last checkpoint were not
+  acknowledged, so the stream delivered them again to its successor).
+
+What a passing ledger proves: every game id appended to the stream is in the final
+learner's replay lineage exactly once (no id twice, and the counter equals the number of
+distinct ids, so no game was added twice under one id), or is named as lost with its
+reason; nothing was received that no worker appended; the live workers' own lists of
+appended ids are all in the audit (the audit sees what workers see); copies of one game in
+the stream (a pipeline resent after Redis died mid-append) are counted and were dropped.
+What it cannot prove: games a worker had *finished but not yet appended* when it was
+killed existed only in its memory and are invisible to everyone (at most
+``selfplay.games_in_parallel`` per worker kill); "trained" means "added to the replay
+window once", not how often SGD sampled it; past the learner's id window (10,000 ids)
+older games are accounted by count only.
+
+Also checked all along: Prometheus counters (the controller's merged snapshot) and the
+status counters never decrease, and status ``games`` is at least ``games_received``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import redis
+
+from deploy import ray_runtime
+from deploy.config import load_train_config
+from deploy.ray_runtime import NAMESPACE, Controller, RunHandle, controller_name
+from learner.learner import load_checkpoint
+from shared import config as cfg
+from shared.samples import decode
+from shared.transport import RedisServer, connect, stream_key
+from shared.transport.server import RedisServerConfig
+from shared.transport.stream import FIELD
+
+SETTINGS = [
+    "game=tictactoe", "net=tiny", "search.num_simulations=8", "selfplay.games_in_parallel=8",
+    "selfplay.workers=2", "learner.batch_size=32", "learner.min_replay=64",
+    "learner.samples_per_insert=2", "learner.optimizer=adamw", "learner.lr=0.003",
+    "learner.publish_every_steps=5", "learner.checkpoint_every_s=1",
+    "learner.train_steps_per_round=4",
+    "distributed.inference=local", "distributed.worker_cpus=0.25",
+    "distributed.learner_cpus=0.25", "distributed.evaluator=false",
+    "distributed.monitor_interval_s=0.3",
+]
+TARGETS = (("selfplay", 0.4), ("learner", 0.3), ("redis", 0.3))
+"""What the loop kills, with the odds of each."""
+
+
+class Auditor:
+    """Reads every entry of the run's stream through its own consumer group and keeps
+    the game ids (a Counter: a game appended twice shows as 2). Rides out Redis' deaths."""
+
+    GROUP = "audit"
+
+    def __init__(self, url: str, run_id: str) -> None:
+        self.url, self.key = url, stream_key(run_id)
+        self.appended: collections.Counter[str] = collections.Counter()
+        self.undecodable = 0
+        self._entries: set[bytes] = set()
+        self._client = connect(url)
+        self._client.xgroup_create(self.key, self.GROUP, id="0", mkstream=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _read(self, start: str) -> int:
+        block = 200 if start == ">" else None
+        resp = self._client.xreadgroup(self.GROUP, "auditor", {self.key: start}, count=500,
+                                       block=block)
+        ids = []
+        for _, entries in resp or []:
+            for entry_id, fields in entries:
+                ids.append(entry_id)
+                if entry_id in self._entries:
+                    continue
+                self._entries.add(entry_id)
+                try:
+                    self.appended[decode(fields[FIELD]).game_id] += 1
+                except Exception:
+                    self.undecodable += 1
+        if ids:
+            self._client.xack(self.key, self.GROUP, *ids)
+        return len(ids)
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                got = self._read("0") + self._read(">")
+            except (redis.RedisError, OSError):
+                time.sleep(0.2)
+                continue
+            if self._stop.is_set() and not got:
+                return
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """Read to the end of the stream, then stop."""
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "auditor did not finish"
+        self._client.close()
+
+
+@dataclasses.dataclass
+class Ledger:
+    appended: collections.Counter[str]
+    """Game id -> stream entries that carried it (the audit)."""
+    received: list[str]
+    """The final checkpoint's game ids, oldest first."""
+    games_received: int
+    """The final checkpoint's counter."""
+    worker_ids: set[str]
+    """Ids the live workers say they appended."""
+    rejected: dict[str, int]
+
+    def outcomes(self) -> dict[str, str]:
+        """Each appended game id -> ``trained once``, or ``lost: REASON``."""
+        got = collections.Counter(self.received)
+        beyond_window = len(self.received) < self.games_received
+        named = {r: n for r, n in self.rejected.items() if r != "duplicate" and n}
+        out = {}
+        for game_id in self.appended:
+            n = got[game_id]
+            if n == 1:
+                out[game_id] = "trained once"
+            elif n > 1:
+                out[game_id] = f"trained {n} times"
+            elif beyond_window:
+                out[game_id] = "trained once (older than the id window: by count)"
+            elif named:
+                out[game_id] = f"lost: rejected by the learner ({named})"
+            else:
+                out[game_id] = "unaccounted"
+        return out
+
+    def problems(self) -> list[str]:
+        found = []
+        twice = [i for i, n in collections.Counter(self.received).items() if n > 1]
+        if twice:
+            found.append(f"received twice: {twice[:5]}")
+        if len(self.received) > self.games_received:
+            found.append(f"{len(self.received)} ids but games_received {self.games_received}")
+        if len(self.received) == self.games_received and len(set(self.received)) != len(
+                self.received):
+            found.append("games_received counts a game twice")
+        strangers = set(self.received) - set(self.appended)
+        if strangers:
+            found.append(f"received but never appended: {sorted(strangers)[:5]}")
+        unseen = self.worker_ids - set(self.appended)
+        if unseen:
+            found.append(f"workers appended ids the audit never saw: {sorted(unseen)[:5]}")
+        if len(self.received) < self.games_received and self.games_received != len(
+                self.appended):
+            found.append(f"by count: {len(self.appended)} appended, {self.games_received} "
+                         "received")
+        bad = collections.Counter(v for v in self.outcomes().values()
+                                  if not v.startswith("trained once"))
+        if bad:
+            found.append(f"outcomes: {dict(bad)}")
+        return found
+
+    def table(self) -> str:
+        rows = collections.Counter(self.outcomes().values())
+        copies = sum(n - 1 for n in self.appended.values())
+        lines = [f"{'games appended (distinct ids in the stream)':48} {len(self.appended):>8}",
+                 f"{'  of which appended more than once (copies)':48} {copies:>8}",
+                 f"{'games received (final checkpoint counter)':48} {self.games_received:>8}",
+                 f"{'ids in the final checkpoint':48} {len(self.received):>8}",
+                 f"{'duplicates dropped by the learner':48} "
+                 f"{self.rejected.get('duplicate', 0):>8}"]
+        lines += [f"{'outcome: ' + k:48} {n:>8}" for k, n in sorted(rows.items())]
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class ChaosResult:
+    kills: list[tuple[float, str, int]]
+    """(seconds into the chaos, target, pid)."""
+    ledger: Ledger
+    final: dict
+    decreases: list[str]
+    """Counter series seen going back, with before/after (must stay empty)."""
+    games_below_received: list[tuple[float, float]]
+    seconds: float
+
+
+def _pid(handles: list, rng: random.Random) -> int | None:
+    """The pid of one of ``handles`` (picked with ``rng``) that answers within 1 s."""
+    if not handles:
+        return None
+    handle = rng.choice(handles)
+    try:
+        return int(ray.get(handle.pid.remote(), timeout=1.0))
+    except Exception:  # not started yet, or already dead
+        return None
+
+
+def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float,
+              gap_s: tuple[float, float] = (1.0, 3.0), settings: list[str] | None = None,
+              log: Callable[[str], None] = lambda line: None) -> ChaosResult:
+    """Start a run (local Ray must be up) on its own supervised redis-server, kill
+    ``kills`` processes at seeded random moments (or until ``max_s``), stop, audit."""
+    rng = random.Random(seed)
+    server = RedisServer(RedisServerConfig(max_restarts=10_000)).start()
+    controller = None
+    try:
+        config = load_train_config(None, settings or SETTINGS)
+        ctx = dataclasses.replace(config.context(run_id, server.url), run_dir=str(run_dir))
+        auditor = Auditor(server.url, run_id)
+        controller = ray.remote(Controller).options(
+            name=controller_name(run_id), namespace=NAMESPACE, max_concurrency=16,
+            num_cpus=0).remote(cfg.to_dict(config), ctx.to_dict(), False,
+                               {"learner": 10_000, "selfplay": 10_000})
+        handle = RunHandle(run_id, controller)
+        handle.start()
+        watch = _Watch(handle)
+        watch.until(lambda st: st["learner_steps"] > 0, 120)
+        start = time.monotonic()
+        done: list[tuple[float, str, int]] = []
+        names, odds = zip(*TARGETS, strict=True)
+        while len(done) < kills and time.monotonic() - start < max_s:
+            watch.sleep(rng.uniform(*gap_s))
+            target = rng.choices(names, odds)[0]
+            pid = (server.pid if target == "redis"
+                   else _pid(handle.actor_handles(target), rng))
+            if pid is None:
+                continue
+            os.kill(pid, signal.SIGKILL)
+            done.append((round(time.monotonic() - start, 1), target, pid))
+            log(f"[{done[-1][0]:6.1f}s] kill -9 {target} (pid {pid})")
+        # let the last replacements come up and the stream settle, then stop
+        watch.until(lambda st: all(st["alive"][k] == st["desired"][k]
+                                   for k in ("learner", "selfplay")) and server.running, 120)
+        watch.sleep(1.0)
+        workers = handle.actor_handles("selfplay")
+        final = ray.get(controller.stop.remote())
+        watch.record(final)
+        auditor.finish()
+        worker_ids = {i for ids in ray.get([w.game_ids.remote() for w in workers]) for i in ids}
+        saved = load_checkpoint(run_dir / "checkpoint.pt")["extra"]
+        ledger = Ledger(auditor.appended, [str(i) for i in saved["recent_game_ids"]],
+                        int(saved["games_received"]), worker_ids,
+                        {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
+        assert auditor.undecodable == 0
+        return ChaosResult(done, ledger, final, watch.decreases, watch.games_below,
+                           round(time.monotonic() - start, 1))
+    finally:
+        if controller is not None:
+            with _suppress():
+                ray.get(controller.shutdown.remote(), timeout=120)
+            with _suppress():
+                ray.kill(controller)
+        server.stop()
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        return True
+
+
+class _Watch:
+    """Polls status and the merged metrics; notes any counter that goes back."""
+
+    def __init__(self, handle: RunHandle) -> None:
+        self.handle = handle
+        self.last: dict[tuple, float] = {}
+        self.decreases: list[str] = []
+        self.games_below: list[tuple[float, float]] = []
+
+    def record(self, st: dict) -> None:
+        if st["games"] < st["games_received"]:
+            self.games_below.append((st["games"], st["games_received"]))
+        for key in ("games", "games_received", "learner_steps", "positions"):
+            self._check(("status", key), st[key])
+
+    def _check(self, key: tuple, value: float) -> None:
+        before = self.last.get(key, 0.0)
+        if value < before:
+            self.decreases.append(f"{key}: {before} -> {value}")
+        self.last[key] = max(before, value)
+
+    def poll(self) -> dict:
+        st = ray.get(self.handle.actor.status.remote())
+        self.record(st)
+        values = self.handle.metrics_snapshot()["values"]
+        from shared.metrics import CATALOGUE
+
+        for name, series in values.items():
+            if CATALOGUE[name].kind == "counter":
+                for labels, v in series:
+                    self._check((name, str(labels)), v)
+        return st
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.poll()
+            time.sleep(min(0.25, max(end - time.monotonic(), 0)))
+
+    def until(self, check: Callable[[dict], bool], timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if check(self.poll()):
+                return
+            time.sleep(0.25)
+        raise AssertionError(f"condition not met within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE,
+             logging_level="ERROR", _node_ip_address="127.0.0.1")
+    yield
+    ray.shutdown()
+
+
+def test_kill_9_at_random_loses_no_game_and_no_counter_goes_back(local_ray, run_id, tmp_path):
+    result = chaos_run(tmp_path, run_id, seed=20240611, kills=20, max_s=75)
+    print(f"\n{len(result.kills)} kills in {result.seconds} s: "
+          f"{collections.Counter(t for _, t, _ in result.kills)}\n{result.ledger.table()}")
+    assert len(result.kills) >= 20
+    assert {t for _, t, _ in result.kills} == {"selfplay", "learner", "redis"}
+    assert result.ledger.problems() == []
+    assert result.decreases == []
+    assert result.games_below_received == []
+    assert result.final["state"] == "stopped"
+    assert result.final["games_received"] == result.ledger.games_received
+    assert result.final["restarts"]["learner"] == sum(t == "learner" for _, t, _ in result.kills)
+
+
+_ = ray_runtime  # the module under test (its Controller and RunHandle)
