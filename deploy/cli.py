@@ -101,9 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
                        ("scale", "change the number of self-play workers or inference servers"),
                        ("stop", "stop a running job cleanly (final checkpoint)")):
         p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("--run-dir", default=None,
+                       help="the run whose run directory this is (its run.json says where "
+                            "its cluster is); the surest way to pick a run")
+        p.add_argument("--run-id", default=None,
+                       help="which run, if several are going (looked up among this user's "
+                            "live runs, or on --address)")
         p.add_argument("--address", default=None,
-                       help="Ray cluster of the job (default: $RAY_ADDRESS or the local one)")
-        p.add_argument("--run-id", default=None, help="which run, if several are going")
+                       help="Ray cluster of the job, host:port of its GCS (default: the only "
+                            "live run of this user, else $RAY_ADDRESS or the local cluster)")
         if name == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "scale":

@@ -163,7 +163,7 @@ def _run(args: argparse.Namespace):
     from deploy import ray_runtime
 
     try:
-        return ray_runtime.find_run(args.address, args.run_id)
+        return ray_runtime.find_run(args.address, args.run_id, args.run_dir)
     except ray_runtime.RunNotFound as err:
         raise CommandError(str(err)) from None
 

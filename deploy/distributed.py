@@ -41,7 +41,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
           resume: bool = False, out: TextIO | None = None) -> RunStatus:
     """Run a distributed training job until its limits or ``zeroforge stop``; returns the
     final status."""
-    from deploy import ray_runtime
+    from deploy import ray_runtime, run_registry
     from shared.transport import RedisServer, RedisServerConfig
 
     out = out or sys.stdout
@@ -49,6 +49,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     run_dir = str(Path(config.run.run_dir).resolve())
     RunRecord(run_dir).write_config(cfg.to_dict(config))
     server = None
+    entry = None
     if not redis_url:
         # AOF in the run dir, restarted by its supervisor if it dies (docs/reliability.md)
         server = RedisServer(RedisServerConfig(data_dir=str(Path(run_dir) / "redis"))).start()
@@ -67,6 +68,13 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         started = time.time()
         run = ray_runtime.start_run(config, ctx, resume)
         status = run.status()
+        token = ray_runtime.token_path()
+        entry = run_registry.RunEntry(
+            run_id=run_id, address=ray_runtime.cluster_address(),
+            token_path=str(token) if token is not None and token.exists() else "",
+            metrics_url=status.metrics_url, driver_pid=os.getpid(), run_dir=run_dir,
+            started=started)
+        run_registry.register(entry)
         print(f"run {run_id}: metrics at {status.metrics_url}; `zeroforge status` / `scale` / "
               "`stop` from another terminal", file=out, flush=True)
         if run.warning:
@@ -85,6 +93,9 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
               file=out, flush=True)
         return status
     finally:
+        if entry is not None:
+            run_registry.unregister(entry)
+        # Ray (the run's actors) first, Redis last: actors stopping drain into Redis
         ray_runtime.disconnect()
         if server is not None:
             server.stop()

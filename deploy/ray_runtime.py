@@ -26,10 +26,12 @@ import logging
 import os
 import random
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -849,19 +851,136 @@ def start_run(config: TrainConfig, ctx: RunContext, resume: bool = False) -> Run
     return handle
 
 
+def default_token_path() -> Path:
+    """Where Ray 2.60 reads its token when neither ``RAY_AUTH_TOKEN`` nor
+    ``RAY_AUTH_TOKEN_PATH`` is set."""
+    return Path.home() / ".ray" / "auth_token"
+
+
+def token_path() -> Path | None:
+    """The token file this process hands to Ray (None: the token is in $RAY_AUTH_TOKEN)."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return None
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or default_token_path())
+
+
+def private_token() -> Path | None:
+    """Make sure the Ray token file exists and is readable by its owner only (0600).
+
+    Ray 2.60 creates ``~/.ray/auth_token`` with the process umask (0644: any user of the
+    machine could read the key to the cluster). We create it first, 0600, with a random
+    token of the form Ray makes, and tighten an existing file of ours to 0600."""
+    path = token_path()
+    if path is None or os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
+            os.chmod(path, 0o600)
+    else:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    return path
+
+
 def init_local(num_cpus: int | None = None) -> None:
-    """A private local cluster on loopback. Logical CPUs are twice the cores: on a laptop
-    the learner, the workers and the evaluator take turns on the same cores rather than
-    waiting for a free one."""
-    ray.init(namespace=NAMESPACE, include_dashboard=False, logging_level="WARNING",
-             log_to_driver=True, num_cpus=num_cpus or 2 * (os.cpu_count() or 2),
-             _node_ip_address="127.0.0.1")
+    """A private local cluster on loopback (see docs/architecture.md, Security, for what
+    Ray 2.60 still binds to every interface). Logical CPUs are twice the cores: on a
+    laptop the learner, the workers and the evaluator take turns on the same cores rather
+    than waiting for a free one."""
+    private_token()
+    with _loopback_node():
+        ray.init(namespace=NAMESPACE, include_dashboard=False, logging_level="WARNING",
+                 log_to_driver=True, num_cpus=num_cpus or 2 * (os.cpu_count() or 2),
+                 _node_ip_address="127.0.0.1", dashboard_host="127.0.0.1")
+    private_token()
+
+
+_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextlib.contextmanager
+def _loopback_node() -> Any:
+    """Make Ray 2.60 keep a new local node on 127.0.0.1.
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` alone is not enough: Ray rewrites a
+    loopback node address to the machine's outward address
+    (``services.resolve_ip_for_localhost``), so the GCS address, the autoscaler monitor's
+    metrics port and the runtime-env agent end up on the network. Ray keeps loopback only
+    where it believes multi-node clusters are off (``ray_constants.ENABLE_RAY_CLUSTER``,
+    from $RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER): switch that off while the node starts (the
+    processes it spawns inherit the variable), and put both back afterwards so a later
+    ``join`` in this process resolves addresses as usual."""
+    from ray._private import ray_constants
+
+    before_env, before = os.environ.get(_LOOPBACK_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_LOOPBACK_ENV] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+        if before_env is None:
+            os.environ.pop(_LOOPBACK_ENV, None)
+        else:
+            os.environ[_LOOPBACK_ENV] = before_env
+
+
+def _use_token(address: str, token: str | None = None) -> None:
+    """Before ``ray.init(address=...)``: Ray 2.60 turns token authentication on by itself
+    only for ``address="auto"``; an explicit address connects without the token (the GCS
+    answers ``InvalidAuthToken``) unless RAY_AUTH_MODE says token. Turn it on when a
+    token is at hand (``token``: the run's token file)."""
+    if token and not os.environ.get("RAY_AUTH_TOKEN"):
+        os.environ["RAY_AUTH_TOKEN_PATH"] = token
+    if address != "auto" and "RAY_AUTH_MODE" not in os.environ:
+        path = token_path()
+        if path is None or path.exists():
+            os.environ["RAY_AUTH_MODE"] = "token"
+    # Ray read both when it was imported: make it read them again
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _resolve(address: str) -> str:
+    """``auto``: the address of the newest local cluster (Ray's own lookup), so that a
+    loopback one is attached to on loopback (below); anything else as given."""
+    if address != "auto":
+        return address
+    from ray._private import services
+
+    found = services.get_ray_address_from_environment("auto", None)
+    if not found:
+        raise ConnectionError("no local Ray cluster found")
+    return str(found)
+
+
+def _connect(address: str, **kwargs: Any) -> None:
+    """``ray.init(address=...)``; a cluster on loopback is joined on loopback (Ray 2.60
+    would otherwise rewrite 127.0.0.1 to the machine's outward address and miss it)."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if "://" in address or host not in ("127.0.0.1", "localhost", "::1"):
+        ray.init(address=address, **kwargs)
+        return
+    with _loopback_node():
+        ray.init(address=address, _node_ip_address="127.0.0.1", **kwargs)
 
 
 def join(address: str) -> None:
     """Join an existing Ray cluster (``ray://`` client or ``host:port``)."""
-    ray.init(address=address, namespace=NAMESPACE, include_dashboard=False,
+    address = _resolve(address)
+    _use_token(address)
+    _connect(address, namespace=NAMESPACE, include_dashboard=False,
              logging_level="WARNING", log_to_driver=True)
+
+
+def cluster_address() -> str:
+    """The GCS address (host:port) of the cluster this driver is connected to."""
+    return str(ray.get_runtime_context().gcs_address)
 
 
 def disconnect() -> None:
@@ -869,12 +988,40 @@ def disconnect() -> None:
         ray.shutdown()
 
 
-def find_run(address: str | None, run_id: str | None) -> RunHandle:
-    """Attach to the cluster (``address``, $RAY_ADDRESS or the local one) and find the run
-    (the only one, or ``run_id``)."""
+def find_run(address: str | None, run_id: str | None, run_dir: str | None = None
+             ) -> RunHandle:
+    """Attach to the right cluster and find the run.
+
+    ``run_dir``: the run recorded in ``RUN_DIR/run.json``; ``run_id`` without an address:
+    the live run of that id in the per-user index (``deploy/run_registry.py``); an
+    ``address`` (or $RAY_ADDRESS): that cluster, and the run on it (the only one, or
+    ``run_id``). With none of these: the only live run in the index; several live runs
+    are refused (listed in one line) rather than guessed; none: the newest local cluster.
+    """
+    from deploy import run_registry
+
+    entry = None
     try:
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto",
-                 namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False)
+        if run_dir:
+            entry = run_registry.from_run_dir(run_dir)
+        elif not address and run_id:
+            entry = run_registry.lookup(run_id)
+        elif not address and not os.environ.get("RAY_ADDRESS"):
+            live = run_registry.live_runs()
+            if len(live) > 1:
+                raise RunNotFound("several runs are live: "
+                                  + ", ".join(e.describe() for e in live)
+                                  + "; pass --run-dir or --run-id")
+            entry = live[0] if live else None
+    except run_registry.RegistryError as err:
+        raise RunNotFound(str(err)) from None
+    if entry is not None:
+        address, run_id = entry.address, entry.run_id
+    target = address or os.environ.get("RAY_ADDRESS") or "auto"
+    try:
+        target = _resolve(target)
+        _use_token(target, entry.token_path if entry is not None else None)
+        _connect(target, namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False)
     except ConnectionError as err:
         raise RunNotFound(f"no Ray cluster to attach to ({str(err).splitlines()[0]}); "
                           "is `zeroforge train` running?") from None

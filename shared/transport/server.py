@@ -268,9 +268,12 @@ class RedisServer:
             f.write(self._config_text())
         if fresh_log:
             (self._dir / "redis.log").write_text("")
+        # Its own session: Ctrl-C in the terminal (SIGINT to the foreground process group)
+        # must not kill Redis before the run has drained into it; the owner stops it last.
         self._proc = subprocess.Popen([str(self.binary), str(conf)],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.STDOUT, cwd=self._dir)
+                                      stderr=subprocess.STDOUT, cwd=self._dir,
+                                      start_new_session=True)
         self._wait_ready()
 
     def _config_text(self) -> str:

@@ -3,13 +3,11 @@ driven from a second terminal with status, scale and stop."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 
 from learner.learner import load_checkpoint
-from tests.e2e.test_cli import EXE, zf
+from tests.e2e.runs import TrainProcess
+from tests.e2e.test_cli import zf
 
 FAST = ["--set", "net=tiny", "--set", "search.num_simulations=12",
         "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",
@@ -49,45 +47,39 @@ def test_resume_from_a_corrupt_checkpoint_is_one_line(tmp_path):
 
 
 def test_distributed_job_train_status_scale_stop(tmp_path):
-    cmd = [EXE, "train", "--config", "tictactoe", "--run-dir", str(tmp_path / "run"),
-           "--run-id", "e2e-run", *FAST, "--set", "distributed.evaluator=false",
-           "--set", "distributed.worker_cpus=0.25", "--set", "distributed.learner_cpus=0.25"]
-    train = subprocess.Popen(cmd if EXE else [sys.executable, "-m", "deploy.cli", *cmd[1:]],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            line = train.stdout.readline()
-            assert line and time.monotonic() < deadline, "train did not start"
-            if "metrics at http://127.0.0.1:" in line:
-                break
+    """Driven with --run-dir, so other runs on the machine cannot be picked by mistake;
+    every process the run started is gone at the end (killed if the test fails)."""
+    run_dir = tmp_path / "run"
+    where = ("--run-dir", str(run_dir))
+    with TrainProcess(run_dir, "e2e-run") as train:
+        train.wait_for("metrics at http://127.0.0.1:")
         for _ in range(60):
-            st = json.loads(zf("status", "--json").stdout)
+            st = train.status()
             if st["games_received"] > 0:
                 break
             time.sleep(1)
         assert st["run_id"] == "e2e-run" and st["alive"]["selfplay"] == 1
-        r = zf("scale", "--workers", "2")
-        assert r.returncode == 0 and "selfplay 2" in r.stdout
+        r = zf("scale", "--workers", "2", *where)
+        assert r.returncode == 0 and "selfplay 2" in r.stdout, r.stderr
         for _ in range(60):
-            st = json.loads(zf("status", "--json").stdout)
+            st = train.status()
             if st["alive"]["selfplay"] == 2:
                 break
             time.sleep(1)
         assert st["desired"]["selfplay"] == 2 and st["alive"]["selfplay"] == 2
-        text = zf("status").stdout
+        text = zf("status", *where).stdout
         assert "actors (alive/desired, restarts): " in text and "selfplay 2/2" in text
-        r = zf("scale", "--inference-servers", "2")
+        r = zf("scale", "--inference-servers", "2", *where)
         assert r.returncode == 1 and "inference=local" in r.stderr
-        r = zf("stop")
-        assert r.returncode == 0 and "stopped after" in r.stdout
-        out, _ = train.communicate(timeout=120)
-        assert train.returncode == 0, out
-        assert "run e2e-run stopped" in out
+        r = zf("stop", *where)
+        assert r.returncode == 0 and "stopped after" in r.stdout, r.stderr
+        assert train.wait(timeout=120) == 0, train.output
+        assert "run e2e-run stopped" in train.output
         # the job is gone, and so is its Ray cluster: a clear one-line error
-        r = zf("status")
+        r = zf("status", *where)
         assert r.returncode == 1 and "error:" in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
-    finally:
-        if train.poll() is None:
-            train.kill()
+        deadline = time.monotonic() + 30
+        while train.descendants_alive() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert train.descendants_alive() == []

@@ -4,17 +4,15 @@ like Ctrl-C (final checkpoint, exit 0); actors that cannot be scheduled are repo
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from shared.transport import RedisServer
-from tests.e2e.test_cli import EXE, zf
-from tests.e2e.test_train_cli import FAST
+from tests.e2e.runs import TrainProcess
+from tests.e2e.test_cli import zf
 
 
 def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
@@ -57,20 +55,12 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
     """An evaluator no cluster can hold: a warning at start, status says it is pending and
     why (not alive), and SIGTERM stops the run at once with a final checkpoint, exit 0."""
     run_dir = tmp_path / "run"
-    cmd = [EXE, "train", "--config", "tictactoe", "--run-dir", str(run_dir), "--run-id",
-           "e2e-term", *FAST, "--set", "distributed.evaluator_cpus=4096",
-           "--set", "distributed.worker_cpus=0.25", "--set", "distributed.learner_cpus=0.25"]
-    train = subprocess.Popen(cmd if EXE else [sys.executable, "-m", "deploy.cli", *cmd[1:]],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            line = train.stdout.readline()
-            assert line and time.monotonic() < deadline, "train did not start"
-            if "metrics at http://127.0.0.1:" in line:
-                break
+    where = ("--run-dir", str(run_dir))
+    with TrainProcess(run_dir, "e2e-term", "--set", "distributed.evaluator=true",
+                      "--set", "distributed.evaluator_cpus=4096") as train:
+        train.wait_for("metrics at http://127.0.0.1:")
         for _ in range(90):
-            st = json.loads(zf("status", "--json").stdout)
+            st = train.status()
             if st["learner_steps"] > 0:
                 break
             time.sleep(1)
@@ -79,21 +69,17 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
         assert st["actor_states"]["evaluator"] == {"pending": 1}, st["actor_states"]
         assert "4096 CPU" in st["waiting"]["evaluator"]
         assert st["alive"]["selfplay"] == 1 and st["error"] == ""
-        assert "pending evaluator: 1 waiting for 4096 CPU" in zf("status").stdout
+        assert "pending evaluator: 1 waiting for 4096 CPU" in zf("status", *where).stdout
         start = time.monotonic()
-        train.send_signal(signal.SIGTERM)
-        out, err = train.communicate(timeout=90)
-        assert train.returncode == 0, (out, err)
+        train.proc.send_signal(signal.SIGTERM)
+        assert train.wait(timeout=90) == 0, train.output
+        out = train.output
         assert time.monotonic() - start < 45  # no wait for the evaluator that never ran
         assert "stopping (final checkpoint)" in out and "run e2e-term stopped" in out
         assert f"checkpoint in {run_dir / 'checkpoint.pt'}" in out
-        [warning] = [x for x in err.splitlines() if "zeroforge train: warning:" in x]
+        [warning] = [x for x in out.splitlines() if "zeroforge train: warning:" in x]
         assert "cannot hold all the asked actors" in warning and "1 evaluator" in warning
-        assert "Traceback" not in err
+        assert "Traceback" not in out
         from learner.learner import load_checkpoint
 
         assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] > 0
-    finally:
-        if train.poll() is None:
-            train.kill()
-            train.communicate()
