@@ -775,9 +775,6 @@ def error_line(err: BaseException) -> str:
              for m in map(_ERROR_LINE.match, lines) if m]
     return (found[-1] if found else lines[0] if lines else type(err).__name__)[:300]
 
-    def ping(self) -> str:
-        return self._state
-
 
 # ------------------------------------------------------------------------------------------
 # driver and CLI side
