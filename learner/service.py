@@ -63,6 +63,9 @@ RECENT_GAME_IDS = 10_000
 """Game ids remembered (and checkpointed) to drop duplicates: ~1 MB at most. At least twice
 the stream's ``max_backlog`` are kept (see ``_drop_duplicates`` for what that covers)."""
 _ACK_CHUNK = 1000
+DRAIN_GRACE_S = 30.0
+"""How long the final drain waits for an unreachable Redis (a supervised one is back in
+about a second) before it stops with games left in the stream."""
 """Ids per XACK: one huge command would stall Redis for everyone else."""
 
 
@@ -112,6 +115,8 @@ class LearnerService:
         self._recent_set: set[str] = set()
         """The same ids as a set, for an O(1) duplicate check; kept in step by ``_remember``."""
         self.transport_errors = 0
+        self.undrained = False
+        """The final drain gave up on an unreachable Redis: games may be left unread."""
         """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
         self.last_losses: dict[str, float] = {}
         self._steps_at_publish = 0
@@ -344,6 +349,10 @@ class LearnerService:
         # Only now: an entry acked before the checkpoint that holds it could be lost.
         ids, self._unacked = self._unacked, []
         self._ack(ids)
+        if not self._unacked:
+            # Everything handed out is acked now, so anything still pending for us is a
+            # delivery whose reply was lost (see SampleSource.recover_pending): fetch it.
+            self.stream.recover_pending()
         return path
 
     def _ack(self, ids: list[str]) -> None:
@@ -415,17 +424,30 @@ class LearnerService:
         """Take every game already in the stream into the replay window (no training), so
         the final checkpoint holds the games workers appended just before they stopped."""
         taken = 0
-        try:
-            while True:
+        deadline = time.monotonic() + DRAIN_GRACE_S
+        delay = 0.1
+        # Deliveries whose reply a dropped connection lost sit in our pending list: look.
+        self.stream.recover_pending()
+        while True:
+            try:
                 entries = self.stream.read(max_read, 0)
-                self._mirror_stream_rejections()
-                if not entries:
+            except TransportError as err:
+                # Redis restarting (the supervisor brings it back in a second or so): wait
+                # for it rather than stop with games left unread in the stream.
+                self.transport_errors += 1
+                if time.monotonic() >= deadline:
+                    self.undrained = True
+                    log.warning("learner: could not drain the stream within %.0f s before "
+                                "stopping (%s); games left in it wait for a --resume",
+                                DRAIN_GRACE_S, err)
                     return taken
-                taken += self._take(entries)[0]
-        except TransportError as err:
-            self.transport_errors += 1
-            log.warning("learner: could not drain the stream before stopping: %s", err)
-            return taken
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            self._mirror_stream_rejections()
+            if not entries:
+                return taken
+            taken += self._take(entries)[0]
 
     def _finished(self, start: float, stop: threading.Event | None) -> bool:
         return bool((stop is not None and stop.is_set()) or self.limit_reached(start))
@@ -543,5 +565,6 @@ class LearnerService:
             "losses": dict(self.last_losses),
             "seconds_since_checkpoint": round(time.monotonic() - self._last_checkpoint, 1),
             "transport_errors": self.transport_errors,
+            "undrained": self.undrained,
             "unpublished_steps": self.learner.steps - max(self._steps_at_publish, 0),
         }

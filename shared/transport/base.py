@@ -58,6 +58,11 @@ class SampleSource(Protocol):
         """Ack-and-skip re-delivered entries with id <= ``cursor``."""
         ...
 
+    def recover_pending(self) -> None:
+        """Have the next ``read`` return this reader's pending entries it never handed out
+        (delivered by the server, reply lost with a dropped connection) before new ones."""
+        ...
+
     def info(self) -> StreamInfo:
         """Length (unacknowledged backlog), pending, lag and ids."""
         ...

@@ -79,6 +79,8 @@ class MemorySampleStream:
         self.backpressure_wait_s = 0.0
         self._pending_cursor: int | None = 0
         self._skip_through: tuple[int, int] | None = None
+        self._returned_through = 0
+        """Newest sequence number this reader has handed out (or acked as bad)."""
 
     # --- producer side -------------------------------------------------------------------
     def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
@@ -149,18 +151,24 @@ class MemorySampleStream:
         """This consumer's pending entries first (after a restart), then new ones."""
         d, me = self._data, self.config.consumer
         if self._pending_cursor is not None:
-            mine = sorted(s for s, c in d.pending.items() if c == me and s > self._pending_cursor)
+            floor = max(self._pending_cursor, self._returned_through)
+            mine = sorted(s for s, c in d.pending.items() if c == me and s > floor)
             if mine:
                 mine = mine[:count]
-                self._pending_cursor = mine[-1]
+                self._pending_cursor = self._returned_through = mine[-1]
                 return [(s, d.entries.get(s)) for s in mine]
             self._pending_cursor = None
         fresh = [s for s in d.entries if s > d.last_delivered][:count]
         for s in fresh:
             d.pending[s] = me
         if fresh:
-            d.last_delivered = fresh[-1]
+            d.last_delivered = self._returned_through = fresh[-1]
         return [(s, d.entries[s]) for s in fresh]
+
+    def recover_pending(self) -> None:
+        """Look at this reader's pending entries again (see the Redis stream: there a
+        reply can be lost with a connection; here it cannot, but the promise is the same)."""
+        self._pending_cursor = 0
 
     def _decode_batch(self, raw: list[tuple[int, bytes | None]]
                       ) -> list[tuple[str, GameSamples]]:

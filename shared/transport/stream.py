@@ -185,6 +185,8 @@ class SampleStream:
         # this consumer name before a crash and never acknowledged.
         self._pending_cursor: str | None = "0"
         self._skip_through: tuple[int, int] | None = None
+        self._returned_through: tuple[int, int] | None = None
+        """Newest entry id this reader has handed out (or acked as bad) so far."""
         self._ensure_group()
 
     # --- producer side -------------------------------------------------------------------
@@ -256,16 +258,31 @@ class SampleStream:
         if max_count < 1:
             raise ValueError(f"read: max_count must be >= 1, got {max_count}")
         self._check_block(block_ms)
-        with redis_errors(self.redis):
-            while True:
-                raw = self._read_raw(max_count, block_ms)
-                if not raw:
-                    return []
-                games = self._decode_batch(raw)
-                if games:
-                    return games
-                # Everything in that batch was bad or a duplicate: keep going, so that an
-                # empty answer keeps meaning "no data".
+        try:
+            with redis_errors(self.redis):
+                while True:
+                    raw = self._read_raw(max_count, block_ms)
+                    if not raw:
+                        return []
+                    self._returned_through = max(
+                        [parse_id(_text(i)) for i, _ in raw]
+                        + ([self._returned_through] if self._returned_through else []))
+                    games = self._decode_batch(raw)
+                    if games:
+                        return games
+                    # Everything in that batch was bad or a duplicate: keep going, so that
+                    # an empty answer keeps meaning "no data".
+        except TransportError:
+            self.recover_pending()
+            raise
+
+    def recover_pending(self) -> None:
+        """Look at this reader's pending entries again before new ones. Redis may have
+        delivered entries (moved them into the group's pending list) whose reply was lost
+        with a dropped connection; a retried read only asks for *new* entries, so those
+        would wait, unread, until a restart. The next ``read`` returns them, and skips the
+        pending entries it already handed out (they are the caller's, not yet acked)."""
+        self._pending_cursor = "0"
 
     def ack(self, ids: list[str]) -> int:
         """XACK ``ids`` and trim what no group needs any more; returns how many were acked."""
@@ -331,12 +348,16 @@ class SampleStream:
 
     def _read_raw(self, count: int, block_ms: int) -> list[tuple[bytes, dict | None]]:
         group, consumer = self.config.group, self.config.consumer
-        if self._pending_cursor is not None:
+        while self._pending_cursor is not None:
             reply = self._xreadgroup(group, consumer, self._pending_cursor, count, None)
-            if reply:
-                self._pending_cursor = _text(reply[-1][0])
-                return reply
-            self._pending_cursor = None  # history drained: from now on only new entries
+            if not reply:
+                self._pending_cursor = None  # history drained: from now on only new entries
+                break
+            self._pending_cursor = _text(reply[-1][0])
+            done = self._returned_through
+            fresh = [e for e in reply if done is None or parse_id(_text(e[0])) > done]
+            if fresh:
+                return fresh
         # BLOCK 0 means "forever" to Redis; our 0 means "do not wait", i.e. no BLOCK.
         return self._xreadgroup(group, consumer, ">", count, block_ms or None)
 

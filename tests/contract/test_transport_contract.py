@@ -124,6 +124,23 @@ def test_the_checkpoint_cursor_skips_redelivered_entries(transport):
     assert again.skipped_duplicates == 2
 
 
+def test_deliveries_whose_reply_was_lost_are_recovered(transport):
+    """The server may deliver entries (into this consumer's pending list) while the reply
+    is lost with the connection; a plain read asks only for new entries and would leave
+    them unread until a restart. ``recover_pending`` gets them, and only them."""
+    sink, source = transport.samples(), transport.samples()
+    sink.append(make_games(2))
+    assert ids(source.read(4)) == ["g0", "g1"]
+    sink.append(make_games(3, start=2))
+    ghost = transport.samples()  # the same consumer name: its deliveries are "lost replies"
+    assert ids(ghost.read(4)) == ["g0", "g1"]  # its pending history first
+    assert ids(ghost.read(4)) == ["g2", "g3", "g4"]
+    assert source.read(4) == []  # delivered, so not new: without recovery they wait
+    source.recover_pending()
+    assert ids(drain(source)) == ["g2", "g3", "g4"]  # g0, g1 were handed out already
+    assert source.info().pending == 2  # g0, g1: the caller has not acked them
+
+
 def test_two_consumers_share_the_work_without_overlap(transport):
     transport.samples().append(make_games(8))
     a = transport.samples(StreamConfig(consumer="a"))
