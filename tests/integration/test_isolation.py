@@ -14,12 +14,10 @@ import os
 import stat
 
 import psutil
-import pytest
+import ray
 
-ray = pytest.importorskip("ray")
-
-from deploy import ray_runtime  # noqa: E402
-from shared.transport import RedisServer  # noqa: E402
+from deploy import ray_runtime
+from shared.transport import RedisServer
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
