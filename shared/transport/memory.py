@@ -24,8 +24,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-from shared.formats.weights import weights_from_bytes, weights_to_bytes
-from shared.samples import GameSamples, encode
+from shared.samples import GameSamples
 from shared.transport.base import StateDict
 from shared.transport.results import EvalResultsStore, ResultsFormatError
 from shared.transport.stream import (
@@ -34,9 +33,17 @@ from shared.transport.stream import (
     StreamInfo,
     check_run_id,
     decode_entries,
+    encode_entries,
     parse_id,
 )
-from shared.transport.weights import StaleVersionError, WeightInfo, WeightsIntegrityError
+from shared.transport.weights import (
+    StaleVersionError,
+    WeightInfo,
+    check_version,
+    decoded_blob,
+    publishable_blob,
+    verified_blob,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +93,7 @@ class MemorySampleStream:
     def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
         if not games:
             return []
-        blobs = [encode(g) for g in games]
-        for game, blob in zip(games, blobs, strict=True):
-            if len(blob) > self.config.max_entry_bytes:
-                raise ValueError(f"game {game.game_id or '?'} encodes to {len(blob)} bytes, "
-                                 f"over the {self.config.max_entry_bytes}-byte entry limit")
+        blobs = encode_entries(games, self.config.max_entry_bytes)
         timeout = self.config.append_timeout_s if timeout_s is None else timeout_s
         d = self._data
         with d.cond:
@@ -230,16 +233,8 @@ class MemoryWeightStore:
         self.keep = keep
 
     def publish(self, weights: Any, version: int) -> str:
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"weights version must be an integer >= 0, got {version!r}")
-        if isinstance(weights, bytes | bytearray | memoryview):
-            blob = bytes(weights)
-            try:
-                weights_from_bytes(blob)
-            except ValueError as err:
-                raise ValueError(f"publish: not a weights blob: {err}") from None
-        else:
-            blob = weights_to_bytes(weights)
+        version = check_version(version)
+        blob = publishable_blob(weights)
         sha = hashlib.sha256(blob).hexdigest()
         d = self._data
         with d.cond:
@@ -269,14 +264,7 @@ class MemoryWeightStore:
 
     def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
         got = self.fetch_bytes(newer_than)
-        if got is None:
-            return None
-        version, blob = got
-        try:
-            return version, weights_from_bytes(blob)
-        except ValueError as err:
-            raise WeightsIntegrityError(f"weights version {version} of run {self.run_id} "
-                                        f"is unusable ({err}); not applied") from None
+        return None if got is None else (got[0], decoded_blob(got[0], got[1], self.run_id))
 
     def fetch_bytes(self, newer_than: int = -1) -> tuple[int, bytes] | None:
         with self._data.cond:
@@ -284,10 +272,7 @@ class MemoryWeightStore:
             if latest is None or latest <= newer_than:
                 return None
             blob, info = self._data.blobs[latest]
-        if hashlib.sha256(blob).hexdigest() != info.sha256 or len(blob) != info.size:
-            raise WeightsIntegrityError(f"weights version {latest} of run {self.run_id} fail "
-                                        "their sha256 check; not applied")
-        return latest, blob
+        return latest, verified_blob(latest, blob, info, self.run_id)
 
     def subscribe(self) -> MemorySubscription:
         return MemorySubscription(self._data)

@@ -199,11 +199,7 @@ class SampleStream:
         """
         if not games:
             return []
-        blobs = [encode(g) for g in games]
-        for game, blob in zip(games, blobs, strict=True):
-            if len(blob) > self.config.max_entry_bytes:
-                raise ValueError(f"game {game.game_id or '?'} encodes to {len(blob)} bytes, "
-                                 f"over the {self.config.max_entry_bytes}-byte entry limit")
+        blobs = encode_entries(games, self.config.max_entry_bytes)
         self._wait_for_room(self.config.append_timeout_s if timeout_s is None else timeout_s)
         with redis_errors(self.redis):
             pipe = self.redis.pipeline(transaction=False)
@@ -389,6 +385,16 @@ class SampleStream:
             # Ack the bad ones now: left pending they would come back after every restart.
             self.redis.xack(self.key, self.config.group, *drop)
         return good
+
+
+def encode_entries(games: list[GameSamples], max_entry_bytes: int) -> list[bytes]:
+    """The entries for ``games``; ValueError (nothing to write) if one is over the limit."""
+    blobs = [encode(g) for g in games]
+    for game, blob in zip(games, blobs, strict=True):
+        if len(blob) > max_entry_bytes:
+            raise ValueError(f"game {game.game_id or '?'} encodes to {len(blob)} bytes, "
+                             f"over the {max_entry_bytes}-byte entry limit")
+    return blobs
 
 
 def decode_entries(entries: list[tuple[str, bytes | None]], skip_through: tuple[int, int] | None,

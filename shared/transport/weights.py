@@ -106,15 +106,8 @@ class WeightStore:
         """Store ``weights`` as ``version`` (> every earlier one), announce it, prune old
         versions; returns the blob's sha256. Raises StaleVersionError for an old version
         and ValueError for bytes that are not a weights blob."""
-        version = _check_version(version)
-        if isinstance(weights, bytes | bytearray | memoryview):
-            blob = bytes(weights)
-            try:
-                weights_from_bytes(blob)  # refuse to announce something nobody can load
-            except ValueError as err:
-                raise ValueError(f"publish: not a weights blob: {err}") from None
-        else:
-            blob = weights_to_bytes(weights)
+        version = check_version(version)
+        blob = publishable_blob(weights)
         sha = hashlib.sha256(blob).hexdigest()
         staging = f"{self.prefix}staging:{secrets.token_hex(8)}"
         with redis_errors(self.redis):
@@ -160,14 +153,7 @@ class WeightStore:
         """``(version, state_dict)`` of the latest version if it is > ``newer_than``, else
         None. Raises WeightsIntegrityError if the blob fails its sha256 check."""
         got = self.fetch_bytes(newer_than)
-        if got is None:
-            return None
-        version, blob = got
-        try:
-            return version, weights_from_bytes(blob)
-        except ValueError as err:
-            raise WeightsIntegrityError(f"weights version {version} of run {self.run_id} "
-                                        f"is unusable ({err}); not applied") from None
+        return None if got is None else (got[0], decoded_blob(got[0], got[1], self.run_id))
 
     def fetch_bytes(self, newer_than: int = -1) -> tuple[int, bytes] | None:
         """Like ``fetch`` but returns the verified blob undecoded."""
@@ -188,13 +174,7 @@ class WeightStore:
                              f"row; publishing faster than fetching?")
 
     def _verified(self, version: int, blob: bytes, info: WeightInfo) -> bytes:
-        sha = hashlib.sha256(blob).hexdigest()
-        if sha != info.sha256 or len(blob) != info.size:
-            raise WeightsIntegrityError(
-                f"weights version {version} of run {self.run_id} fail their sha256 check "
-                f"(recorded {info.sha256[:12]}, got {sha[:12]}, {len(blob)} of {info.size} "
-                f"bytes); not applied")
-        return blob
+        return verified_blob(version, blob, info, self.run_id)
 
     # --- notifications -------------------------------------------------------------------
     def subscribe(self) -> WeightSubscription:
@@ -259,7 +239,41 @@ class WeightSubscription:
         self.close()
 
 
-def _check_version(version: int) -> int:
+def publishable_blob(weights: nn.Module | StateDict | bytes) -> bytes:
+    """The blob a store publishes for ``weights``; ready bytes are checked to load first
+    (refuse to announce something nobody can load: ValueError)."""
+    if isinstance(weights, bytes | bytearray | memoryview):
+        blob = bytes(weights)
+        try:
+            weights_from_bytes(blob)
+        except ValueError as err:
+            raise ValueError(f"publish: not a weights blob: {err}") from None
+        return blob
+    return weights_to_bytes(weights)
+
+
+def verified_blob(version: int, blob: bytes, info: WeightInfo, run_id: str) -> bytes:
+    """``blob`` if it matches the sha256 and size recorded at publish time, else
+    WeightsIntegrityError."""
+    sha = hashlib.sha256(blob).hexdigest()
+    if sha != info.sha256 or len(blob) != info.size:
+        raise WeightsIntegrityError(
+            f"weights version {version} of run {run_id} fail their sha256 check "
+            f"(recorded {info.sha256[:12]}, got {sha[:12]}, {len(blob)} of {info.size} "
+            f"bytes); not applied")
+    return blob
+
+
+def decoded_blob(version: int, blob: bytes, run_id: str) -> StateDict:
+    """The state dict of a verified blob; WeightsIntegrityError if it does not decode."""
+    try:
+        return weights_from_bytes(blob)
+    except ValueError as err:
+        raise WeightsIntegrityError(f"weights version {version} of run {run_id} "
+                                    f"is unusable ({err}); not applied") from None
+
+
+def check_version(version: int) -> int:
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError(f"weights version must be an integer >= 0, got {version!r}")
     return version
