@@ -11,8 +11,8 @@ this module hosts them in Ray actors and supervises them:
   crash means); the controller has no per-kind branches beyond it.
 - ``Controller``: one named actor per run that keeps the desired actors of each kind
   alive, scales, stops in order and gathers metrics into a ``RunStatus``.
-- ``RayCluster`` / ``RunHandle``: how the driver and the CLI start, find and talk to a
-  run.
+- ``init_local`` / ``join`` / ``find_run`` / ``RunHandle``: how the driver and the CLI
+  start or join a cluster, find a run and talk to it.
 
 Configs cross into actors as plain dicts (``shared.config.to_dict``), never as pickled
 classes of ours.
