@@ -55,17 +55,10 @@ from shared.samples import decode
 from shared.transport import RedisServer, connect, stream_key
 from shared.transport.server import RedisServerConfig
 from shared.transport.stream import FIELD
+from tests.integration.test_distributed import SETTINGS as DISTRIBUTED_SETTINGS
 
-SETTINGS = [
-    "game=tictactoe", "net=tiny", "search.num_simulations=8", "selfplay.games_in_parallel=8",
-    "selfplay.workers=2", "learner.batch_size=32", "learner.min_replay=64",
-    "learner.samples_per_insert=2", "learner.optimizer=adamw", "learner.lr=0.003",
-    "learner.publish_every_steps=5", "learner.checkpoint_every_s=1",
-    "learner.train_steps_per_round=4",
-    "distributed.inference=local", "distributed.worker_cpus=0.25",
-    "distributed.learner_cpus=0.25", "distributed.evaluator=false",
-    "distributed.monitor_interval_s=0.3",
-]
+SETTINGS = [*DISTRIBUTED_SETTINGS, "search.num_simulations=8", "selfplay.workers=2"]
+"""The distributed tests' tiny run (later overrides win), with two workers."""
 TARGETS = (("selfplay", 0.4), ("learner", 0.3), ("redis", 0.3))
 """What the loop kills, with the odds of each."""
 
