@@ -43,6 +43,7 @@ from deploy.builder import build_evaluator, build_learner, build_selfplay
 from shared import config as cfg
 from shared import metrics
 from shared.nets import NetConfig
+from shared.node_stats import ResourceReporter
 from shared.search.evaluator import Evaluation, check_evaluation
 from shared.service import Service
 from shared.status import RunStatus
@@ -57,6 +58,48 @@ NAMESPACE = "zeroforge"
 
 def controller_name(run_id: str) -> str:
     return f"controller-{run_id}"
+
+
+def actor_name(run_id: str, kind: str, index: int) -> str:
+    """The Ray name of one of a run's service actors (detached, in ``NAMESPACE``): a new
+    controller finds the actors of its run by these names and adopts them."""
+    return f"actor-{run_id}-{kind}-{index}"
+
+
+def _parse_actor_name(name: str) -> tuple[str, str, int] | None:
+    """(run id, kind, index) of an ``actor_name``; None for any other name."""
+    m = re.fullmatch(r"actor-(.+)-([a-z]+)-(\d+)", name)
+    if m is None or m.group(2) not in KINDS:
+        return None
+    return m.group(1), m.group(2), int(m.group(3))
+
+
+def run_actor_names(run_id: str) -> list[tuple[str, int, str]]:
+    """(kind, index, name) of every live named service actor of ``run_id``."""
+    found = []
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry.get("namespace") != NAMESPACE:
+            continue
+        parsed = _parse_actor_name(str(entry.get("name", "")))
+        if parsed is not None and parsed[0] == run_id:
+            found.append((parsed[1], parsed[2], str(entry["name"])))
+    return sorted(found)
+
+
+def kill_run_actors(run_id: str) -> int:
+    """Kill every named service actor of ``run_id`` (they are detached: nothing else ends
+    them); returns how many were killed."""
+    killed = 0
+    for _, _, name in run_actor_names(run_id):
+        with contextlib.suppress(Exception):
+            ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+            killed += 1
+    return killed
+
+
+def _where() -> dict:
+    """This actor's process id and short Ray node id (for status rows)."""
+    return {"pid": os.getpid(), "node": _node_label()}
 
 
 # ------------------------------------------------------------------------------------------
@@ -128,20 +171,35 @@ class InferenceServerActor(InferenceServer):
     so none of our classes is pickled across the process boundary."""
 
     def __init__(self, game_spec: str, net_config: dict, config: dict, redis_url: str | None,
-                 run_id: str) -> None:
+                 run_id: str, index: int = 0) -> None:
         super().__init__(game_spec, cfg.from_dict(NetConfig, net_config, "net"),
                          cfg.from_dict(InferenceServerConfig, config, "inference"),
-                         redis_url, run_id)
+                         redis_url, run_id, server=str(index))
+        self._resources = ResourceReporter("inference", str(index), _node_label())
+
+    def stats(self) -> dict:
+        """The server's metrics plus its process's and node's resource figures."""
+        return self._resources.add_to(super().stats())
+
+    def where(self) -> dict:
+        """Process id and short node id (``zeroforge status`` rows)."""
+        return _where()
+
+    def pid(self) -> int:
+        """The actor's process id (chaos tests kill it with SIGKILL)."""
+        return os.getpid()
 
 
 def make_inference_actor(game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
-                         redis_url: str | None, run_id: str, *, name: str | None = None
-                         ) -> Any:
+                         redis_url: str | None, run_id: str, *, name: str | None = None,
+                         index: int = 0, detached: bool = False) -> Any:
     """Start one InferenceServer as an async Ray actor; returns its handle.
 
     It takes a GPU when ``config.device`` asks for CUDA, or is ``"auto"`` and the cluster
     has GPUs; otherwise it runs on ``config.num_cpus`` CPUs. Call ``ready`` on the handle
-    to wait until it serves. ``ray.init`` must have run.
+    to wait until it serves. ``ray.init`` must have run. ``index`` labels its metrics.
+    ``detached``: the actor outlives its creator (a run's controller), in ``NAMESPACE``
+    under ``name``; someone must kill it.
     """
     gpus = ray.cluster_resources().get("GPU", 0.0)
     wants_gpu = config.device.startswith("cuda") or (config.device == "auto" and gpus >= 1)
@@ -154,9 +212,11 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
         options["num_gpus"] = 1
     if name is not None:
         options["name"] = name
+    if detached:
+        options.update(lifetime="detached", namespace=NAMESPACE)
     actor_cls = ray.remote(InferenceServerActor).options(**options)
     return actor_cls.remote(game_spec, cfg.to_dict(net_config), cfg.to_dict(config),
-                            redis_url, run_id)
+                            redis_url, run_id, index)
 
 
 # ------------------------------------------------------------------------------------------
@@ -169,6 +229,11 @@ class ServiceHost:
 
     ``run`` blocks in one actor thread until ``stop`` (from another thread) sets the event;
     the service's own loop then finishes cleanly (final append, final checkpoint).
+
+    A run's actors are detached (they outlive a controller killed with kill -9), so a new
+    controller adopts one by calling ``run`` again: only the first call runs the service,
+    later ones wait for its end and return its result or raise its error (an actor that
+    dies fails every such call, which the controller counts as a crash).
     """
 
     def __init__(self, kind: str, config: dict, ctx: dict, index: int, resume: bool,
@@ -179,17 +244,40 @@ class ServiceHost:
         self.remote_evaluator = RemoteEvaluator(servers) if servers is not None else None
         self.service: Service = KINDS[kind].build(train, context, index, resume,
                                                   self.remote_evaluator)
+        self._resources = ResourceReporter(kind, str(index), _node_label())
         self._stop = threading.Event()
+        self._run_lock = threading.Lock()
+        self._running = False
+        self._done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
 
     def run(self) -> Any:
-        result = self.service.run(self._stop)
-        return result if isinstance(result, int | dict) else None
+        """Run the service until ``stop`` (first call); a later call (a new controller
+        adopting this actor) waits for that end and returns the same result or error."""
+        with self._run_lock:
+            first, self._running = not self._running, True
+        if not first:
+            self._done.wait()
+            if self._error is not None:
+                raise self._error
+            return self._result
+        try:
+            result = self.service.run(self._stop)
+            self._result = result if isinstance(result, int | dict) else None
+        except BaseException as err:
+            self._error = err
+            raise
+        finally:
+            self._done.set()
+        return self._result
 
     def stop(self) -> None:
         self._stop.set()
 
     def stats(self) -> dict:
-        return self.service.stats()
+        """The service's metrics plus its process's and node's resource figures."""
+        return self._resources.add_to(self.service.stats())
 
     def set_servers(self, servers: list) -> None:
         """New inference-server handles after scaling or a replacement."""
@@ -206,6 +294,16 @@ class ServiceHost:
     def pid(self) -> int:
         """The actor's process id (chaos tests kill it with SIGKILL)."""
         return os.getpid()
+
+    def where(self) -> dict:
+        """Process id and short node id (``zeroforge status`` rows)."""
+        return _where()
+
+
+def _node_label() -> str:
+    """The ``node`` label of an actor's resource metrics: its Ray node id's first 8 hex
+    digits (as in ``zeroforge status``)."""
+    return str(ray.get_runtime_context().get_node_id())[:8]
 
 
 def _transport(ctx: RunContext):
@@ -352,7 +450,7 @@ class Controller:
         c = self.config
         if kind.is_server:
             handle = make_inference_actor(c.game, c.net, c.inference, self.ctx.transport,
-                                          self.run_id)
+                                          self.run_id, index=index)
         else:
             # a replacement learner resumes from the checkpoint its predecessor wrote
             resume = self.resume or self.restarts[name] > 0
@@ -433,7 +531,7 @@ class Controller:
                         line.report(slot.index, slot.last_stats)
                     line.ended(slot.index)
                 elif slot.last_stats:
-                    self.finished_stats.append(slot.last_stats)
+                    self.finished_stats.append(metrics.without_live_gauges(slot.last_stats))
                 if slot.stopping:
                     # retired by scale-down: its games are in; free its CPUs for others
                     with contextlib.suppress(Exception):
@@ -738,10 +836,13 @@ class Controller:
         return line.first_base.get(("learner_games_received_total", ()), 0.0)
 
     def metrics_snapshot(self) -> dict:
-        """The merged snapshot, as plain data (for tests and tools)."""
+        """The merged snapshot, as plain data (for tests, tools and the driver's dashboard
+        history, which needs the histograms too)."""
         m = self._merged
         return {"values": {n: [[list(map(list, k)), val] for k, val in s.items()]
-                           for n, s in m["values"].items()}}
+                           for n, s in m["values"].items()},
+                "hists": {n: [[list(map(list, k)), list(h)] for k, h in s.items()]
+                          for n, s in m.get("hists", {}).items()}}
 
     def actor_handles(self, kind: str) -> list:
         """Live actor handles of one kind (for tests that kill one)."""
