@@ -97,6 +97,21 @@ def build_parser() -> argparse.ArgumentParser:
                      metavar="SECTION.KEY=VALUE", help="override any config field")
     pre.set_defaults(func=commands.cmd_pretrain)
 
+    curve = sub.add_parser(
+        "curve",
+        help="draw a run's learning curve (PNG/SVG) from its RUN_DIR/eval.jsonl",
+        description="Draw the evaluator's score against each anchor, and the Elo it implies, "
+                    "over training, from the evaluations the run recorded (works while the run "
+                    "is going too).",
+    )
+    curve.add_argument("run_dir", metavar="RUN_DIR", help="the run's run directory")
+    curve.add_argument("-o", "--out", default=None,
+                       help="picture to write, .png, .svg or .pdf (default: RUN_DIR/curve.png)")
+    curve.add_argument("--x", dest="x_axis", choices=("minutes", "version"), default="minutes",
+                       help="x axis: wall clock since the run started, or weights version "
+                            "(default: minutes)")
+    curve.set_defaults(func=commands.cmd_curve)
+
     for name, text in (("status", "show a running job: actors, throughput, weights, lag"),
                        ("scale", "change the number of self-play workers or inference servers"),
                        ("stop", "stop a running job cleanly (final checkpoint)")):

@@ -195,6 +195,15 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_curve(args: argparse.Namespace) -> int:
+    from deploy import curve
+
+    drawn = curve.read_eval_log(args.run_dir)
+    out = curve.write(drawn, args.out or Path(args.run_dir) / "curve.png", args.x_axis)
+    print(f"wrote {out}: {curve.summary(drawn)}")
+    return 0
+
+
 def _write_sgf(session: GameSession, args: argparse.Namespace) -> None:
     from shared.formats.sgf import record_from_session, write_sgf
 

@@ -1,5 +1,6 @@
-"""The learning-curve picture (benchmarks/plot_curve.py): one line per anchor, points
-placed by minutes and score, and a clear error for a curve with nothing to draw."""
+"""The benchmark's learning-curve picture (benchmarks/plot_curve.py, drawn by
+deploy/curve.py): one line per anchor, points placed by minutes and score (read from the
+figure's data), and a clear error for a curve with nothing to draw."""
 
 import importlib.util
 import xml.etree.ElementTree as ET
@@ -7,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from deploy import curve
+
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plot_curve.py"
 _spec = importlib.util.spec_from_file_location("plot_curve", _PATH)
 plot_curve = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(plot_curve)
-
-SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _curve(rows):
@@ -21,38 +22,36 @@ def _curve(rows):
                      for m, scores in rows]}
 
 
-def _series(svg: str) -> dict[str, list[tuple[float, float]]]:
-    root = ET.fromstring(svg)
-    return {line.get("data-anchor"): [tuple(map(float, p.split(",")))
-                                      for p in line.get("points").split()]
-            for line in root.iter(SVG + "polyline")}
+def _series(drawn, prefix: str = "score:") -> dict[str, list[tuple[float, float]]]:
+    fig = curve.figure(drawn)
+    return {line.get_gid().removeprefix(prefix): [tuple(p) for p in line.get_xydata()]
+            for ax in fig.axes for line in ax.get_lines()
+            if (line.get_gid() or "").startswith(prefix)}
 
 
 def test_one_line_per_anchor_with_points_in_time_order():
     # rows out of order on purpose: the picture sorts them by minutes
-    svg = plot_curve.render_svg(_curve([
+    drawn = plot_curve.to_curve(_curve([
         (30, {"uct:1000": 0.8, "uctsolver:1000": 0.6}),
         (0, {"uct:1000": 0.1, "uctsolver:1000": 0.0}),
         (15, {"uct:1000": 0.5}),
     ]))
-    series = _series(svg)
+    series = _series(drawn)
     assert set(series) == {"uct:1000", "uctsolver:1000"}
-    uct = series["uct:1000"]
-    assert len(uct) == 3 and len(series["uctsolver:1000"]) == 2
-    xs, ys = zip(*uct, strict=True)
-    assert list(xs) == sorted(xs) and xs[0] == plot_curve.LEFT
-    # a higher score is drawn higher up (smaller y)
-    assert ys[0] > ys[1] > ys[2]
-    # score 0 sits on the x axis, the same height for both series' first point
-    assert series["uctsolver:1000"][0][1] == pytest.approx(plot_curve.HEIGHT - plot_curve.BOTTOM)
+    assert series["uct:1000"] == [(0, 0.1), (15, 0.5), (30, 0.8)]
+    assert series["uctsolver:1000"] == [(0, 0.0), (30, 0.6)]
+    # the Elo panel: the same points, the score's implied Elo (0% clipped)
+    assert _series(drawn, "elo:")["uctsolver:1000"] == [
+        (0, -curve.ELO_CLIP), (30, pytest.approx(curve.implied_elo(0.6)))]
 
 
-def test_title_is_escaped_and_empty_curve_is_refused():
-    svg = plot_curve.render_svg(_curve([(0, {"uct:1000": 0.5})]), title="a < b & c")
-    assert "a &lt; b &amp; c" in svg
-    ET.fromstring(svg)  # well-formed
+def test_title_and_svg_output_and_empty_curve_is_refused(tmp_path):
+    drawn = plot_curve.to_curve(_curve([(0, {"uct:1000": 0.5})]), title="a < b & c")
+    assert curve.figure(drawn).get_suptitle() == "a < b & c"
+    root = ET.parse(curve.write(drawn, tmp_path / "c.svg")).getroot()  # well-formed
+    assert any(el.get("id") == "score:uct:1000" for el in root.iter())
     with pytest.raises(ValueError, match="no rows"):
-        plot_curve.render_svg(_curve([]))
+        plot_curve.to_curve(_curve([]))
 
 
 def test_curves_measured_side_by_side_merge_on_minutes():
@@ -65,7 +64,7 @@ def test_curves_measured_side_by_side_merge_on_minutes():
     assert merged["rows"][1]["results"] == {"uct:1000": {"score": 0.6},
                                             "uctsolver:1000": {"score": 0.4}}
     assert merged["game"] == "gomoku8"
-    assert set(_series(plot_curve.render_svg(merged))) == {"uct:1000", "uctsolver:1000"}
+    assert set(_series(plot_curve.to_curve(merged))) == {"uct:1000", "uctsolver:1000"}
 
 
 def test_markdown_table_has_a_row_per_point_and_blank_cells_for_missing_results():
@@ -81,12 +80,13 @@ def test_markdown_table_has_a_row_per_point_and_blank_cells_for_missing_results(
 
 
 def test_labels_name_anchors_in_legend_and_table():
-    curve = _curve([(0, {"uct:1000": 0.5})])
-    curve["rows"][0]["results"]["uct:1000"].update(wins=1, draws=0, losses=1)
+    curve_json = _curve([(0, {"uct:1000": 0.5})])
+    curve_json["rows"][0]["results"]["uct:1000"].update(wins=1, draws=0, losses=1)
     labels = {"uct:1000": "vs pure MCTS"}
-    texts = [t.text for t in ET.fromstring(plot_curve.render_svg(curve, labels=labels))
-             .iter(SVG + "text")]
+    fig = curve.figure(plot_curve.to_curve(curve_json, labels=labels))
+    texts = [t.get_text() for ax in fig.axes if ax.get_legend()
+             for t in ax.get_legend().get_texts()]
     # uctsolver has no results here: no line, so no legend entry either
-    assert "vs pure MCTS" in texts and "vs uctsolver:1000" not in texts
-    assert plot_curve.markdown_table(curve, labels).startswith(
+    assert texts == ["vs pure MCTS"]
+    assert plot_curve.markdown_table(curve_json, labels).startswith(
         "| training wall clock | vs pure MCTS | vs `uctsolver:1000` |")

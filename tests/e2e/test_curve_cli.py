@@ -1,0 +1,75 @@
+"""``zeroforge curve`` as a user runs it: the learning curve of a real local run, and one
+line (exit 1, no traceback) for each run dir that holds nothing to draw."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deploy import curve
+from tests.e2e.test_cli import zf
+
+TINY_LOCAL = ["--set", "net=tiny", "--set", "search.num_simulations=12",
+              "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",
+              "--set", "learner.batch_size=32", "--set", "evaluation.games=4",
+              "--set", "evaluation.every_s=3", "--set", "run.progress_every_s=5",
+              "--set", "run.metrics_port=0"]
+
+
+def test_curve_of_a_real_local_run(tmp_path):
+    run_dir = tmp_path / "run"
+    r = zf("train", "--local", "--config", "tictactoe", "--minutes", "0.2", "--seed", "2",
+           "--run-dir", str(run_dir), "--run-id", "curve-e2e", *TINY_LOCAL, timeout=300)
+    assert r.returncode == 0, r.stderr
+    entries = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
+    assert len(entries) >= 2  # one every 3 s of a 12 s run, and the final one
+
+    r = zf("curve", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    png = run_dir / "curve.png"
+    assert r.stdout.startswith(f"wrote {png}: {len(entries)} evaluations")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+    svg = tmp_path / "pictures" / "curve.svg"
+    r = zf("curve", str(run_dir), "-o", str(svg), "--x", "version")
+    assert r.returncode == 0 and svg.exists(), r.stderr
+    # what was drawn: the same log read back, a point per evaluation and anchor
+    fig = curve.figure(curve.read_eval_log(run_dir), x="version")
+    lines = {ln.get_gid(): ln.get_xydata() for ax in fig.axes for ln in ax.get_lines()
+             if ln.get_gid()}
+    assert set(lines) == {f"{part}:{a}" for part in ("score", "elo")
+                          for a in ("random", "minimax")}
+    assert [x for x, _ in lines["score:random"]] == [e["weights_version"] for e in entries]
+    assert all(f"score:{a}" in svg.read_text() for a in ("random", "minimax"))
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("missing", "no such run directory"),
+    ("file", "not a directory"),
+    ("no_log", "no eval.jsonl"),
+    ("empty", "is empty"),
+    ("corrupt", "no line is an evaluation record"),
+    ("bad_out", "must end in .png, .svg, .pdf"),
+])
+def test_nothing_to_draw_is_one_line(tmp_path, case, expected):
+    run_dir = tmp_path / "run"
+    extra: list[str] = []
+    if case == "file":
+        run_dir.write_text("x")
+    elif case != "missing":
+        run_dir.mkdir()
+    log = run_dir / "eval.jsonl"
+    if case == "empty":
+        log.write_text("")
+    elif case == "corrupt":
+        log.write_bytes(b"\x00\x01garbage\n{\"half\": ")
+    elif case == "bad_out":
+        log.write_text(json.dumps({"time": 1.0, "elapsed_s": 1.0, "weights_version": 1,
+                                   "score": {"random": 1.0}}) + "\n")
+        extra = ["-o", str(tmp_path / "curve.jpeg")]
+    r = zf("curve", str(run_dir), *extra)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.startswith("zeroforge curve: error: ") and expected in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert r.stdout == ""
