@@ -16,7 +16,7 @@ The "best" anchor
     The best weights live under ``zf:{RUN}:eval:best`` (``EvalResultsStore``), so a
     restarted evaluator keeps gating against them after the weight store pruned them.
 
-Results go to the metrics (``evaluator_score{anchor}``, ``evaluator_elo{anchor}``,
+Results go to the metrics (``evaluator_score_ratio{anchor}``, ``evaluator_elo{anchor}``,
 ``evaluator_weights_version``), to ``results()`` and to ``zf:{RUN}:eval``. Elo is the
 agent's advantage over the anchor, ±inf after a clean sweep either way.
 """
@@ -216,16 +216,19 @@ class EvaluatorService:
             for spec, summary in (last.get("anchors") or {}).items():
                 if isinstance(summary, dict) and all(
                         isinstance(summary.get(k), int | float) for k in ("score", "elo")):
-                    r.set("evaluator_score", summary["score"], anchor=spec)
+                    r.set("evaluator_score_ratio", summary["score"], anchor=spec)
                     r.set("evaluator_elo", summary["elo"], anchor=spec)
+                    r.set("evaluator_elo_vs_anchor", clipped_elo(summary["elo"]),
+                          anchor=spec)
             r.set("evaluator_weights_version", self.version)
             r.set("weights_version", self.version, component="evaluator")
 
     def _record(self, version: int, matches: dict[str, MatchResult]) -> None:
         r = self.recorder
         for spec, m in matches.items():
-            r.set("evaluator_score", m.score, anchor=spec)
+            r.set("evaluator_score_ratio", m.score, anchor=spec)
             r.set("evaluator_elo", m.elo().elo, anchor=spec)
+            r.set("evaluator_elo_vs_anchor", clipped_elo(m.elo().elo), anchor=spec)
         r.set("evaluator_weights_version", version)
         r.set("weights_version", version, component="evaluator")
 
@@ -270,3 +273,15 @@ def _summary(match: MatchResult) -> dict:
     return {"score": match.score, "elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high,
             "wins": match.wins, "draws": match.draws, "losses": match.losses,
             "games": match.num_games}
+
+
+ELO_CLIP = 800.0
+"""``evaluator_elo_vs_anchor`` stays within +-this: a clean sweep implies an infinite Elo
+difference, which no chart can draw."""
+
+
+def clipped_elo(elo: float) -> float:
+    """``elo`` clipped to +-``ELO_CLIP`` (NaN, which no score gives, reads as 0)."""
+    if elo != elo:
+        return 0.0
+    return max(-ELO_CLIP, min(ELO_CLIP, float(elo)))

@@ -74,7 +74,8 @@ class InferenceServer:
     """
 
     def __init__(self, game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
-                 redis_url: str | None, run_id: str) -> None:
+                 redis_url: str | None, run_id: str, server: str = "0") -> None:
+        """``server``: the ``server`` label of this server's metrics (its index)."""
         from shared.nets import build_net
         from shared.torch_evaluator import InferenceConfig, TorchEvaluator
 
@@ -87,6 +88,7 @@ class InferenceServer:
             num_threads=config.num_threads or None))
         self.device = str(self._evaluator.device)
         self.recorder = Recorder()
+        self._label = {"server": server}
         self.recorder.set("weights_version", self.weights_version, component="inference")
         # Every torch call (forward passes and weight swaps) runs on this one thread, in
         # submission order: that is what keeps a swap from landing inside a batch.
@@ -278,13 +280,19 @@ class InferenceServer:
                 await self._run([request])
             return
         size = sum(r.size for r in batch)
-        rec = self.recorder
+        rec, label = self.recorder, self._label
         rec.inc("nn_evaluations_total", size, source="server")
-        rec.inc("inference_requests_total", len(batch))
+        rec.inc("inference_requests_total", len(batch), **label)
         self._served += len(batch)
-        rec.observe("inference_batch_size", size)
+        rec.observe("inference_batch_size", size, **label)
+        rec.observe("inference_batch_fill_ratio", size / self.config.max_batch, **label)
+        answered = loop.time()
         for request in batch:
-            rec.observe("inference_queue_wait_seconds", max(now - request.arrived, 0.0))
+            rec.observe("inference_queue_wait_seconds", max(now - request.arrived, 0.0),
+                        **label)
+            # arrival to answer: queue wait + the network call (its results are set next)
+            rec.observe("inference_request_latency_seconds",
+                        max(answered - request.arrived, 0.0), **label)
         start = 0
         for request in batch:
             end = start + request.size

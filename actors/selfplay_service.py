@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import re
 import threading
 import time
 
@@ -46,6 +47,8 @@ class SelfPlayService:
         if ctx.torch_threads:
             torch.set_num_threads(ctx.torch_threads)
         self.worker_id = worker_id
+        # The metrics' ``worker`` label: the slot's index ("w3" -> "3").
+        self.worker_label = worker_id[1:] if re.fullmatch(r"w\d+", worker_id) else worker_id
         self.game = make_game(ctx.game)
         self.sink = sink
         self.weights = weights
@@ -84,7 +87,7 @@ class SelfPlayService:
     def run_once(self, moves: int = 1) -> int:
         """Play ``moves`` moves of every game, append the games that finished; returns how
         many were appended."""
-        kind = {"worker_kind": "selfplay"}
+        kind = {"worker_kind": "selfplay", "worker": self.worker_label}
         stats = self.worker.stats
         before = (stats.positions, stats.simulations)
         games = self.worker.play_moves(moves)

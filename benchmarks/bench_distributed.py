@@ -63,7 +63,7 @@ def distributed(config, workers: int, seconds: float, warmup: float) -> float:
 
             def positions() -> float:
                 merged = metrics.merge([run.metrics_snapshot()])
-                return metrics.value(merged, "selfplay_positions_total", worker_kind="selfplay")
+                return metrics.total(merged, "selfplay_positions_total", worker_kind="selfplay")
 
             p0, t0 = positions(), time.monotonic()
             time.sleep(seconds)

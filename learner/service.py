@@ -49,6 +49,7 @@ from shared.formats.weights import save_weights
 from shared.metrics import Recorder
 from shared.nets import NetConfig
 from shared.run_record import snapshot_path
+from shared.sample_checks import REASONS as SAMPLE_CHECK_REASONS
 from shared.sample_checks import check_game
 from shared.samples import GameSamples, SampleFormatError
 from shared.train_config import LearnerConfig, RunContext
@@ -67,6 +68,13 @@ DRAIN_GRACE_S = 30.0
 """How long the final drain waits for an unreachable Redis (a supervised one is back in
 about a second) before it stops with games left in the stream."""
 """Ids per XACK: one huge command would stall Redis for everyone else."""
+DECODE_REASONS = ("no_data", "oversized", "not_msgpack", "not_a_map", "unknown_schema",
+                  "missing_field", "bad_field", "bad_shape", "bad_length", "bad_outcome",
+                  "bad_policy", "bad_to_play")
+"""Reasons the stream's decoding gives (``shared.samples.SampleFormatError``)."""
+REJECTION_REASONS = tuple(dict.fromkeys((*DECODE_REASONS, "wrong_game", "duplicate",
+                                         *SAMPLE_CHECK_REASONS)))
+"""Every ``rejected_entries_total`` reason the learner knows (a test checks the list)."""
 
 
 class LearnerService:
@@ -100,6 +108,10 @@ class LearnerService:
         self.learner = Learner(learner, ctx.game, net)
         self.game_spec = self.learner.game.spec
         self.recorder = Recorder()
+        for reason in REJECTION_REASONS:
+            # Every known reason is a series from the start (at 0), so a dashboard's
+            # "rejected by reason" shows zeros rather than nothing in a healthy run.
+            self.recorder.inc("rejected_entries_total", 0, reason=reason)
 
         self.cursor: str | None = None
         """Id of the last stream entry added to the replay window."""
@@ -187,7 +199,7 @@ class LearnerService:
                 self._remember(game.game_id)
             self.recorder.inc("learner_games_received_total")
             self.recorder.inc("learner_positions_received_total", game.num_positions)
-            self.recorder.observe("policy_lag_versions",
+            self.recorder.observe("learner_policy_lag_versions",
                                   self.learner.version - game.weights_version)
             added += 1
         if added:
@@ -538,6 +550,7 @@ class LearnerService:
         """The metrics snapshot (``shared.metrics.Recorder.snapshot``)."""
         r = self.recorder
         r.set("learner_samples_per_insert", self.samples_per_insert())
+        r.set("learner_samples_per_insert_target", self.config.samples_per_insert)
         r.set("replay_window_positions", len(self.learner.replay))
         # The catalogue's stream lag: entries written but not yet acknowledged.
         r.set("stream_lag_entries", self._stream_info.get("backlog", 0))

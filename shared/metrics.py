@@ -22,8 +22,10 @@ class Metric:
     """One declared metric."""
 
     name: str
-    """Name without the ``zeroforge_`` prefix; counters end in ``_total``, times in
-    ``_seconds``."""
+    """Name without the ``zeroforge_`` prefix, in Prometheus' conventions: base units named
+    at the end (``_seconds``, ``_bytes``, ``_ratio`` for shares from 0 to 1; counts name
+    what they count: ``_positions``, ``_entries``, ``_versions``), counters end in
+    ``_total``."""
     kind: str
     """``counter``, ``gauge`` or ``histogram``."""
     help: str
@@ -36,24 +38,35 @@ class Metric:
 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _WAIT_BUCKETS = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+_LATENCY_BUCKETS = (0.0003, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
+                    5.0)
+_FILL_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+_ACTOR = ("kind", "actor", "node")
 
 CATALOGUE: dict[str, Metric] = {m.name: m for m in [
-    Metric("selfplay_games_total", "counter", "Self-play games finished.", ("worker_kind",)),
+    Metric("selfplay_games_total", "counter", "Self-play games finished.",
+           ("worker_kind", "worker")),
     Metric("selfplay_positions_total", "counter", "Self-play positions (moves) played.",
-           ("worker_kind",)),
+           ("worker_kind", "worker")),
     Metric("selfplay_simulations_total", "counter", "MCTS simulations run by self-play.",
-           ("worker_kind",)),
+           ("worker_kind", "worker")),
     Metric("nn_evaluations_total", "counter",
            "Positions evaluated by a network (in-process or by an inference server).",
            ("source",)),
     Metric("inference_requests_total", "counter", "Evaluation requests served by inference "
-           "servers (one request = one worker's leaf batch)."),
+           "servers (one request = one worker's leaf batch).", ("server",)),
     Metric("inference_batch_size", "histogram",
            "Positions per network call of an inference server (requests merged).",
-           buckets=_BATCH_BUCKETS),
+           ("server",), buckets=_BATCH_BUCKETS),
+    Metric("inference_batch_fill_ratio", "histogram",
+           "Positions per network call of an inference server / its max batch.",
+           ("server",), buckets=_FILL_BUCKETS),
     Metric("inference_queue_wait_seconds", "histogram",
            "Time a request waited in an inference server's queue before its batch ran.",
-           buckets=_WAIT_BUCKETS),
+           ("server",), buckets=_WAIT_BUCKETS),
+    Metric("inference_request_latency_seconds", "histogram",
+           "Time from a request's arrival at an inference server to its answer.",
+           ("server",), buckets=_LATENCY_BUCKETS),
     Metric("learner_steps_total", "counter", "Learner SGD steps."),
     Metric("learner_samples_trained_total", "counter",
            "Positions the learner trained on (a position counts once per time it is sampled)."),
@@ -72,13 +85,15 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            "Positions of the games a restarted learner received again."),
     Metric("learner_samples_per_insert", "gauge",
            "Positions trained per position inserted so far (the reuse ratio)."),
+    Metric("learner_samples_per_insert_target", "gauge",
+           "The configured samples-per-insert ratio (learner.samples_per_insert)."),
     Metric("learner_loss", "gauge", "Last training loss by part.", ("part",)),
     Metric("replay_window_positions", "gauge", "Positions held in the replay window."),
     Metric("stream_lag_entries", "gauge",
            "Sample-stream entries written but not yet acknowledged by the learner."),
     Metric("weights_version", "gauge", "Weights version held by a component.",
            ("component",)),
-    Metric("policy_lag_versions", "histogram",
+    Metric("learner_policy_lag_versions", "histogram",
            "Learner weights version minus the version that played a received game.",
            buckets=(0, 1, 2, 3, 5, 8, 13, 21, 34, 55)),
     Metric("actors_desired", "gauge", "Actors the controller wants, by kind.", ("kind",)),
@@ -87,12 +102,27 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            ("kind",)),
     Metric("rejected_entries_total", "counter",
            "Sample-stream entries rejected by the learner, by reason.", ("reason",)),
-    Metric("evaluator_score", "gauge",
+    Metric("evaluator_score_ratio", "gauge",
            "Score (wins + draws/2) / games of the newest weights against an anchor.",
            ("anchor",)),
     Metric("evaluator_elo", "gauge", "Elo difference of the newest weights against an anchor.",
            ("anchor",)),
+    Metric("evaluator_elo_vs_anchor", "gauge",
+           "Elo difference implied by the latest score against an anchor, clipped to +-800.",
+           ("anchor",)),
     Metric("evaluator_weights_version", "gauge", "Weights version of the last evaluation."),
+    Metric("actor_cpu_seconds_total", "counter", "CPU time (user + system) of an actor's "
+           "process.", _ACTOR),
+    Metric("actor_memory_bytes", "gauge", "Resident memory of an actor's process.", _ACTOR),
+    Metric("node_cpu_utilisation_ratio", "gauge",
+           "Busy share of a node's CPUs (all cores) since the last report.", ("node",)),
+    Metric("node_memory_used_bytes", "gauge", "Memory in use on a node (total - available).",
+           ("node",)),
+    Metric("node_memory_total_bytes", "gauge", "Memory of a node.", ("node",)),
+    Metric("node_gpu_utilisation_ratio", "gauge",
+           "Busy share of a GPU (nvidia-smi), where the node has one.", ("node", "gpu")),
+    Metric("node_gpu_memory_used_bytes", "gauge", "Memory in use on a GPU (nvidia-smi).",
+           ("node", "gpu")),
 ]}
 """Name (without prefix) -> Metric."""
 
@@ -173,8 +203,26 @@ def merge(snapshots: Iterable[Mapping]) -> dict:
     return {"values": values, "hists": hists}
 
 
-_MAX_GAUGES = {"weights_version", "evaluator_weights_version"}
-"""Gauges merged by maximum (the newest version anywhere) rather than by sum."""
+NODE_GAUGES = frozenset({"node_cpu_utilisation_ratio", "node_memory_used_bytes",
+                         "node_memory_total_bytes", "node_gpu_utilisation_ratio",
+                         "node_gpu_memory_used_bytes"})
+"""Per-node gauges: every actor on a node reports the same node, so they merge by maximum."""
+
+_MAX_GAUGES = {"weights_version", "evaluator_weights_version", *NODE_GAUGES}
+"""Gauges merged by maximum (the newest version anywhere, a node's figure reported by each
+of its actors) rather than by sum."""
+
+LIVE_GAUGES = frozenset({"actor_memory_bytes", *NODE_GAUGES})
+"""Gauges that describe a live process or node now: an ended actor's last values of these
+must not linger in the run's view (``without_live_gauges``)."""
+
+
+def without_live_gauges(snapshot: Mapping) -> dict:
+    """An ended actor's last snapshot without ``LIVE_GAUGES`` (its counters still count,
+    but its memory is freed and its node figures go stale)."""
+    return {"values": {n: s for n, s in snapshot.get("values", {}).items()
+                       if n not in LIVE_GAUGES},
+            "hists": dict(snapshot.get("hists", {}))}
 
 
 REDONE: dict[str, str] = {
@@ -325,6 +373,14 @@ class MonotonicGuard:
 def value(merged: Mapping, name: str, **labels: str) -> float:
     """One series of a merged snapshot (0 if absent): for ``zeroforge status``."""
     return float(merged["values"].get(name, {}).get(_key(labels), 0.0))
+
+
+def total(merged: Mapping, name: str, **labels: str) -> float:
+    """The sum of a merged snapshot's series of ``name`` that carry ``labels`` (others
+    free): ``total(m, "selfplay_games_total", worker_kind="selfplay")`` over all workers."""
+    want = set(_key(labels))
+    return float(sum(v for k, v in merged["values"].get(name, {}).items()
+                     if want <= set(k)))
 
 
 class SnapshotCollector:

@@ -101,7 +101,7 @@ class RunStatus:
         checkpoint's); given, ``games`` is at least the games received in this run (see
         the module docstring); None, ``games`` is the workers' count alone."""
         v = metrics.value
-        games = v(merged, "selfplay_games_total", worker_kind="selfplay")
+        games = metrics.total(merged, "selfplay_games_total", worker_kind="selfplay")
         if received_before is not None:
             games = max(games, v(merged, "learner_games_received_total") - received_before)
         values = merged["values"]
@@ -112,7 +112,7 @@ class RunStatus:
 
         return cls(
             games=games,
-            positions=v(merged, "selfplay_positions_total", worker_kind="selfplay"),
+            positions=metrics.total(merged, "selfplay_positions_total", worker_kind="selfplay"),
             games_received=v(merged, "learner_games_received_total"),
             learner_steps=v(merged, "learner_steps_total"),
             samples_per_insert=v(merged, "learner_samples_per_insert"),
@@ -120,7 +120,7 @@ class RunStatus:
             stream_lag=v(merged, "stream_lag_entries"),
             replay_positions=v(merged, "replay_window_positions"),
             rejected=by("rejected_entries_total", "reason"),
-            scores=by("evaluator_score", "anchor"),
+            scores=by("evaluator_score_ratio", "anchor"),
             losses=by("learner_loss", "part"),
             **fields)
 

@@ -223,7 +223,7 @@ def test_workers_can_use_inference_servers(local_ray, redis_server, run_id, tmp_
     [server] = ray.get(controller.actor_handles.remote("inference"))
     snap = ray.get(server.stats.remote())
     requests = {tuple(map(tuple, k)): v for k, v in snap["values"]["inference_requests_total"]}
-    assert requests[()] > 0
+    assert requests[(("server", "0"),)] > 0
     # published weights reach the server, and the workers' games carry the new version
     wait_for(lambda: status(controller)["weights_version"] >= 2)
     workers = ray.get(controller.actor_handles.remote("selfplay"))

@@ -62,7 +62,7 @@ def test_new_weights_are_scored_against_each_anchor_and_the_best(
     stored = EvalResultsStore(redis_client, run_id)
     assert stored.latest() == first == ev.results()
     snap = ev.stats()
-    assert gauges(snap, "evaluator_score") == {
+    assert gauges(snap, "evaluator_score_ratio") == {
         a: first["anchors"][a]["score"] for a in ANCHORS}
     assert gauges(snap, "evaluator_elo") == {a: first["anchors"][a]["elo"] for a in ANCHORS}
     assert gauges(snap, "evaluator_weights_version") == {"": 3.0}
@@ -85,7 +85,7 @@ def test_new_weights_are_scored_against_each_anchor_and_the_best(
     again = evaluator_service(config(), redis_server.url, run_id)
     assert again.best_version == ev.best_version and again.version == 4
     assert again.results() == second
-    assert gauges(again.stats(), "evaluator_score") == {
+    assert gauges(again.stats(), "evaluator_score_ratio") == {
         a: s["score"] for a, s in second["anchors"].items()}
     assert again.run_once() is None
     again.close()

@@ -16,7 +16,12 @@ import torch
 
 from actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from learner.learner import CheckpointError, Learner, LearnerConfig
-from learner.service import CHECKPOINT_NAME, SERVICE_STATE_FORMAT, LearnerService
+from learner.service import (
+    CHECKPOINT_NAME,
+    REJECTION_REASONS,
+    SERVICE_STATE_FORMAT,
+    LearnerService,
+)
 from shared.formats.weights import load_weights
 from shared.games import make_game
 from shared.nets import NetConfig, build_net
@@ -143,7 +148,7 @@ def test_stats_and_status_report_the_catalogue_metrics(
         assert name in values
     # Nothing acked yet (no checkpoint), so all 20 entries still count as lag.
     assert series(snap, "stream_lag_entries") == {(): 20.0}
-    (_, lag_hist), = snap["hists"]["policy_lag_versions"]
+    (_, lag_hist), = snap["hists"]["learner_policy_lag_versions"]
     assert sum(lag_hist[:-1]) == 20
     status = service.status()
     assert status["games_received"] == 20 and status["steps"] == service.learner.steps
@@ -177,9 +182,13 @@ def test_malformed_entries_are_rejected_counted_and_skipped(
     assert_each_once(service, good)
     assert service.rejected == {"not_msgpack": 1, "unknown_schema": 1, "no_data": 1,
                                 "wrong_game": 2}
-    assert series(service.stats(), "rejected_entries_total") == {
-        (("reason", "not_msgpack"),): 1.0, (("reason", "unknown_schema"),): 1.0,
-        (("reason", "no_data"),): 1.0, (("reason", "wrong_game"),): 2.0}
+    rejected = series(service.stats(), "rejected_entries_total")
+    # every known reason is a series (at 0 until it happens)
+    assert {k for k, v in rejected.items() if v} == {
+        (("reason", r),) for r in ("not_msgpack", "unknown_schema", "no_data", "wrong_game")}
+    assert rejected[(("reason", "wrong_game"),)] == 2.0
+    assert sum(rejected.values()) == 5.0
+    assert {dict(k)["reason"] for k in rejected} == set(REJECTION_REASONS)
     wrong = [r.getMessage() for r in caplog.records if "foreign" in r.getMessage()
              or "misshapen" in r.getMessage()]
     assert len(wrong) == 2 and all("\n" not in m for m in wrong)

@@ -21,6 +21,78 @@ def test_docs_list_exactly_the_catalogue():
         assert (m.kind == "counter") == m.name.endswith("_total"), m.name
 
 
+def _doc_rows() -> dict[str, list[str]]:
+    """metric -> [type, labels, panel, meaning] from the docs' table."""
+    rows = {}
+    for line in DOC.read_text().splitlines():
+        found = re.match(r"^\| `zeroforge_(\w+)` \|(.*)\|$", line)
+        if found:
+            rows[found[1]] = [c.strip() for c in found[2].split(" | ")]
+    return rows
+
+
+def test_docs_give_each_metric_its_type_labels_and_grafana_panel():
+    """Each row's type and labels are the catalogue's, and its panel column names the
+    dashboard panels whose queries read it (or says none): both ways round."""
+    from deploy.monitoring import build_dashboard
+
+    panels = {p.title: " ".join(q.expr for q in p.queries) for p in build_dashboard.panels()}
+    rows = _doc_rows()
+    charted: dict[str, set[str]] = {}
+    for title, exprs in panels.items():
+        for name in set(re.findall(PREFIX + r"(\w+)", exprs)):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            charted.setdefault(base, set()).add(title)
+    for name, m in CATALOGUE.items():
+        kind, labels, panel, _ = rows[name]
+        assert kind == m.kind, name
+        assert labels == (", ".join(m.labels) or "-"), name
+        if panel.startswith("none"):
+            assert name not in charted, f"{name} is charted in {charted.get(name)}"
+            assert "(" in panel, f"{name}: say why no panel charts it"
+        else:
+            assert set(panel.split("; ")) == charted.get(name, set()), name
+
+
+def test_names_follow_prometheus_conventions():
+    """Base units last, ``_ratio`` for shares from 0 to 1, ``_total`` only on counters;
+    no units Prometheus calls non-base (milliseconds, percent, kilobytes)."""
+    for m in CATALOGUE.values():
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", m.name), m.name
+        assert not re.search(r"_(ms|milliseconds|percent|kb|mb|kilobytes|megabytes)(_|$)",
+                             m.name), m.name
+        if "seconds" in m.name or "bytes" in m.name:
+            stem = m.name.removesuffix("_total")
+            assert stem.endswith(("_seconds", "_bytes")), m.name
+        if m.kind == "histogram" and m.name.endswith("_ratio"):
+            assert m.buckets[-1] <= 1.0, m.name
+
+
+def test_total_sums_the_series_that_carry_the_labels():
+    r = Recorder()
+    r.inc("selfplay_games_total", 3, worker_kind="selfplay", worker="0")
+    r.inc("selfplay_games_total", 4, worker_kind="selfplay", worker="1")
+    m = merge([r.snapshot()])
+    assert metrics.total(m, "selfplay_games_total", worker_kind="selfplay") == 7
+    assert metrics.total(m, "selfplay_games_total", worker="1") == 4
+    assert metrics.total(m, "learner_steps_total") == 0
+
+
+def test_node_gauges_merge_by_maximum_and_leave_with_their_actor():
+    a, b = Recorder(), Recorder()
+    for rec, used, rss in ((a, 5e9, 1e8), (b, 6e9, 2e8)):
+        rec.set("node_memory_used_bytes", used, node="n1")
+        rec.set("actor_memory_bytes", rss, kind="selfplay", actor=str(int(rss)), node="n1")
+        rec.inc("actor_cpu_seconds_total", 2.0, kind="selfplay", actor="0", node="n1")
+    m = merge([a.snapshot(), b.snapshot()])
+    assert metrics.value(m, "node_memory_used_bytes", node="n1") == 6e9
+    assert metrics.total(m, "actor_memory_bytes") == 3e8
+    assert metrics.value(m, "actor_cpu_seconds_total", kind="selfplay", actor="0",
+                         node="n1") == 4.0
+    ended = metrics.without_live_gauges(b.snapshot())
+    assert set(ended["values"]) == {"actor_cpu_seconds_total"}
+
+
 def test_recorder_refuses_undeclared_or_misused_metrics():
     r = Recorder()
     with pytest.raises(KeyError, match="not declared"):
@@ -33,14 +105,14 @@ def test_recorder_refuses_undeclared_or_misused_metrics():
 
 def test_merge_sums_counters_and_histograms_and_takes_max_version():
     a, b = Recorder(), Recorder()
-    a.inc("selfplay_games_total", 3, worker_kind="selfplay")
-    b.inc("selfplay_games_total", 4, worker_kind="selfplay")
+    a.inc("selfplay_games_total", 3, worker_kind="selfplay", worker="0")
+    b.inc("selfplay_games_total", 4, worker_kind="selfplay", worker="0")
     a.set("weights_version", 5, component="selfplay")
     b.set("weights_version", 7, component="selfplay")
-    a.observe("inference_batch_size", 3)
-    b.observe("inference_batch_size", 300, count=2)
+    a.observe("inference_batch_size", 3, server="0")
+    b.observe("inference_batch_size", 300, count=2, server="0")
     m = merge([a.snapshot(), b.snapshot()])
-    assert metrics.value(m, "selfplay_games_total", worker_kind="selfplay") == 7
+    assert metrics.value(m, "selfplay_games_total", worker_kind="selfplay", worker="0") == 7
     assert metrics.value(m, "weights_version", component="selfplay") == 7
     [(_, hist)] = m["hists"]["inference_batch_size"].items()
     assert sum(hist[:-1]) == 3 and hist[-1] == 603
@@ -50,13 +122,13 @@ def test_collector_renders_prometheus_text():
     r = Recorder()
     r.inc("learner_steps_total", 12)
     r.set("actors_alive", 2, kind="selfplay")
-    r.observe("inference_queue_wait_seconds", 0.002)
+    r.observe("inference_queue_wait_seconds", 0.002, server="1")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(lambda: merge([r.snapshot()])))
     text = generate_latest(registry).decode()
     assert f"{PREFIX}learner_steps_total 12.0" in text
     assert f'{PREFIX}actors_alive{{kind="selfplay"}} 2.0' in text
-    assert f'{PREFIX}inference_queue_wait_seconds_bucket{{le="0.003"}} 1.0' in text
+    assert f'{PREFIX}inference_queue_wait_seconds_bucket{{le="0.003",server="1"}} 1.0' in text
     assert f"# HELP {PREFIX}learner_steps_total Learner SGD steps." in text
 
 
@@ -66,7 +138,7 @@ def _learner(steps: float, games: float, lag_obs: int = 0) -> dict:
     r.inc("learner_games_received_total", games)
     r.set("weights_version", steps // 10, component="learner")
     for _ in range(lag_obs):
-        r.observe("policy_lag_versions", 1)
+        r.observe("learner_policy_lag_versions", 1)
     return r.snapshot()
 
 
@@ -97,7 +169,7 @@ def test_a_restored_learner_never_takes_counters_back_and_counts_redone_work():
     assert seen("learner_steps_total") == 2400
     assert seen("learner_steps_redone_total") == 243
     assert seen("learner_games_received_again_total") == 50
-    [(_, hist)] = merge([line.snapshot()])["hists"]["policy_lag_versions"].items()
+    [(_, hist)] = merge([line.snapshot()])["hists"]["learner_policy_lag_versions"].items()
     assert sum(hist[:-1]) == 9  # the dead learner's observations are kept
     # a second death before the third learner catches up
     line.ended(1)
@@ -112,15 +184,15 @@ def test_a_restored_learner_never_takes_counters_back_and_counts_redone_work():
 def test_the_guard_holds_every_counter_at_what_was_served():
     guard = metrics.MonotonicGuard()
     a = Recorder()
-    a.inc("selfplay_games_total", 10, worker_kind="selfplay")
+    a.inc("selfplay_games_total", 10, worker_kind="selfplay", worker="0")
     a.set("actors_alive", 2, kind="selfplay")
     assert metrics.value(guard.apply(merge([a.snapshot()])), "selfplay_games_total",
-                         worker_kind="selfplay") == 10
+                         worker_kind="selfplay", worker="0") == 10
     b = Recorder()
-    b.inc("selfplay_games_total", 4, worker_kind="selfplay")
+    b.inc("selfplay_games_total", 4, worker_kind="selfplay", worker="0")
     b.set("actors_alive", 1, kind="selfplay")
     out = guard.apply(merge([b.snapshot()]))
-    assert metrics.value(out, "selfplay_games_total", worker_kind="selfplay") == 10
+    assert metrics.value(out, "selfplay_games_total", worker_kind="selfplay", worker="0") == 10
     assert metrics.value(out, "actors_alive", kind="selfplay") == 1  # gauges move freely
     assert guard.clamped == 1
 
@@ -131,7 +203,7 @@ def test_status_games_count_a_killed_workers_last_received_games():
     from shared.status import RunStatus
 
     r = Recorder()
-    r.inc("selfplay_games_total", 11028, worker_kind="selfplay")
+    r.inc("selfplay_games_total", 11028, worker_kind="selfplay", worker="0")
     r.inc("learner_games_received_total", 11049)
     merged = merge([r.snapshot()])
     assert RunStatus.from_metrics(merged, received_before=0, run_id="r", state="running",

@@ -1,0 +1,62 @@
+"""Resource figures of an actor's process and node (shared/node_stats.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from shared import metrics
+from shared.node_stats import ResourceReporter, parse_nvidia_smi
+
+
+def test_a_reporter_measures_this_process_and_node():
+    reporter = ResourceReporter("selfplay", "3", "abcd1234")
+    sum(i * i for i in range(2_000_000))  # some CPU time to count
+    first = metrics.merge([reporter.snapshot()])
+    labels = {"kind": "selfplay", "actor": "3", "node": "abcd1234"}
+    cpu = metrics.value(first, "actor_cpu_seconds_total", **labels)
+    assert cpu > 0
+    assert metrics.value(first, "actor_memory_bytes", **labels) > 10 * 2**20
+    total = metrics.value(first, "node_memory_total_bytes", node="abcd1234")
+    used = metrics.value(first, "node_memory_used_bytes", node="abcd1234")
+    assert 0 < used < total
+    assert 0.0 <= metrics.value(first, "node_cpu_utilisation_ratio", node="abcd1234") <= 1.0
+    sum(i * i for i in range(2_000_000))
+    second = metrics.merge([reporter.snapshot()])
+    # a counter: the second report is the process's whole CPU time, not the time since
+    assert metrics.value(second, "actor_cpu_seconds_total", **labels) > cpu
+
+
+def test_add_to_keeps_the_services_own_metrics():
+    r = metrics.Recorder()
+    r.inc("learner_steps_total", 5)
+    snap = ResourceReporter("learner", "0", "n").add_to(r.snapshot())
+    merged = metrics.merge([snap])
+    assert metrics.value(merged, "learner_steps_total") == 5
+    assert metrics.value(merged, "node_memory_total_bytes", node="n") > 0
+
+
+def test_nvidia_smi_lines_become_ratios_and_bytes():
+    assert parse_nvidia_smi("0, 87, 1024\n1, [N/A], 0\n") == [
+        ("0", 0.87, 1024 * 2**20), ("1", 0.0, 0.0)]
+    assert parse_nvidia_smi("") == []
+    with pytest.raises(ValueError, match="nvidia-smi line"):
+        parse_nvidia_smi("0, 87\n")
+
+
+def test_the_learner_initialises_every_rejection_reason_the_code_can_give():
+    """Each reason string the decoder, the stream and the semantic checks raise is in
+    ``REJECTION_REASONS`` (so each is a series at 0 from the start)."""
+    from pathlib import Path
+
+    from learner.service import REJECTION_REASONS
+
+    root = Path(__file__).resolve().parents[2] / "shared"
+    raised = set()
+    for path in [root / "samples.py", root / "sample_checks.py",
+                 *sorted((root / "transport").glob("*.py"))]:
+        raised |= set(re.findall(r'SampleFormatError\(\s*"(\w+)"', path.read_text()))
+    assert raised, "no SampleFormatError reasons found: has the code moved?"
+    assert raised <= set(REJECTION_REASONS)
+    assert {"wrong_game", "duplicate"} <= set(REJECTION_REASONS)
