@@ -75,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=None, help="random seed")
     train.add_argument("--resume", action="store_true",
                        help="continue from RUN_DIR/checkpoint.pt")
+    train.add_argument("--dashboard-host", default=None,
+                       help="address of the run's dashboard (default: run.dashboard_host, "
+                            "127.0.0.1); any other address requires a token, written to "
+                            "RUN_DIR/dashboard.token")
+    train.add_argument("--dashboard-port", type=_nonneg, default=None,
+                       help="port of the run's dashboard (default: run.dashboard_port, 0: "
+                            "any free one)")
     train.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="SECTION.KEY=VALUE",
                        help="override any config field, e.g. --set learner.lr=0.01 (repeatable)")
@@ -112,6 +119,34 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: minutes)")
     curve.set_defaults(func=commands.cmd_curve)
 
+    top = sub.add_parser(
+        "top",
+        help="watch a running job live in the terminal (q or Ctrl-C to quit)",
+        description="A live view of a running job, refreshed every second from its run "
+                    "server: state, weights, loss, one line per actor with its rate, totals, "
+                    "and sparklines of positions/s, games/s and loss. q or Ctrl-C quits; "
+                    "when the run ends its final state stays on screen.",
+    )
+    top.add_argument("--run-dir", default=None, help="the run whose run directory this is")
+    top.add_argument("--run-id", default=None, help="which live run, if several are going")
+    top.add_argument("--interval", type=_seconds, default=1.0,
+                     help="seconds between refreshes (default: 1)")
+    top.set_defaults(func=commands.cmd_top)
+
+    dash = sub.add_parser(
+        "dashboard",
+        help="the URL of a run's dashboard (a finished run's: served from its RUN_DIR)",
+        description="Print (--open: also open) the dashboard URL of a running run. For a "
+                    "finished run (--run-dir of a run whose driver is gone) serve its recorded "
+                    "history from RUN_DIR/history.jsonl on a loopback port until Ctrl-C.",
+    )
+    dash.add_argument("--run-dir", default=None, help="the run whose run directory this is")
+    dash.add_argument("--run-id", default=None, help="which live run, if several are going")
+    dash.add_argument("--open", action="store_true", help="open the page in a web browser")
+    dash.add_argument("--port", type=_nonneg, default=0,
+                      help="port for a finished run's page (default: any free one)")
+    dash.set_defaults(func=commands.cmd_dashboard)
+
     for name, text in (("status", "show a running job: actors, throughput, weights, lag"),
                        ("scale", "change the number of self-play workers or inference servers"),
                        ("stop", "stop a running job cleanly (final checkpoint)")):
@@ -142,6 +177,16 @@ def _nonneg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.1 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"{value:g} is not between 0.1 and 60 seconds")
     return value
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
 import signal
 import sys
 import threading
@@ -12,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy import preflight
 from shared.games import GAMES, PRESETS, make_game
 
 if TYPE_CHECKING:
@@ -79,12 +80,15 @@ def keep_earlier_checkpoint(run_dir: Path) -> Path | None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from deploy import preflight
     from deploy.config import load_train_config
 
     overrides = list(args.overrides)
     for flag, key in (("game", "game"), ("minutes", "run.minutes"), ("steps",
                       "run.max_learner_steps"), ("run_dir", "run.run_dir"), ("seed", "run.seed"),
-                      ("workers", "selfplay.workers"), ("run_id", "run.run_id")):
+                      ("workers", "selfplay.workers"), ("run_id", "run.run_id"),
+                      ("dashboard_host", "run.dashboard_host"),
+                      ("dashboard_port", "run.dashboard_port")):
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={value}")
@@ -159,9 +163,51 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _registered(args: argparse.Namespace):
+    """The run's registry entry from --run-dir / --run-id / the only live run (None when
+    the registry cannot say: then Ray is asked, as before the run server)."""
+    from deploy import run_registry
+
+    if getattr(args, "address", None) or (
+            not args.run_dir and not args.run_id and os.environ.get("RAY_ADDRESS")):
+        return None
+    try:
+        if args.run_dir:
+            return run_registry.from_run_dir(args.run_dir)
+        if args.run_id:
+            return run_registry.lookup(args.run_id)
+        live = run_registry.live_runs()
+    except run_registry.RegistryError as err:
+        raise CommandError(str(err)) from None
+    if len(live) > 1:
+        raise CommandError("several runs are live: " + ", ".join(e.describe() for e in live)
+                           + "; pass --run-dir or --run-id")
+    return live[0] if live else None
+
+
+def _client(entry):
+    """A RunClient for the entry's run server (with its token when it has one)."""
+    from deploy.dashboard.client import RunClient
+    from deploy.dashboard.server import read_token
+
+    token = None
+    if entry.dashboard_token_path:
+        try:
+            token = read_token(entry.dashboard_token_path)
+        except OSError as err:
+            raise CommandError(f"cannot read the dashboard token of run {entry.run_id}: "
+                               f"{err.strerror} ({entry.dashboard_token_path})") from None
+    return RunClient(entry.dashboard_url, token)
+
+
 def _run(args: argparse.Namespace):
     from deploy import ray_runtime
 
+    entry = _registered(args)
+    if entry is not None and entry.local:
+        raise CommandError(f"run {entry.run_id} is a local run (train --local): "
+                           f"{args.command} needs a distributed run; stop it with Ctrl-C in "
+                           "its terminal")
     try:
         return ray_runtime.find_run(args.address, args.run_id, args.run_dir)
     except ray_runtime.RunNotFound as err:
@@ -169,8 +215,91 @@ def _run(args: argparse.Namespace):
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """From the run's own server over HTTP (well under a second); Ray only for runs
+    found by --address / $RAY_ADDRESS or recorded without a dashboard URL."""
+    from deploy.dashboard.run import LEGEND
+
+    entry = _registered(args)
+    if entry is not None and entry.dashboard_url:
+        data = _client(entry).status_json()
+        from shared.status import RunStatus
+
+        st = RunStatus.from_json(data)
+        url = data.get("dashboard_url", entry.dashboard_url)
+        if args.json:
+            print(json.dumps(data, sort_keys=True))
+        else:
+            print(st.text() + f"\ndashboard: {url}\n{LEGEND}")
+        return 0
     st = _run(args).status()
     print(st.json_text() if args.json else st.text())
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """A live run's URL (printed, --open: opened); a finished run's history served from
+    its RUN_DIR on loopback until Ctrl-C."""
+    entry = None
+    try:
+        entry = _registered(args)
+    except CommandError:
+        if not args.run_dir:
+            raise
+    if entry is not None:
+        if not entry.dashboard_url:
+            raise CommandError(f"run {entry.run_id} has no dashboard (started by an older "
+                               "zeroforge)")
+        url = entry.dashboard_url
+        if entry.dashboard_token_path:
+            from urllib.parse import quote
+
+            url += "?token=" + quote(_client(entry).token or "")
+        print(url)
+        _open(args, url)
+        return 0
+    if not args.run_dir:
+        raise CommandError("no live run: give the --run-dir of a finished run to see its "
+                           "recorded history")
+    return _serve_finished(args.run_dir, args.port, args)
+
+
+def _open(args: argparse.Namespace, url: str) -> None:
+    if args.open:
+        import webbrowser
+
+        if not webbrowser.open(url):
+            print("zeroforge dashboard: no web browser to open here; open the URL above",
+                  file=sys.stderr)
+
+
+def _serve_finished(run_dir: str, port: int, args: argparse.Namespace) -> int:
+    from deploy.dashboard import history as hist
+    from deploy.dashboard.run import FINAL_STATUS
+    from deploy.dashboard.server import RunServer
+    from shared.status import RunStatus
+
+    path = Path(run_dir) / hist.HISTORY_FILE
+    if not path.exists():
+        raise CommandError(f"no dashboard history in {run_dir} ({path.name} missing: not a "
+                           "run dir, or a run from before the dashboard)")
+    history = hist.load(path)
+    final = Path(run_dir) / FINAL_STATUS
+    try:
+        status = RunStatus.from_json(json.loads(final.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        status = RunStatus(run_id=history.run_id, state="ended",
+                           elapsed_s=history.t[-1] if history.t else 0.0)
+    server = RunServer(lambda: status, history, "127.0.0.1", port).start()
+    print(f"run {history.run_id} (finished): dashboard at {server.url} (Ctrl-C to stop)",
+          flush=True)
+    _open(args, server.url)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
     return 0
 
 
@@ -193,6 +322,34 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if st.error:
         raise CommandError(st.error)
     return 0
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    """The live terminal view of a run, from its run server (``deploy/top``)."""
+    from deploy.dashboard.run import FINAL_STATUS
+    from deploy.top.app import Top, TopError
+    from shared.status import RunStatus
+
+    entry = _registered(args)
+    if entry is None:
+        raise CommandError("no live run to watch (start one with `zeroforge train`, or pass "
+                           "--run-dir / --run-id of a running one)")
+    if not entry.dashboard_url:
+        raise CommandError(f"run {entry.run_id} has no run server (started by an older "
+                           "zeroforge): use `zeroforge status`")
+
+    def final_status() -> RunStatus | None:
+        try:
+            path = Path(entry.run_dir) / FINAL_STATUS
+            return RunStatus.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    top = Top(_client(entry), entry.run_id, entry.alive, final_status, args.interval)
+    try:
+        return top.run()
+    except TopError as err:
+        raise CommandError(f"run {entry.run_id}: {err}") from None
 
 
 def cmd_curve(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ write the run record (``config.yaml`` here; the learner and evaluator write the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -19,6 +20,10 @@ from shared.run_record import RunRecord
 from shared.status import RunStatus
 from shared.train_config import TrainConfig
 from shared.transport.stream import check_run_id
+
+KEEP_ALIVE_S = 0.5
+"""Seconds between the driver's fetches of the controller's state (``RunHandle.keep_alive``):
+what a successor controller may miss of its predecessor's last changes."""
 
 
 def new_run_id() -> str:
@@ -50,6 +55,8 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     RunRecord(run_dir).write_config(cfg.to_dict(config))
     server = None
     entry = None
+    dashboard = mirror = None
+    run = None
     if not redis_url:
         # AOF in the run dir, restarted by its supervisor if it dies (docs/reliability.md)
         server = RedisServer(RedisServerConfig(data_dir=str(Path(run_dir) / "redis"))).start()
@@ -69,24 +76,46 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         run = ray_runtime.start_run(config, ctx, resume)
         status = run.status()
         token = ray_runtime.token_path()
+        # the run server (dashboard, `zeroforge status`) answers from the driver's copy
+        from deploy.dashboard.mirror import RunMirror
+        from deploy.dashboard.run import LEGEND, RunDashboard
+
+        mirror = RunMirror(lambda: run, status).start()
+        dashboard = RunDashboard(config.run, run_id, run_dir, mirror.status, mirror.merged,
+                                 started)
         entry = run_registry.RunEntry(
             run_id=run_id, address=ray_runtime.cluster_address(),
             token_path=str(token) if token is not None and token.exists() else "",
             metrics_url=status.metrics_url, driver_pid=os.getpid(), run_dir=run_dir,
-            started=started)
+            started=started, dashboard_url=dashboard.url,
+            dashboard_token_path=dashboard.token_path)
         run_registry.register(entry)
         print(f"run {run_id}: metrics at {status.metrics_url}; `zeroforge status` / `scale` / "
               "`stop` from another terminal", file=out, flush=True)
+        print(f"run {run_id}: {dashboard.announce()}", file=out, flush=True)
+        print(LEGEND, file=out, flush=True)
         if run.warning:
             print(f"zeroforge train: warning: {run.warning}", file=sys.stderr, flush=True)
         try:
+            # Every half second the controller's state is fetched for a successor; a dead
+            # controller is replaced there (docs/reliability.md, "kill -9 of the controller")
+            told, next_line = 0, time.monotonic() + config.run.progress_every_s
             while status.state not in ("stopped", "failed"):
-                time.sleep(config.run.progress_every_s)
-                status = run.status()
-                print(status.progress_line(), file=out, flush=True)
+                time.sleep(min(KEEP_ALIVE_S, config.run.progress_every_s))
+                run.keep_alive()
+                for line in run.takeovers[told:]:
+                    print(f"zeroforge train: warning: {line}", file=sys.stderr, flush=True)
+                told = len(run.takeovers)
+                if time.monotonic() >= next_line:
+                    next_line += config.run.progress_every_s
+                    status = run.status()
+                    print(status.progress_line(), file=out, flush=True)
         except KeyboardInterrupt:
             print("stopping (final checkpoint)...", file=out, flush=True)
             status = run.stop()
+        if mirror is not None:
+            mirror.stop()
+            mirror.set_status(status)
         print(f"run {run_id} {status.state}: {status.games:.0f} games, "
               f"{status.learner_steps:.0f} learner steps, weights "
               f"v{status.weights_version:.0f}; {checkpoint_note(run_dir, started)}",
@@ -95,7 +124,17 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     finally:
         if entry is not None:
             run_registry.unregister(entry)
-        # Ray (the run's actors) first, Redis last: actors stopping drain into Redis
+        if mirror is not None:
+            mirror.stop()
+        if dashboard is not None:
+            dashboard.close()
+        # Ray (the run's actors) first, Redis last: actors stopping drain into Redis. They
+        # are detached (they outlive a dead controller), so they are killed explicitly.
+        if run is not None:
+            run.shutdown()
+        else:
+            with contextlib.suppress(Exception):
+                ray_runtime.kill_run_actors(run_id)
         ray_runtime.disconnect()
         if server is not None:
             server.stop()

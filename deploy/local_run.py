@@ -11,9 +11,11 @@ running side by side.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
 from deploy.builder import build_evaluator, build_learner, build_selfplay
 from shared import config as cfg
@@ -23,6 +25,9 @@ from shared.status import RunStatus
 from shared.train_config import TrainConfig
 from shared.transport.memory import MemoryTransport
 
+LOCAL_KINDS = ("selfplay", "learner", "evaluator")
+"""The local run's services, one of each (its ``RunStatus.actors`` rows)."""
+
 LEARNER_READ = 1024
 """Most games the learner takes from the stream per turn: all a turn's self-play made."""
 
@@ -31,7 +36,7 @@ class LocalRun:
     """One training run in this process; ``run()`` until a limit, with checkpoints."""
 
     def __init__(self, config: TrainConfig, resume: bool = False, out: TextIO | None = None,
-                 serve_metrics: bool = True) -> None:
+                 serve_metrics: bool = True, serve_dashboard: bool | None = None) -> None:
         self.config = config
         self.out = out or sys.stdout
         self.run_id = config.run.run_id or "local"
@@ -50,6 +55,11 @@ class LocalRun:
         self._started = time.monotonic()
         self._metrics = metrics.MetricsEndpoint(self._merged, config.run.metrics_host,
                                                 config.run.metrics_port) if serve_metrics else None
+        # the dashboard and `zeroforge status` (docs/metrics.md, "Dashboard"); by default
+        # wherever the metrics endpoint is served
+        self._serve_dashboard = serve_metrics if serve_dashboard is None else serve_dashboard
+        self.dashboard: Any = None
+        self._entry: Any = None
 
     @property
     def evaluator(self):
@@ -63,11 +73,58 @@ class LocalRun:
         return metrics.merge([self.worker.stats(), self.learner.stats(),
                               self.evaluation.stats()])
 
-    def status(self, state: str = "running") -> RunStatus:
+    def status(self, state: str | None = None) -> RunStatus:
+        merged = self._merged()
         return RunStatus.from_metrics(
-            self._merged(), run_id=self.run_id, state=state,
+            merged, run_id=self.run_id, state=state or self._state,
             elapsed_s=round(time.monotonic() - self._started, 1), inference="local",
-            metrics_url=self._metrics.url if self._metrics else "")
+            desired=dict.fromkeys(LOCAL_KINDS, 1), alive=dict.fromkeys(LOCAL_KINDS, 1),
+            actor_states={k: {"alive": 1} for k in LOCAL_KINDS},
+            metrics_url=self._metrics.url if self._metrics else "",
+            actors=self._actor_rows(merged))
+
+    _state = "running"
+
+    def _actor_rows(self, merged: dict) -> list[dict]:
+        """The local run's three services as ``RunStatus.actors`` rows (one process)."""
+        v, pid, node = metrics.value, os.getpid(), os.uname().nodename
+
+        def total(name: str) -> float:  # over the series' labels (worker, worker_kind)
+            return float(sum(merged["values"].get(name, {}).values()))
+
+        games, positions = total("selfplay_games_total"), total("selfplay_positions_total")
+        row = {"index": 0, "state": "alive", "node": node, "pid": pid, "games": 0.0,
+               "positions": 0.0, "steps": 0.0, "evaluations": 0.0}
+        return [row | {"kind": "selfplay", "games": games, "positions": positions,
+                       "evaluations": total("nn_evaluations_total")},
+                row | {"kind": "learner", "steps": v(merged, "learner_steps_total")},
+                row | {"kind": "evaluator"}]
+
+    def _start_dashboard(self) -> None:
+        from deploy import run_registry
+        from deploy.dashboard.run import LEGEND, RunDashboard
+
+        run = self.config.run
+        self.dashboard = RunDashboard(run, self.run_id, run.run_dir, self.status,
+                                      self._merged)
+        self._entry = run_registry.RunEntry(
+            run_id=self.run_id, address="", token_path="",
+            metrics_url=self._metrics.url if self._metrics else "", driver_pid=os.getpid(),
+            run_dir=str(Path(run.run_dir).resolve()), started=self.dashboard.history.started,
+            dashboard_url=self.dashboard.url,
+            dashboard_token_path=self.dashboard.token_path)
+        run_registry.register(self._entry)
+        self._say(f"run {self.run_id} (local): {self.dashboard.announce()}; "
+                  "`zeroforge status` from another terminal")
+        self._say(LEGEND)
+
+    def _stop_dashboard(self) -> None:
+        from deploy import run_registry
+
+        if self._entry is not None:
+            run_registry.unregister(self._entry)
+        if self.dashboard is not None:
+            self.dashboard.close()
 
     def run(self) -> RunStatus:
         """Self-play, learn, evaluate in turn until a limit of the run; then the final
@@ -75,6 +132,8 @@ class LocalRun:
         self.record.write_config(cfg.to_dict(self.config))
         if self._metrics:
             self._say(f"run {self.run_id} (local): metrics at {self._metrics.url}")
+        if self._serve_dashboard:
+            self._start_dashboard()
         moves = self.config.selfplay.moves_per_round
         start = last_line = time.monotonic()
         interrupted = False
@@ -90,16 +149,19 @@ class LocalRun:
                         last_line = time.monotonic()
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop as at a limit
                 interrupted = True
+                self._state = "stopping"
                 self._say("stopping (final checkpoint)...")
             self.learner.drain()
             self.learner.stop()  # final publish, checkpoint, acks
             if not interrupted:
                 self.worker.refresh_weights()
                 self.evaluation.run_once()
-            final = self.status("stopped")
+            self._state = "stopped"
+            final = self.status()
             self._say(final.progress_line())
             self._say(f"checkpoint: {self.learner.checkpoint_path}")
             return final
         finally:
+            self._stop_dashboard()
             if self._metrics:
                 self._metrics.close()

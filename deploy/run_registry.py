@@ -1,11 +1,12 @@
-"""Where each distributed run can be found, so ``status``/``scale``/``stop`` act on the
+"""Where each run can be found, so ``status``/``scale``/``stop``/``dashboard`` act on the
 right one when several runs share a machine.
 
 The driver of ``zeroforge train`` writes two private files (mode 0600) when its run has
 started, and removes the second when the run ends:
 
-- ``RUN_DIR/run.json``: the run's record (``RunEntry``): run id, the Ray GCS address, the
-  path of the Ray token file, the metrics URL, the driver's pid and the run dir.
+- ``RUN_DIR/run.json``: the run's record (``RunEntry``): run id, the Ray GCS address ("" for
+  a ``train --local`` run), the path of the Ray token file, the metrics URL, the dashboard
+  URL (without its token) and its token file's path, the driver's pid and the run dir.
   ``--run-dir`` reads it.
 - ``~/.zeroforge/runs/<run-id>.json`` (folder 0700; ``$ZEROFORGE_HOME`` replaces
   ``~/.zeroforge``): the same record, the per-user index of live runs that ``--run-id``
@@ -45,6 +46,16 @@ class RunEntry:
     driver_pid: int
     run_dir: str
     started: float = 0.0
+    dashboard_url: str = ""
+    """The run server's URL (dashboard, ``/api/status``), without its token; "" for runs
+    from before the dashboard."""
+    dashboard_token_path: str = ""
+    """The dashboard's token file when the server is not on loopback ("" otherwise)."""
+
+    @property
+    def local(self) -> bool:
+        """A ``train --local`` run: no Ray cluster (``scale``/``stop`` do not apply)."""
+        return not self.address
 
     def alive(self) -> bool:
         """The driver process still runs (it removes the index entry when it ends)."""
@@ -126,7 +137,7 @@ def from_run_dir(run_dir: str) -> RunEntry:
     """The live run whose run dir is ``run_dir``; RegistryError says why not."""
     path = Path(run_dir).resolve() / RUN_FILE
     if not path.exists():
-        raise RegistryError(f"no run record in {path.parent} (no distributed run was "
+        raise RegistryError(f"no run record in {path.parent} (no run was "
                             "started there, or it is still starting)")
     entry = _load(path)
     if not entry.alive():

@@ -22,6 +22,7 @@ The local run prints it as its progress line; the Ray controller serves it to
 | waiting | per actor kind with pending actors, why they wait; added in 0.3 |
 | error | why the run failed or what its stop lost; "" if nothing; added in 0.3 |
 | lost | what the final stop could not save, by item (below); added in 0.3 |
+| actors | one row per live actor (below); added in 0.5 |
 
 Added in 0.3 (failure reporting, ``docs/reliability.md``):
 
@@ -36,6 +37,14 @@ Added in 0.3 (failure reporting, ``docs/reliability.md``):
 - ``lost`` items: ``unacked`` (stream entries the final acks could not acknowledge),
   ``unpublished_steps`` (learner steps the final publish could not put in Redis),
   ``crashed_while_stopping`` (1: the learner died during its final checkpoint).
+
+``actors`` (0.5): one dict per live actor, ``{"kind", "index", "state", "node", "pid",
+"games", "positions", "steps", "evaluations"}``: ``state`` as in ``actor_states`` (pending,
+starting, restarting, alive, stopping); ``node`` a short Ray node id (its first 8 hex
+digits; "" until the actor answered); ``pid`` its process id (0 until then); the counters
+are that actor's own (``selfplay_games_total``, ``selfplay_positions_total``,
+``learner_steps_total``, ``nn_evaluations_total``: positions its network evaluated), 0
+where the actor has none. JSON from before 0.5 reads as an empty list.
 
 Counters within a run never go back (0.4): ``learner_steps`` and ``games_received`` stay
 at least what the last learner reported before it died, while its successor works back up
@@ -90,6 +99,7 @@ class RunStatus:
     waiting: dict[str, str] = field(default_factory=dict)
     error: str = ""
     lost: dict[str, float] = field(default_factory=dict)
+    actors: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_metrics(cls, merged: Mapping, received_before: float | None = None,
@@ -150,7 +160,7 @@ class RunStatus:
         return (f"[{self.elapsed_s:7.1f}s] {workers}games {self.games:.0f} "
                 f"({self.games / elapsed:.1f}/s) | positions/s {self.positions / elapsed:.0f} | "
                 f"steps {self.learner_steps:.0f} | {loss} | weights v{self.weights_version:.0f} "
-                f"| lag {self.stream_lag:.0f} | score vs {scores}")
+                f"| backlog {self.stream_lag:.0f} | score vs {scores}")
 
     def text(self) -> str:
         """The multi-line form ``zeroforge status`` prints."""
@@ -178,9 +188,14 @@ class RunStatus:
                      f"{self.replay_positions:.0f} positions, weights v{self.weights_version:.0f}")
         if self.losses:
             lines.append("loss: " + ", ".join(f"{k} {v:.3f}" for k, v in self.losses.items()))
-        lines.append(f"stream lag: {self.stream_lag:.0f} entries; rejected: "
-                     + (", ".join(f"{k} {v:.0f}" for k, v in self.rejected.items()) or "none"))
+        lines.append(f"stream backlog: {self.stream_lag:.0f} entries not yet acknowledged; "
+                     "rejected: " + (", ".join(f"{k} {v:.0f}" for k, v in
+                                               self.rejected.items() if v) or "none"))
         if self.scores:
             lines.append("scores: " + ", ".join(f"{k} {v:.0%}" for k, v in self.scores.items()))
+        for row in self.actors:
+            lines.append(f"  {row.get('kind', '?')} {row.get('index', 0)}: "
+                         f"{row.get('state', '?')} on {row.get('node') or '?'} "
+                         f"pid {row.get('pid') or '-'}")
         lines.append(f"metrics: {self.metrics_url or '-'}")
         return "\n".join(lines)

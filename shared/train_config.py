@@ -186,12 +186,21 @@ class RunConfig:
     """Port of the run's Prometheus endpoint (0: any free one)."""
     metrics_host: str = "127.0.0.1"
     """Address the metrics endpoint binds to (loopback unless told otherwise)."""
+    dashboard_port: int = 0
+    """Port of the run's dashboard and status server (0: any free one)."""
+    dashboard_host: str = "127.0.0.1"
+    """Address the dashboard binds to: loopback unless told otherwise; any other address
+    requires a token, generated into ``RUN_DIR/dashboard.token`` (0600)."""
+    dashboard_interval_s: float = 2.0
+    """Seconds between two samples of the run's metric history (the dashboard's charts)."""
 
     def __post_init__(self) -> None:
         if self.minutes < 0 or self.max_learner_steps < 0 or self.max_games < 0:
             raise ValueError("minutes, max_learner_steps and max_games must be >= 0")
         if self.progress_every_s <= 0:
             raise ValueError(f"progress_every_s must be > 0, got {self.progress_every_s}")
+        if self.dashboard_interval_s <= 0:
+            raise ValueError(f"dashboard_interval_s must be > 0, got {self.dashboard_interval_s}")
 
 
 @dataclass(frozen=True)
