@@ -60,3 +60,25 @@ def test_the_learner_initialises_every_rejection_reason_the_code_can_give():
     assert raised, "no SampleFormatError reasons found: has the code moved?"
     assert raised <= set(REJECTION_REASONS)
     assert {"wrong_game", "duplicate"} <= set(REJECTION_REASONS)
+
+
+def test_gpu_figures_come_from_nvidia_smi_on_the_path(tmp_path, monkeypatch):
+    """The subprocess path, with a stand-in ``nvidia-smi`` (this machine has no GPU): the
+    query's output becomes per-GPU gauges, read again only after ``GPU_POLL_S``."""
+    from shared import node_stats
+
+    calls = tmp_path / "calls"
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\necho x >> {calls}\necho '0, 42, 2048'\necho '1, 7, 10'\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    reporter = ResourceReporter("inference", "0", "gpu-node")
+    merged = metrics.merge([reporter.snapshot()])
+    assert metrics.value(merged, "node_gpu_utilisation_ratio", node="gpu-node", gpu="0") == 0.42
+    assert metrics.value(merged, "node_gpu_memory_used_bytes", node="gpu-node",
+                         gpu="1") == 10 * 2**20
+    reporter.snapshot()
+    assert calls.read_text().count("x") == 1  # cached within GPU_POLL_S
+    monkeypatch.setattr(node_stats, "GPU_POLL_S", 0.0)
+    reporter.snapshot()
+    assert calls.read_text().count("x") == 2
