@@ -330,7 +330,8 @@
         } },
       { id: "actor-cpu", title: "CPU per actor", unit: "cores",
         help: "rate of actor_cpu_seconds_total: cores each actor keeps busy.",
-        traces: () => perSeries("actor_cpu_seconds_total", {}, rateOf, "", ["node"]) },
+        traces: () => find("actor_cpu_seconds_total").map((s) =>
+          line(s.labels.kind + " " + s.labels.actor, rateOf(values(s.key)))) },
     ]],
   ];
 
@@ -382,7 +383,7 @@
         note.textContent = ok ? "" : (state.history.t.length > 2
           ? (c.empty && c.empty() ? c.empty() : "no data in this run") : "waiting for data…");
         const layout = {
-          margin: { l: 52, r: 10, t: 6, b: 32 }, height: 240,
+          margin: { l: 52, r: 10, t: 12, b: 32 }, height: 240,
           xaxis: { title: { text: "minutes since start", font: { size: 10 } },
                    zeroline: false, visible: ok },
           yaxis: { title: { text: c.unit, font: { size: 10 } }, rangemode: "tozero",
@@ -393,7 +394,7 @@
         };
         if (c.id === "scores") layout.yaxis.range = [0, 1.02];
         Plotly.react("chart-" + c.id, ok ? traces : [], layout,
-                     { displaylogo: false, responsive: true });
+                     { displaylogo: false, responsive: true, displayModeBar: false });
       }
     }
   }

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # not imported at run time: `zeroforge status` must start fas
 LEGEND = ("legend: score vs X = (wins + draws/2) / games of the newest weights against X "
           "(vs minimax in tic-tac-toe 50% is perfect play: minimax never loses, so a draw "
           "every game is the best result); best = the best weights so far (replaced when "
-          "newer ones score above the gating threshold, so ~50% means as strong); lag = "
+          "newer ones score above the gating threshold, so ~50% means as strong); backlog = "
           "stream entries not yet acknowledged by the learner (it saw-tooths: acks come "
           "after each checkpoint)")
 """Printed once at the start of a run (and by ``zeroforge status``)."""

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import secrets
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -98,12 +99,14 @@ class RunServer:
         self._plotly = plotly_js()
         self._httpd = ThreadingHTTPServer((host, port), _handler(self))
         self._httpd.daemon_threads = True
-        shown = "localhost" if host in ("", "0.0.0.0", "::") else host
+        # bound to every interface: the machine's name is what others can reach
+        shown = socket.gethostname() if host in ("", "0.0.0.0", "::") else host
         if ":" in shown:
             shown = f"[{shown}]"
         self.url = f"http://{shown}:{self._httpd.server_port}/"
         """The page's URL, without the token."""
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
+        # a short poll interval: close() (shutdown) returns within 0.1 s
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.1,),
                                         name="run-server", daemon=True)
 
     @property
