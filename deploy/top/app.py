@@ -64,10 +64,11 @@ class Top:
         except OSError as err:
             return self._failed(err)
         self._failing_since = None
-        self.note = ""
         self.status = status
         self.rates.update(status.actors, time.monotonic())
-        return status.state in FINAL_STATES
+        ended = status.state in FINAL_STATES
+        self.note = "the run has ended" if ended else ""
+        return ended
 
     def _failed(self, err: OSError) -> bool:
         if not self.run_alive():  # the driver is gone: the run has ended

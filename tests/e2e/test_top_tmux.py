@@ -102,3 +102,28 @@ def test_top_watches_a_local_run_and_quits_on_q(tmp_path):
                 os.killpg(train.pid, signal.SIGKILL)
             train.wait(timeout=30)
         log.close()
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("no_run", "no live run to watch"),
+    ("not_a_run_dir", "no run record in"),
+    ("ended", "has ended"),
+])
+def test_nothing_to_watch_is_one_line(tmp_path, case, expected):
+    home = tmp_path / "home"
+    args = []
+    if case == "not_a_run_dir":
+        args = ["--run-dir", str(tmp_path)]
+    elif case == "ended":  # a run record whose driver is gone (pid of a process that ended)
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        (tmp_path / "run.json").write_text(
+            '{"run_id": "old", "address": "", "token_path": "", "metrics_url": "", '
+            f'"driver_pid": {gone.pid}, "run_dir": "{tmp_path}", '
+            '"dashboard_url": "http://127.0.0.1:9/"}')
+        args = ["--run-dir", str(tmp_path)]
+    r = subprocess.run([*ZF, "top", *args], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "ZEROFORGE_HOME": str(home)}, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.startswith("zeroforge top: error: ") and expected in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

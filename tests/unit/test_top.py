@@ -184,7 +184,7 @@ def test_q_quits_and_polls_ask_only_for_new_history():
 
 def test_the_run_ending_shows_its_final_state_and_exits():
     top, out = _top(_Source([_status(), _status(), _status("stopped", scale=2)]), _Keys([]))
-    assert top.run() == 0
+    assert top.run() == 0 and top.note == "the run has ended"
     assert out.getvalue().rstrip().endswith(
         "run r-top stopped: 60 games, 100 learner steps, weights v7")
 
