@@ -4,7 +4,8 @@ kills, printing the kill log and the end-of-run ledger table.
     python benchmarks/soak.py --kills 200 --minutes 15 --seed 7
 
 A real local Ray (``--cpus`` logical CPUs) and a supervised redis-server of its own; kill -9
-of a self-play worker, the learner or the redis-server at seeded random moments. Exits 1
+of a self-play worker, the learner, the run's controller (replaced by a successor that
+adopts the live actors) or the redis-server at seeded random moments. Exits 1
 when the ledger finds a problem (a game received twice, one never accounted for, a
 counter that went back), 0 otherwise.
 """
@@ -57,9 +58,13 @@ def main() -> int:
           + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     print(f"final status: games {result.final['games']:.0f}, games_received "
           f"{result.final['games_received']:.0f}, learner steps "
-          f"{result.final['learner_steps']:.0f}, restarts {result.final['restarts']}")
+          f"{result.final['learner_steps']:.0f}, restarts {result.final['restarts']}, "
+          f"controller restarts {result.controller_restarts}")
     print(result.ledger.table())
     problems = [*result.ledger.problems(), *result.decreases,
+                *([f"{result.controller_restarts} controller restarts for {kinds['controller']} "
+                   "controller kills"]
+                  if result.controller_restarts != kinds["controller"] else []),
                 *(f"status games {g} below games_received {r}"
                   for g, r in result.games_below_received)]
     for problem in problems:

@@ -110,6 +110,9 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
                     next_line += config.run.progress_every_s
                     status = run.status()
                     print(status.progress_line(), file=out, flush=True)
+        except ray_runtime.ControllerLost as err:
+            # its actors are killed below; the stream and the last checkpoint remain
+            status = dataclasses.replace(status, state="failed", error=str(err))
         except KeyboardInterrupt:
             print("stopping (final checkpoint)...", file=out, flush=True)
             status = run.stop()

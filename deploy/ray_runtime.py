@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import logging
 import os
 import random
@@ -387,6 +388,10 @@ class _Slot:
     probe: Any = None
     """The outstanding ``stats`` call (one at a time, so a never-scheduled actor does not
     pile up calls)."""
+    where: dict = field(default_factory=dict)
+    """``{"pid", "node"}`` once the actor told (status rows)."""
+    where_ref: Any = None
+    """The outstanding ``where`` call."""
 
 
 class Controller:
@@ -394,9 +399,14 @@ class Controller:
     through a ``RunHandle``."""
 
     def __init__(self, config: dict, ctx: dict, resume: bool = False,
-                 max_crashes: dict[str, int] | None = None) -> None:
+                 max_crashes: dict[str, int] | None = None,
+                 takeover: dict | None = None) -> None:
         """``max_crashes``: per kind, a crash-loop limit other than ``ActorKind.max_crashes``
-        (chaos tests kill actors on purpose, more often than a crash loop)."""
+        (chaos tests kill actors on purpose, more often than a crash loop).
+
+        ``takeover``: this controller succeeds one that died; the dict is the last
+        ``controller_state()`` the driver got from it (``{}`` if none). ``start`` then
+        adopts the run's live actors instead of starting fresh ones."""
         self.config = cfg.from_dict(TrainConfig, config, "config")
         self.max_crashes = {k: kind.max_crashes for k, kind in KINDS.items()}
         self.max_crashes.update(max_crashes or {})
@@ -432,9 +442,18 @@ class Controller:
         self._state = "starting"
         self._started = time.monotonic()
         self._merged: dict = metrics.merge([])
+        self.takeover = takeover
+        self.generation = 0
+        """Controllers of this run before this one (restarts after a controller died)."""
+        self._known: list[dict] = []
+        """The slots of the predecessor's last state (``_adopt`` counts the missing ones)."""
+        self._resumed_state = ""
+        """The predecessor's run state (a stopping run goes on stopping)."""
+        if takeover is not None:
+            self._load_state(takeover)
         r = self.config.run
-        self._endpoint = metrics.MetricsEndpoint(lambda: self._merged, r.metrics_host,
-                                                 r.metrics_port)
+        self._endpoint = _endpoint(lambda: self._merged, r.metrics_host, r.metrics_port,
+                                   (takeover or {}).get("metrics_port", 0))
         self.metrics_url = self._endpoint.url
         self._monitor = threading.Thread(target=self._monitor_loop, daemon=True)
         self._monitor.start()
@@ -448,14 +467,22 @@ class Controller:
         index = self._next_index[name]
         self._next_index[name] += 1
         c = self.config
+        # Detached and named by run, kind and index: the actor outlives this controller
+        # (a kill -9 of it), and its successor finds and adopts it (``_adopt``).
+        named = actor_name(self.run_id, name, index)
         if kind.is_server:
             handle = make_inference_actor(c.game, c.net, c.inference, self.ctx.transport,
-                                          self.run_id, index=index)
+                                          self.run_id, index=index, name=named,
+                                          detached=True)
         else:
             # a replacement learner resumes from the checkpoint its predecessor wrote
             resume = self.resume or self.restarts[name] > 0
             servers = self._servers() if self.inference == "server" else None
-            handle = ray.remote(ServiceHost).options(**kind.options(c)).remote(
+            options = kind.options(c)
+            # each adopting controller leaves one ``run`` call waiting in the actor
+            options["max_concurrency"] = options.get("max_concurrency", 1) + 32
+            handle = ray.remote(ServiceHost).options(
+                **options, name=named, namespace=NAMESPACE, lifetime="detached").remote(
                 name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers)
         return _Slot(name, index, handle, run_ref=handle.run.remote(),
                      replacement=self.restarts[name] > 0)
@@ -598,6 +625,24 @@ class Controller:
                 with contextlib.suppress(Exception):
                     slot.last_stats = ray.get(ref)
                     slot.started = True
+        self._locate()
+
+    def _locate(self) -> None:
+        """Learn each started actor's pid and node once (status rows), without waiting."""
+        asked = {}
+        for slots in self.slots.values():
+            for slot in slots:
+                if slot.started and not slot.where:
+                    if slot.where_ref is None:
+                        slot.where_ref = slot.handle.where.remote()
+                    asked[slot.where_ref] = slot
+        if asked:
+            ready, _ = ray.wait(list(asked), num_returns=len(asked), timeout=0)
+            for ref in ready:
+                slot = asked[ref]
+                slot.where_ref = None
+                with contextlib.suppress(Exception):
+                    slot.where = dict(ray.get(ref))
 
     def _collect(self) -> None:
         """Gather every live actor's metrics snapshot (bounded wait)."""
@@ -623,12 +668,128 @@ class Controller:
     # --- public, called through Ray -------------------------------------------------------
     def start(self) -> dict:
         """Create the actors; returns the metrics URL and a one-line warning ("" if none)
-        when the cluster's free resources cannot hold them all."""
+        when the cluster's free resources cannot hold them all.
+
+        A successor (``takeover``) first adopts the run's live actors, counts those of its
+        predecessor's that died meanwhile as crashes, then fills up as usual; a run that
+        was stopping goes on stopping. A fresh run kills leftovers of its run id first."""
+        adopted = 0
         with self._lock:
-            warning = self._shortfall()
-            self._fill()
-            self._state = "running"
-        return {"metrics_url": self.metrics_url, "warning": warning}
+            if self.takeover is None:
+                if kill_run_actors(self.run_id):
+                    log.warning("run %s: killed actors left by an earlier run of this id",
+                                self.run_id)
+            else:
+                adopted = self._adopt()
+            ending = self._resumed_state in ("stopping", "stopped", "failed")
+            warning = "" if ending else self._shortfall()
+            self._state = "running"  # when ending, stop() below takes it from here
+            if not ending:
+                self._fill()
+            self._collect()
+        if ending:
+            threading.Thread(target=self.stop, daemon=True).start()
+        return {"metrics_url": self.metrics_url, "warning": warning, "adopted": adopted}
+
+    # --- surviving a controller's death ---------------------------------------------------
+    def controller_state(self) -> dict:
+        """The small plain-data state a successor needs to take the run over (the driver
+        asks for it every half second and keeps the last): desired counts, restarts, crash
+        windows, errors, the counters' floors (``RestoredCounters``, ``MonotonicGuard``,
+        ended actors' snapshots) and each live actor's last report. Wall-clock times, as
+        the successor may run on another node."""
+        with self._lock:
+            now, wall = time.monotonic(), time.time()
+            state = {
+                "state": self._state, "started_wall": wall - (now - self._started),
+                "generation": self.generation, "desired": self.desired,
+                "restarts": self.restarts, "next_index": self._next_index,
+                "crashes": {k: [wall - (now - t) for t in q] for k, q in self._crashes.items()},
+                "last_error": self._last_error, "error": self.error, "failed": self._failed,
+                "lost": self.lost, "final_reports": self._final_reports,
+                "minutes_up": self._minutes_up, "inference": self.inference,
+                "finished_stats": self.finished_stats,
+                "restored": {k: vars(line) for k, line in self._restored.items()},
+                "guard": vars(self._guard), "merged": self._merged,
+                "metrics_port": int(self.metrics_url.rsplit(":", 1)[1].split("/")[0]),
+                "slots": [{"kind": s.kind, "index": s.index, "stopping": s.stopping,
+                           "started": s.started, "replacement": s.replacement,
+                           "last_stats": s.last_stats, "where": s.where}
+                          for slots in self.slots.values() for s in slots],
+            }
+            # a deep copy now: Ray serialises the reply after the lock is released
+            return copy.deepcopy(state)
+
+    def _load_state(self, st: dict) -> None:
+        """Take over a dead predecessor's ``controller_state()`` (see ``start``)."""
+        if not st:
+            return
+        now, wall = time.monotonic(), time.time()
+        self._started = now - (wall - st["started_wall"])
+        self.generation = int(st["generation"]) + 1
+        self.desired.update(st["desired"])
+        self.restarts.update(st["restarts"])
+        self._next_index.update(st["next_index"])
+        for k, times in st["crashes"].items():
+            self._crashes[k].extend(now - (wall - t) for t in times)
+        self._last_error.update(st["last_error"])
+        self.error, self._failed, self.lost = st["error"], st["failed"], st["lost"]
+        self._final_reports.update(st["final_reports"])
+        self._minutes_up = st["minutes_up"]
+        self.inference = st["inference"]
+        self.finished_stats = list(st["finished_stats"])
+        for k, fields in st["restored"].items():
+            vars(self._restored[k]).update(fields)
+        vars(self._guard).update(st["guard"])
+        self._merged = st["merged"]
+        self._known = list(st["slots"])
+        # not self._state: the monitor must not fill before start() has adopted
+        self._resumed_state = st["state"]
+
+    def _adopt(self) -> int:
+        """Adopt the run's live named actors (``run`` again: see ``ServiceHost``); a slot
+        of the predecessor's state that is gone died while no controller watched (a crash,
+        unless it was being retired). Returns how many were adopted."""
+        known = {(s["kind"], s["index"]): s for s in self._known}
+        found = run_actor_names(self.run_id)
+        for kind, index, name in found:
+            try:
+                handle = ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:  # died between the listing and now
+                continue
+            was = known.pop((kind, index), {})
+            slot = _Slot(kind, index, handle, run_ref=handle.run.remote(),
+                         stopping=bool(was.get("stopping")), started=bool(was.get("started")),
+                         replacement=bool(was.get("replacement")),
+                         last_stats=dict(was.get("last_stats") or {}),
+                         where=dict(was.get("where") or {}))
+            self.slots[kind].append(slot)
+            self._next_index[kind] = max(self._next_index[kind], index + 1)
+            if slot.stopping:
+                with contextlib.suppress(Exception):
+                    handle.stop.remote()
+        for (kind, index), was in known.items():
+            line = self._restored.get(kind)
+            if line is not None:
+                if was.get("last_stats"):
+                    line.report(index, was["last_stats"])
+                line.ended(index)
+            elif was.get("last_stats"):
+                self.finished_stats.append(was["last_stats"])
+            if was.get("stopping"):
+                continue
+            self._last_error[kind] = "died while the run had no controller"
+            log.warning("%s %d died while the run had no controller", kind, index)
+            if not self._crash_loop(kind):
+                self.restarts[kind] += 1
+        self._known = []
+        if self.slots["inference"]:
+            self._push_servers()
+        return len(found)
+
+    def pid(self) -> int:
+        """The controller's process id (chaos tests kill it with SIGKILL)."""
+        return os.getpid()
 
     def _needs(self, name: str) -> dict[str, float]:
         """Resources one actor of kind ``name`` reserves."""
@@ -770,8 +931,12 @@ class Controller:
             for slots in self.slots.values():
                 for slot in slots:
                     with contextlib.suppress(Exception):
-                        ray.kill(slot.handle)
+                        ray.kill(slot.handle, no_restart=True)
                 slots.clear()
+            # detached actors: also any this controller never knew of (a predecessor made
+            # them just before it died)
+            with contextlib.suppress(Exception):
+                kill_run_actors(self.run_id)
         with contextlib.suppress(Exception):
             self._endpoint.close()
 
@@ -822,7 +987,20 @@ class Controller:
             elapsed_s=round(time.monotonic() - self._started, 1), inference=self.inference,
             desired=dict(self.desired), alive=alive, restarts=dict(self.restarts),
             metrics_url=self.metrics_url, actor_states=states, waiting=waiting,
-            error=self.error, lost=dict(self.lost)).to_json()
+            error=self.error, lost=dict(self.lost), actors=self._rows()).to_json()
+
+    def _rows(self) -> list[dict]:
+        """One row per live actor (``RunStatus.actors``)."""
+        rows = []
+        for name, slots in self.slots.items():
+            for slot in sorted(slots, key=lambda s: s.index):
+                row = {"kind": name, "index": slot.index, "state": self._slot_state(slot),
+                       "node": str(slot.where.get("node", "")),
+                       "pid": int(slot.where.get("pid", 0))}
+                for key, metric in _ROW_COUNTERS.items():
+                    row[key] = _own_total(slot.last_stats, metric)
+                rows.append(row)
+        return rows
 
     def _received_before(self) -> float:
         """Games the learner had received before this run: 0 for a fresh run, the first
@@ -847,6 +1025,37 @@ class Controller:
     def actor_handles(self, kind: str) -> list:
         """Live actor handles of one kind (for tests that kill one)."""
         return [s.handle for s in self.slots[kind] if not s.stopping]
+
+
+_ROW_COUNTERS = {"games": "selfplay_games_total", "positions": "selfplay_positions_total",
+                 "steps": "learner_steps_total", "evaluations": "nn_evaluations_total"}
+"""Status row key -> the counter of an actor's own snapshot it shows (summed over labels)."""
+
+
+def _own_total(snapshot: dict, name: str) -> float:
+    """One counter of an actor's own (unmerged) snapshot, summed over its series."""
+    return float(sum(v for _, v in (snapshot or {}).get("values", {}).get(name, [])))
+
+
+def _endpoint(source: Callable[[], Any], host: str, port: int, previous: int
+              ) -> metrics.MetricsEndpoint:
+    """The run's metrics endpoint. A successor controller takes its predecessor's port
+    (``previous``), so the URL stays; the port of a process killed a moment ago can take a
+    few seconds to free. A configured port must be had; 0 falls back to a new one."""
+    wanted = port or previous
+    deadline = time.monotonic() + (10.0 if wanted else 0.0)
+    while True:
+        try:
+            return metrics.MetricsEndpoint(source, host, wanted)
+        except OSError as err:
+            if time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            if port:
+                raise OSError(f"metrics port {host}:{port} is taken: {err}") from None
+            log.warning("metrics port %s of the previous controller is taken (%s); "
+                        "serving on a new one", previous, err)
+            return metrics.MetricsEndpoint(source, host, 0)
 
 
 def _gcs_actor_state(handle: Any) -> str:
@@ -886,12 +1095,117 @@ class RunNotFound(ValueError):
     """No run (or more than one, without --run-id) on the cluster."""
 
 
-class RunHandle:
-    """A run's controller, seen from the driver or the CLI."""
+class ControllerLost(RuntimeError):
+    """The run's controller died more often than its handle replaces it
+    (``RunHandle.max_controller_deaths`` within ``CONTROLLER_DEATH_WINDOW_S``)."""
 
-    def __init__(self, run_id: str, actor: Any) -> None:
+
+CONTROLLER_DEATH_WINDOW_S = 300.0
+"""The window of the controller's crash-loop limit, in seconds."""
+
+
+class RunHandle:
+    """A run's controller, seen from the driver or the CLI.
+
+    The driver's handle (from ``start_run``) can replace a dead controller: it keeps the
+    controller's last ``controller_state()`` (``keep_alive``, every half second or so) and,
+    when a call finds the controller dead, starts a successor under the same name that
+    adopts the run's live actors. The CLI's handle (``find_run``) waits for that successor
+    instead and retries its call once."""
+
+    def __init__(self, run_id: str, actor: Any, spawn: dict | None = None) -> None:
         self.run_id = run_id
         self.actor = actor
+        self._spawn = spawn
+        """Controller arguments (config, ctx, resume, max_crashes): the handle that started
+        the run may start a successor."""
+        self._state: dict = {}
+        """The controller's last ``controller_state()``."""
+        self.controller_restarts = 0
+        """Successors this handle started."""
+        self.takeovers: list[str] = []
+        """One line per takeover (what died, what was adopted), for the driver to print."""
+        self._replacing = threading.Lock()
+        """Several threads of the driver call the controller; one replaces it."""
+        self.max_controller_deaths = 5
+        """Controller deaths within ``CONTROLLER_DEATH_WINDOW_S`` that are replaced; one
+        more raises ``ControllerLost`` (a controller that cannot live is not restarted
+        forever)."""
+        self._deaths: collections.deque[float] = collections.deque()
+
+    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        """``ray.get(controller.method.remote(*args))``; a dead controller is replaced (or,
+        without ``_spawn``, its successor is waited for) and the call made once more."""
+        actor = self.actor
+        try:
+            return ray.get(getattr(actor, method).remote(*args), timeout=timeout)
+        except RayActorError as err:
+            self._replace(err, actor)
+        return ray.get(getattr(self.actor, method).remote(*args), timeout=timeout)
+
+    def keep_alive(self, timeout: float = 10.0) -> bool:
+        """Fetch the controller's state to hand to a successor; replace it if it is dead.
+        Returns True when a successor took over."""
+        actor = self.actor
+        try:
+            state = ray.get(actor.controller_state.remote(), timeout=timeout)
+        except GetTimeoutError:
+            return False  # busy, not dead: the next call will tell
+        except RayActorError as err:
+            return self._replace(err, actor)
+        with self._replacing:
+            if actor is self.actor:  # not a dead predecessor's late answer
+                self._state = state
+        return False
+
+    def _replace(self, err: BaseException, dead: Any) -> bool:
+        """The controller ``dead`` died: start a successor (driver) or find it (CLI).
+        False when another thread already did."""
+        with self._replacing:
+            if dead is not self.actor:
+                return False
+            self._replace_locked(err)
+            return True
+
+    def _replace_locked(self, err: BaseException) -> None:
+        if self._spawn is None:
+            deadline = time.monotonic() + 30.0
+            while True:
+                with contextlib.suppress(ValueError):
+                    actor = ray.get_actor(controller_name(self.run_id), namespace=NAMESPACE)
+                    if actor._actor_id != self.actor._actor_id:
+                        self.actor = actor
+                        return
+                if time.monotonic() > deadline:
+                    raise RunNotFound(f"the controller of run {self.run_id} died and no "
+                                      "successor came up within 30 s") from None
+                time.sleep(0.5)
+        began = time.monotonic()
+        self._deaths.append(began)
+        while began - self._deaths[0] > CONTROLLER_DEATH_WINDOW_S:
+            self._deaths.popleft()
+        if len(self._deaths) > self.max_controller_deaths:
+            raise ControllerLost(
+                f"the controller of run {self.run_id} died {len(self._deaths)} times within "
+                f"{CONTROLLER_DEATH_WINDOW_S:.0f} s; giving up. Last error: {error_line(err)}")
+        with contextlib.suppress(Exception):
+            ray.kill(self.actor, no_restart=True)
+        deadline = time.monotonic() + 30.0
+        while True:  # the dead one's name is freed once Ray has marked it dead
+            try:
+                self.actor = _controller_actor(self.run_id, self._spawn, self._state)
+                break
+            except ValueError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        report = ray.get(self.actor.start.remote())
+        self.controller_restarts += 1
+        line = (f"the controller of run {self.run_id} died ({error_line(err)}); successor "
+                f"{self.controller_restarts} adopted {report['adopted']} live actors in "
+                f"{time.monotonic() - began:.1f} s")
+        log.warning("%s", line)
+        self.takeovers.append(line)
 
     warning = ""
     """Set by ``start`` and ``scale``: one line when the cluster cannot hold the actors."""
@@ -901,16 +1215,21 @@ class RunHandle:
         cluster's free resources cannot hold them)."""
         report = ray.get(self.actor.start.remote())
         self.warning = report["warning"]
+        self.keep_alive()
         return report["metrics_url"]
 
     def status(self) -> RunStatus:
-        return RunStatus.from_json(ray.get(self.actor.status.remote()))
+        return RunStatus.from_json(self.status_json())
+
+    def status_json(self) -> dict:
+        """``status`` as the controller sends it (plain data)."""
+        return self._call("status")
 
     def scale(self, workers: int | None = None, inference_servers: int | None = None
               ) -> dict[str, int]:
         """New desired counts; a refused change raises ValueError with the reason."""
         try:
-            report = ray.get(self.actor.scale_report.remote(workers, inference_servers))
+            report = self._call("scale_report", workers, inference_servers)
             self.warning = report["warning"]
             return report["desired"]
         except RayTaskError as err:
@@ -918,33 +1237,51 @@ class RunHandle:
                              ) from None
 
     def stop(self) -> RunStatus:
-        return RunStatus.from_json(ray.get(self.actor.stop.remote()))
+        return RunStatus.from_json(self._call("stop"))
 
     def shutdown(self) -> None:
-        """Stop, kill every actor of the run and the controller itself."""
+        """Stop, kill every actor of the run (they are detached: also those a dead
+        controller left) and the controller itself."""
         with contextlib.suppress(Exception):
             ray.get(self.actor.shutdown.remote())
+        with contextlib.suppress(Exception):
+            kill_run_actors(self.run_id)
         with contextlib.suppress(Exception):
             ray.kill(self.actor)
 
     def metrics_snapshot(self) -> dict:
-        return ray.get(self.actor.metrics_snapshot.remote())
+        return self._call("metrics_snapshot")
 
     def actor_handles(self, kind: str) -> list:
-        return ray.get(self.actor.actor_handles.remote(kind))
+        return self._call("actor_handles", kind)
+
+    def controller_pid(self) -> int:
+        return int(self._call("pid"))
 
     def game_ids(self, kind: str) -> list[list[str]]:
         """Game ids held by each live actor of ``kind`` (exactly-once checks)."""
         return ray.get([h.game_ids.remote() for h in self.actor_handles(kind)])
 
 
-def start_run(config: TrainConfig, ctx: RunContext, resume: bool = False) -> RunHandle:
+def _controller_actor(run_id: str, spawn: dict, takeover: dict | None) -> Any:
+    """A run's controller actor, named after the run; owned by its creator (the driver),
+    so it ends with the driver."""
+    return ray.remote(Controller).options(
+        name=controller_name(run_id), namespace=NAMESPACE, max_concurrency=16,
+        num_cpus=0).remote(spawn["config"], spawn["ctx"], spawn["resume"],
+                           spawn["max_crashes"], takeover)
+
+
+def start_run(config: TrainConfig, ctx: RunContext, resume: bool = False,
+              max_crashes: dict[str, int] | None = None, max_controller_deaths: int = 5
+              ) -> RunHandle:
     """Create the run's controller as a named actor (``ray.init`` must have run) and start
-    its actors."""
-    actor = ray.remote(Controller).options(
-        name=controller_name(ctx.run_id), namespace=NAMESPACE, max_concurrency=16,
-        num_cpus=0).remote(cfg.to_dict(config), ctx.to_dict(), resume)
-    handle = RunHandle(ctx.run_id, actor)
+    its actors. The handle replaces the controller if it dies (``RunHandle.keep_alive``).
+    ``max_crashes``: see ``Controller``; ``max_controller_deaths``: see ``RunHandle``."""
+    spawn = {"config": cfg.to_dict(config), "ctx": ctx.to_dict(), "resume": resume,
+             "max_crashes": max_crashes}
+    handle = RunHandle(ctx.run_id, _controller_actor(ctx.run_id, spawn, None), spawn)
+    handle.max_controller_deaths = max_controller_deaths
     handle.start()
     return handle
 

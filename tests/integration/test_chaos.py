@@ -1,5 +1,10 @@
-"""Chaos: kill -9 a self-play worker, the learner or the redis-server at random (seeded)
-moments of a real distributed run, then prove with a ledger where every game went.
+"""Chaos: kill -9 a self-play worker, the learner, the run's controller or the
+redis-server at random (seeded) moments of a real distributed run, then prove with a
+ledger where every game went.
+
+A killed controller is replaced by the run's handle (as the driver does: it polls the
+controller's state every half second and, finding it dead, starts a successor that adopts
+the live, detached actors); its actors keep playing and training meanwhile.
 
 The ledger compares two records kept apart from the processes that get killed:
 
@@ -26,7 +31,8 @@ window once", not how often SGD sampled it; past the learner's id window (10,000
 older games are accounted by count only.
 
 Also checked all along: Prometheus counters (the controller's merged snapshot) and the
-status counters never decrease, and status ``games`` is at least ``games_received``.
+status counters never decrease, across controller restarts too, and status ``games`` is at
+least ``games_received``.
 """
 
 from __future__ import annotations
@@ -48,9 +54,8 @@ import redis
 
 from deploy import ray_runtime
 from deploy.config import load_train_config
-from deploy.ray_runtime import NAMESPACE, Controller, RunHandle, controller_name
+from deploy.ray_runtime import NAMESPACE, RunHandle
 from learner.learner import load_checkpoint
-from shared import config as cfg
 from shared.samples import decode
 from shared.transport import RedisServer, connect, stream_key
 from shared.transport.server import RedisServerConfig
@@ -59,7 +64,7 @@ from tests.integration.test_distributed import SETTINGS as DISTRIBUTED_SETTINGS
 
 SETTINGS = [*DISTRIBUTED_SETTINGS, "search.num_simulations=8", "selfplay.workers=2"]
 """The distributed tests' tiny run (later overrides win), with two workers."""
-TARGETS = (("selfplay", 0.4), ("learner", 0.3), ("redis", 0.3))
+TARGETS = (("selfplay", 0.3), ("learner", 0.25), ("redis", 0.2), ("controller", 0.25))
 """What the loop kills, with the odds of each."""
 
 
@@ -73,6 +78,8 @@ class Auditor:
         self.url, self.key = url, stream_key(run_id)
         self.appended: collections.Counter[str] = collections.Counter()
         self.undecodable = 0
+        self.entry_of: dict[str, bytes] = {}
+        """Game id -> its first stream entry id (milliseconds since the epoch: when)."""
         self._entries: set[bytes] = set()
         self._client = connect(url)
         self._client.xgroup_create(self.key, self.GROUP, id="0", mkstream=True)
@@ -92,7 +99,9 @@ class Auditor:
                     continue
                 self._entries.add(entry_id)
                 try:
-                    self.appended[decode(fields[FIELD]).game_id] += 1
+                    game_id = decode(fields[FIELD]).game_id
+                    self.appended[game_id] += 1
+                    self.entry_of.setdefault(game_id, entry_id)
                 except Exception:
                     self.undecodable += 1
         if ids:
@@ -198,6 +207,8 @@ class ChaosResult:
     """Counter series seen going back, with before/after (must stay empty)."""
     games_below_received: list[tuple[float, float]]
     seconds: float
+    controller_restarts: int
+    """Successor controllers the handle started."""
 
 
 def _pid(handles: list, rng: random.Random) -> int | None:
@@ -218,38 +229,42 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
     ``kills`` processes at seeded random moments (or until ``max_s``), stop, audit."""
     rng = random.Random(seed)
     server = RedisServer(RedisServerConfig(max_restarts=10_000)).start()
-    controller = None
+    handle = None
     try:
         config = load_train_config(None, settings or SETTINGS)
         ctx = dataclasses.replace(config.context(run_id, server.url), run_dir=str(run_dir))
         auditor = Auditor(server.url, run_id)
-        controller = ray.remote(Controller).options(
-            name=controller_name(run_id), namespace=NAMESPACE, max_concurrency=16,
-            num_cpus=0).remote(cfg.to_dict(config), ctx.to_dict(), False,
-                               {"learner": 10_000, "selfplay": 10_000})
-        handle = RunHandle(run_id, controller)
-        handle.start()
+        handle = ray_runtime.start_run(config, ctx, max_crashes={"learner": 10_000,
+                                                                 "selfplay": 10_000},
+                                       max_controller_deaths=10_000)
         watch = _Watch(handle)
         watch.until(lambda st: st["learner_steps"] > 0, 120)
-        start = time.monotonic()
+        start, start_wall = time.monotonic(), time.time()
         done: list[tuple[float, str, int]] = []
         names, odds = zip(*TARGETS, strict=True)
         while len(done) < kills and time.monotonic() - start < max_s:
             watch.sleep(rng.uniform(*gap_s))
             target = rng.choices(names, odds)[0]
-            pid = (server.pid if target == "redis"
-                   else _pid(handle.actor_handles(target), rng))
+            if target == "redis":
+                pid = server.pid
+            elif target == "controller":
+                pid = handle.controller_pid()
+            else:
+                pid = _pid(handle.actor_handles(target), rng)
             if pid is None:
                 continue
             os.kill(pid, signal.SIGKILL)
             done.append((round(time.monotonic() - start, 1), target, pid))
             log(f"[{done[-1][0]:6.1f}s] kill -9 {target} (pid {pid})")
+        for line in handle.takeovers:
+            log(line)
         # let the last replacements come up and the stream settle, then stop
         watch.until(lambda st: all(st["alive"][k] == st["desired"][k]
                                    for k in ("learner", "selfplay")) and server.running, 120)
         watch.sleep(1.0)
         workers = handle.actor_handles("selfplay")
-        final = ray.get(controller.stop.remote())
+        stop_at = time.time() - start_wall
+        final = handle.stop().to_json()
         watch.record(final)
         auditor.finish()
         worker_ids = {i for ids in ray.get([w.game_ids.remote() for w in workers]) for i in ids}
@@ -258,15 +273,25 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
                         int(saved["games_received"]), worker_ids,
                         {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
         assert auditor.undecodable == 0
+        lost = [g for g, o in ledger.outcomes().items() if o == "unaccounted"]
+        if lost:  # when were they appended (entry ids are milliseconds since the epoch)?
+            at = sorted(_ms(auditor.entry_of[g]) / 1000 - start_wall for g in lost)
+            log(f"{len(lost)} unaccounted games appended at {at[0]:.1f}..{at[-1]:.1f} s; "
+                f"stop began at {stop_at:.1f} s; final error {final['error']!r}, lost "
+                f"{final['lost']}, restarts {final['restarts']}")
         return ChaosResult(done, ledger, final, watch.decreases, watch.games_below,
-                           round(time.monotonic() - start, 1))
+                           round(time.monotonic() - start, 1), handle.controller_restarts)
     finally:
-        if controller is not None:
+        if handle is not None:
             with _suppress():
-                ray.get(controller.shutdown.remote(), timeout=120)
-            with _suppress():
-                ray.kill(controller)
+                handle.shutdown()
         server.stop()
+
+
+def _ms(entry_id: bytes | str) -> int:
+    """The milliseconds part of a stream entry id."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.split("-")[0])
 
 
 class _suppress:
@@ -299,7 +324,8 @@ class _Watch:
         self.last[key] = max(before, value)
 
     def poll(self) -> dict:
-        st = ray.get(self.handle.actor.status.remote())
+        self.handle.keep_alive()  # as the driver: a dead controller is replaced here
+        st = self.handle.status_json()
         self.record(st)
         values = self.handle.metrics_snapshot()["values"]
         from shared.metrics import CATALOGUE
@@ -334,17 +360,21 @@ def local_ray():
 
 
 def test_kill_9_at_random_loses_no_game_and_no_counter_goes_back(local_ray, run_id, tmp_path):
-    result = chaos_run(tmp_path, run_id, seed=20240611, kills=20, max_s=75)
+    # a successor controller needs a fresh Ray worker process (seconds on 2 busy cores)
+    result = chaos_run(tmp_path, run_id, seed=20240611, kills=20, max_s=150, log=print)
     print(f"\n{len(result.kills)} kills in {result.seconds} s: "
           f"{collections.Counter(t for _, t, _ in result.kills)}\n{result.ledger.table()}")
     assert len(result.kills) >= 20
-    assert {t for _, t, _ in result.kills} == {"selfplay", "learner", "redis"}
+    assert {t for _, t, _ in result.kills} == {"selfplay", "learner", "redis", "controller"}
     assert result.ledger.problems() == []
     assert result.decreases == []
     assert result.games_below_received == []
     assert result.final["state"] == "stopped"
     assert result.final["games_received"] == result.ledger.games_received
     assert result.final["restarts"]["learner"] == sum(t == "learner" for _, t, _ in result.kills)
+    assert result.controller_restarts == sum(t == "controller" for _, t, _ in result.kills)
+    # the run's detached actors went with its shutdown
+    assert ray_runtime.run_actor_names(run_id) == []
 
 
 _ = ray_runtime  # the module under test (its Controller and RunHandle)

@@ -97,6 +97,17 @@ def test_games_reach_the_learner_exactly_once_and_weights_flow_back(
         return series[(("component", "selfplay"),)]
 
     wait_for(lambda: worker_version() >= 2)
+    # per-actor rows: one per live actor, with its pid, node and own counters
+    pids = {("selfplay", 0): ray.get(workers[0].pid.remote()),
+            ("learner", 0): ray.get(learner.pid.remote())}
+    node = ray.get(learner.node_id.remote())[:8]
+    rows = wait_for(lambda: all((r := {(a["kind"], a["index"]): a
+                                       for a in status(controller)["actors"]})
+                                .get(k, {}).get("pid") == p for k, p in pids.items()) and r)
+    assert set(rows) == set(pids)
+    assert all(r["state"] == "alive" and r["node"] == node for r in rows.values())
+    assert rows[("selfplay", 0)]["games"] > 0 and rows[("selfplay", 0)]["positions"] > 0
+    assert rows[("learner", 0)]["steps"] > 0 and rows[("learner", 0)]["games"] == 0
     final = ray.get(controller.stop.remote())
     produced = all_ids(workers)
     received = ray.get(learner.game_ids.remote())

@@ -1,0 +1,240 @@
+"""Re-run the fault table of issue 9 (docs/reliability.md) and print what happened.
+
+Each row is one fault the issue found, the promise that now holds, and how it is checked:
+
+- ``cli``: ``zeroforge train`` with the bad input, run here as a real process; the promise
+  is "fails fast": exit code 1, one line on stderr, no traceback, within seconds, and an
+  earlier checkpoint in the run dir neither moved nor renamed. The outcome is that line.
+- ``tests``: the pytest tests that hold the fault with real processes (Redis, Ray, the
+  CLI), slow lane included; the outcome is "survived, nothing lost" (or the row's own
+  words) when they pass, else the first failure.
+
+    python benchmarks/fault_table.py                 # every row (15-25 min on 2 cores)
+    python benchmarks/fault_table.py --only 1a,3,C   # some rows
+    python benchmarks/fault_table.py --markdown      # the table for docs/reliability.md
+
+Exits 1 when a row did not hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from shared.transport import RedisServer  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One row of the table."""
+
+    key: str
+    """The issue's number (``C``: the controller, ``K``: a SIGKILLed driver, ``m``:
+    minor bad input), with a letter where one number holds several faults."""
+    fault: str
+    promise: str
+    cli: tuple[str, ...] = ()
+    """``zeroforge train`` arguments that must fail fast (``{redis}``: a live Redis URL
+    with a wrong password)."""
+    words: tuple[str, ...] = ()
+    """What the one error line must name."""
+    tests: tuple[str, ...] = ()
+    """pytest node ids holding the fault."""
+    passed: str = "survived, nothing lost"
+    """The outcome's words when the tests pass."""
+
+
+T = "tests/"
+FAULTS = [
+    Fault("1a", "wrong Redis password", "one line, exit 1, nothing started",
+          cli=("--redis-url", "{redis}"), words=("rejected our credentials",)),
+    Fault("1b", "unreachable --redis-url", "one line within seconds, exit 1",
+          cli=("--redis-url", "redis://:x@127.0.0.1:1/0"), words=("cannot reach Redis",)),
+    Fault("1c", "corrupt checkpoint with distributed --resume", "one line, exit 1",
+          cli=("--resume",), words=("corrupt or not a checkpoint",)),
+    Fault("1d", "actors crash on start over and over", "run fails in one line naming kind "
+          "and last error; no detached actor left",
+          tests=(T + "integration/test_distributed.py::test_crash_loop_fails_the_run_in_one_line",
+                 T + "integration/test_controller_restart.py::"
+                 "test_a_failed_run_leaves_no_detached_actor"),
+          passed="failed fast: state failed, one line"),
+    Fault("2", "kill -9 of the bundled redis-server mid-run", "restarted on its port; "
+          "workers hold and resend; a stop names what it lost",
+          tests=(T + "integration/test_redis_recovery.py::"
+                 "test_a_crashed_redis_comes_back_with_stream_groups_pending_entries_and_weights",
+                 T + "integration/test_redis_recovery.py::"
+                 "test_a_stopped_worker_still_appends_its_games_when_redis_comes_back",
+                 T + "integration/test_redis_recovery.py::"
+                 "test_a_worker_that_cannot_append_after_its_stop_says_what_it_lost")),
+    Fault("3", "--address with no cluster there", "one line within seconds, exit 1",
+          cli=("--address", "127.0.0.1:1"), words=("no Ray cluster at --address",)),
+    Fault("4", "more actors than the cluster holds", "warning at start; status pending + "
+          "why; stop does not wait for them",
+          tests=(T + "e2e/test_train_failures.py::"
+                 "test_sigterm_stops_cleanly_and_pending_actors_are_reported",),
+          passed="survived: pending reported, stop at once"),
+    Fault("5", "SIGTERM to the driver", "clean stop, final checkpoint, exit 0",
+          tests=(T + "e2e/test_train_failures.py::"
+                 "test_sigterm_stops_cleanly_and_pending_actors_are_reported",)),
+    Fault("6", "failed train (bad --game) after an earlier run", "one line; earlier "
+          "checkpoint not moved", cli=("--game", "go:size=abc"), words=("size",)),
+    Fault("7", "Redis crash: durability", "AOF everysec; restarted; data replayed",
+          tests=(T + "integration/test_transport.py::test_aof_keeps_data_across_a_restart",
+                 T + "integration/test_redis_recovery.py::"
+                 "test_a_crash_loop_is_given_up_in_one_logged_line")),
+    Fault("8", "connection dropped during a batched XADD", "resent whole; learner keeps "
+          "each game id once",
+          tests=(T + "integration/test_redis_recovery.py::"
+                 "test_a_pipeline_cut_after_redis_ran_it_appends_twice_and_the_learner_keeps_one",
+                 T + "integration/test_redis_recovery.py::"
+                 "test_a_resent_game_is_dropped_by_id_even_after_a_learner_restart")),
+    Fault("9", "poison that passes the schema (3000 fuzzed entries)", "nothing trained on; "
+          "each rejection counted by reason",
+          tests=(T + "unit/test_sample_fuzz.py", T + "unit/test_sample_checks.py",
+                 T + "integration/test_learner_service.py::"
+                 "test_malformed_entries_are_rejected_counted_and_skipped"),
+          passed="survived: all rejected, real games kept"),
+    Fault("10", "kill -9 of the learner: counters", "never go back; redone work counted",
+          tests=(T + "unit/test_metrics.py::"
+                 "test_a_restored_learner_never_takes_counters_back_and_counts_redone_work",
+                 T + "integration/test_distributed.py::"
+                 "test_dead_worker_is_replaced_and_dead_learner_resumes")),
+    Fault("11", "kill -9 of a worker: its last games", "status games >= games received",
+          tests=(T + "unit/test_metrics.py::"
+                 "test_status_games_count_a_killed_workers_last_received_games",)),
+    Fault("12", "stale stream lag in the final status", "final status after every ack",
+          tests=(T + "integration/test_controller_restart.py::"
+                 "test_a_killed_controller_is_replaced_and_adopts_the_live_actors",)),
+    Fault("13", "Ray and Redis on every interface; token 0644", "loopback only; 0600",
+          tests=(T + "integration/test_isolation.py",)),
+    Fault("14", "status/scale/stop attach to the newest cluster", "act on the named run",
+          tests=(T + "e2e/test_isolation.py::"
+                 "test_two_runs_each_command_acts_on_the_run_it_names",)),
+    Fault("15", "Ctrl-C kills Redis first", "Redis last: clean stop, every game kept",
+          tests=(T + "e2e/test_isolation.py::"
+                 "test_ctrl_c_to_the_process_group_stops_cleanly_redis_last",)),
+    Fault("16", "e2e train/status/scale/stop beside another run", "finds its run; leaves "
+          "nothing behind",
+          tests=(T + "e2e/test_train_cli.py::test_distributed_job_train_status_scale_stop",)),
+    Fault("17", "Redis on another host: TLS", "rediss:// verified; untrusted refused",
+          tests=(T + "integration/test_redis_tls.py",)),
+    Fault("C", "kill -9 of the controller", "successor adopts live actors; same run, "
+          "counts, counters, metrics URL; CLI keeps working",
+          tests=(T + "integration/test_controller_restart.py::"
+                 "test_a_killed_controller_is_replaced_and_adopts_the_live_actors",)),
+    Fault("X", "kill -9 of workers, learner, controller, Redis: 20 at random", "every "
+          "appended game trained once or named lost; no counter back",
+          tests=(T + "integration/test_chaos.py",)),
+    Fault("K", "SIGKILL of the driver", "its redis-server and Ray go with it",
+          tests=(T + "integration/test_redis_owner_death.py",
+                 T + "e2e/test_driver_sigkill.py")),
+    Fault("m1", "selfplay.games_in_parallel=0", "one line naming the key",
+          cli=("--set", "selfplay.games_in_parallel=0"),
+          words=("selfplay.games_in_parallel",)),
+    Fault("m2", "learner.lr=-5", "one line naming the key", cli=("--set", "learner.lr=-5"),
+          words=("learner.lr",)),
+    Fault("m3", "pretrain with SGF files that do not parse", "counted as skipped",
+          tests=(T + "e2e/test_pretrain.py::test_pretrain_cli_reports_and_rejects",),
+          passed="one line; skipped counted"),
+    Fault("m4", "stop after an unreachable Redis", "no checkpoint named that was never "
+          "written", cli=("--redis-url", "redis://:x@127.0.0.1:1/0"),
+          words=("cannot reach Redis",)),
+]
+
+
+@dataclass
+class Outcome:
+    fault: Fault
+    ok: bool
+    text: str
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+def run_cli(fault: Fault, redis_url: str) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="zeroforge-fault-") as tmp:
+        run_dir = Path(tmp)
+        earlier = run_dir / "checkpoint.pt"
+        earlier.write_bytes(b"an earlier run's checkpoint (not a real one)")
+        args = [a.replace("{redis}", redis_url.replace("://:", "://:wrong", 1))
+                for a in fault.cli]
+        cmd = [sys.executable, "-m", "deploy.cli", "train", "--config", "tictactoe",
+               "--run-dir", str(run_dir), *args]
+        start = time.monotonic()
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+        seconds = time.monotonic() - start
+        lines = r.stderr.strip().splitlines()
+        problems = []
+        if r.returncode != 1:
+            problems.append(f"exit code {r.returncode}")
+        if len(lines) != 1 or "Traceback" in r.stderr:
+            problems.append(f"{len(lines)} stderr lines")
+        problems += [f"line lacks {w!r}" for w in fault.words if lines and w not in lines[0]]
+        if not earlier.exists() or list(run_dir.glob("checkpoint-*.pt")):
+            problems.append("the earlier checkpoint was moved")
+        if "checkpoint" in r.stdout + r.stderr and fault.key == "m4":
+            problems.append("names a checkpoint")
+        line = lines[0] if lines else "(no output)"
+        if problems:
+            return Outcome(fault, False, f"FAILED ({'; '.join(problems)}): {line}", seconds)
+        return Outcome(fault, True, f"failed fast: `{line}`", seconds)
+
+
+def run_tests(fault: Fault) -> Outcome:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+           *fault.tests]
+    start = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    seconds = time.monotonic() - start
+    summary = [x for x in r.stdout.splitlines() if re.search(r"\d+ (passed|failed)", x)]
+    counts = summary[-1].strip("= ") if summary else "no summary"
+    if r.returncode == 0:
+        return Outcome(fault, True, f"{fault.passed} ({counts})", seconds)
+    failed = [x for x in r.stdout.splitlines() if x.startswith(("FAILED", "ERROR"))]
+    return Outcome(fault, False, f"FAILED: {(failed or [counts])[0][:200]}", seconds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated row keys")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    wanted = {k.strip() for k in args.only.split(",") if k.strip()}
+    rows = [f for f in FAULTS if not wanted or f.key in wanted]
+    outcomes = []
+    with RedisServer() as redis:  # for the wrong-password row
+        for fault in rows:
+            out = run_cli(fault, redis.url) if fault.cli else run_tests(fault)
+            outcomes.append(out)
+            print(f"[{out.seconds:6.1f}s] {fault.key:>3} {'ok' if out.ok else 'NOT OK'}: "
+                  f"{out.text}", file=sys.stderr, flush=True)
+    machine = f"{platform.machine()}, {platform.system()}, Python {platform.python_version()}"
+    if args.markdown:
+        print(f"Machine: {machine}\n")
+        print("| # | fault | promise | outcome | s |\n|---|---|---|---|---|")
+        for o in outcomes:
+            text = o.text.replace("|", "\\|")
+            print(f"| {o.fault.key} | {o.fault.fault} | {o.fault.promise} | {text} | "
+                  f"{o.seconds:.0f} |")
+    else:
+        print(f"machine: {machine}")
+        for o in outcomes:
+            print(f"{o.fault.key:>3}  {o.fault.fault[:50]:50}  {o.seconds:6.1f}s  {o.text}")
+    bad = [o.fault.key for o in outcomes if not o.ok]
+    print(f"{len(outcomes) - len(bad)}/{len(outcomes)} rows hold"
+          + (f"; not holding: {', '.join(bad)}" if bad else ""), file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
