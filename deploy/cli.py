@@ -114,9 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     curve.add_argument("run_dir", metavar="RUN_DIR", help="the run's run directory")
     curve.add_argument("-o", "--out", default=None,
                        help="picture to write, .png, .svg or .pdf (default: RUN_DIR/curve.png)")
-    curve.add_argument("--x", dest="x_axis", choices=("minutes", "version"), default="minutes",
-                       help="x axis: wall clock since the run started, or weights version "
-                            "(default: minutes)")
+    curve.add_argument("--x", dest="x_axis", choices=("minutes", "steps", "version"),
+                       default="minutes",
+                       help="x axis: wall clock since the run started, learner steps (from "
+                            "RUN_DIR/history.jsonl), or weights version (default: minutes)")
     curve.set_defaults(func=commands.cmd_curve)
 
     top = sub.add_parser(

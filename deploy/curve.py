@@ -3,11 +3,13 @@ anchor, and the Elo difference that score implies, over training.
 
 The data is what every run already records: ``RUN_DIR/eval.jsonl``, one line per
 evaluation (``shared.run_record``). A line gives the weights version evaluated, the wall
-clock time and, per anchor, the score (draws count half). The x axis is either the wall
-clock since the run started (``minutes``) or the weights version (``version``): the learner
-publishes a new version every ``learner.publish_every_steps`` steps or a little more, so
-the version is the record's measure of learner progress (learner steps themselves are not
-in ``eval.jsonl``).
+clock time and, per anchor, the score (draws count half). The x axis is the wall clock
+since the run started (``minutes``), the weights version (``version``), or the learner
+steps (``steps``) at which the evaluated version was published. ``eval.jsonl`` does not
+hold learner steps: they come from the run's metric history (``RUN_DIR/history.jsonl``,
+sampled every few seconds, so within one sample interval), the first sample at which the
+learner's published version had reached the evaluated one; runs without that file (from
+before the dashboard) have no ``steps`` axis.
 
 The ``best`` entry (the gate match against the best weights so far) is left out: its
 opponent changes whenever a version is promoted, so its score is no curve.
@@ -38,7 +40,8 @@ ELO_CLIP = 800.0
 GATE_ANCHOR = "best"
 """The evaluator's gate match (actors.evaluator_service.BEST): not a fixed opponent."""
 
-X_AXES = {"minutes": "training wall clock (minutes)", "version": "weights version"}
+X_AXES = {"minutes": "training wall clock (minutes)", "version": "weights version",
+          "steps": "learner steps (when the evaluated weights were published)"}
 """The x axes ``figure`` can draw, with their labels."""
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -58,6 +61,8 @@ class Point:
     """Weights version evaluated (None where the source does not say)."""
     scores: Mapping[str, float]
     """Score (0..1, draws half) per anchor measured at this point."""
+    steps: float | None = None
+    """Learner steps when that version was published (None where unknown)."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +78,9 @@ class Curve:
     """Legend text per anchor; "vs ANCHOR" where absent."""
 
     def series(self, anchor: str, x: str = "minutes") -> list[tuple[float, float]]:
-        """(x, score) of every point that measured ``anchor``."""
-        return [(float(getattr(p, x)), p.scores[anchor]) for p in self.points
-                if anchor in p.scores and getattr(p, x) is not None]
+        """(x, score) of every point that measured ``anchor`` and has an ``x``, by x."""
+        return sorted((float(getattr(p, x)), p.scores[anchor]) for p in self.points
+                      if anchor in p.scores and getattr(p, x) is not None)
 
 
 def implied_elo(score: float) -> float:
@@ -152,15 +157,47 @@ def _run_start(run: Path, entries: list[tuple[dict, dict[str, float]]]) -> float
     return recorded if 0.0 < recorded <= min(starts) + 1.0 else min(starts)
 
 
+def steps_by_version(run: Path) -> dict[int, float]:
+    """Learner steps at the first history sample showing each published weights version
+    (from ``RUN_DIR/history.jsonl``); {} without a readable history."""
+    from deploy.dashboard.history import HISTORY_FILE, load
+
+    path = run / HISTORY_FILE
+    if not path.exists():
+        return {}
+    try:
+        history = load(path)
+    except ValueError:
+        return {}
+    versions = history.series.get('weights_version{component="learner"}', [])
+    steps = history.series.get("learner_steps_total", [])
+    out: dict[int, float] = {}
+    for version, step in zip(versions, steps, strict=False):
+        if version is not None and step is not None:
+            out.setdefault(int(version), float(step))
+    return out
+
+
+def _steps_at(published: dict[int, float], version: int | None) -> float | None:
+    """Steps of the first sample whose version had reached ``version`` (a version
+    published and replaced between two samples is seen at the next one)."""
+    if version is None:
+        return None
+    reached = [v for v in published if v >= version]
+    return published[min(reached)] if reached else None
+
+
 def _curve(run: Path, entries: list[tuple[dict, dict[str, float]]], skipped: int) -> Curve:
     start = _run_start(run, entries)
+    published = steps_by_version(run)
     points, anchors = [], []
     for entry, scores in entries:
         scores = {a: s for a, s in scores.items() if a != GATE_ANCHOR}
         anchors += [a for a in scores if a not in anchors]
         version = entry.get("weights_version")
+        version = version if isinstance(version, int) else None
         points.append(Point(minutes=max(float(entry["time"]) - start, 0.0) / 60.0,
-                            version=version if isinstance(version, int) else None,
+                            version=version, steps=_steps_at(published, version),
                             scores=scores))
     if not anchors:
         raise CurveError(f"{run / EVAL_LOG_NAME}: the evaluations name no anchor besides "
@@ -183,7 +220,9 @@ def figure(curve: Curve, x: str = "minutes") -> Figure:
         raise CurveError(f"x axis must be one of {', '.join(X_AXES)}, got {x!r}")
     drawn = [a for a in curve.anchors if curve.series(a, x)]
     if not drawn:
-        raise CurveError(f"no point of the curve has a {x} to draw it by")
+        why = " (they come from RUN_DIR/history.jsonl, which runs from before the " \
+              "dashboard do not have)" if x == "steps" else ""
+        raise CurveError(f"no point of the curve has {x} to draw it by{why}")
     fig = Figure(figsize=(8, 6.5), layout="constrained")
     FigureCanvasAgg(fig)
     score_ax, elo_ax = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))

@@ -42,6 +42,11 @@ def test_curve_of_a_real_local_run(tmp_path):
                           for a in ("random", "minimax")}
     assert [x for x, _ in lines["score:random"]] == [e["weights_version"] for e in entries]
     assert all(f"score:{a}" in svg.read_text() for a in ("random", "minimax"))
+    # learner steps from the run's own history (RUN_DIR/history.jsonl), rising with versions
+    r = zf("curve", str(run_dir), "-o", str(tmp_path / "steps.pdf"), "--x", "steps")
+    assert r.returncode == 0 and (tmp_path / "steps.pdf").read_bytes()[:5] == b"%PDF-", r.stderr
+    steps = [p.steps for p in curve.read_eval_log(run_dir).points]
+    assert all(s is not None for s in steps) and steps == sorted(steps), steps
 
 
 @pytest.mark.parametrize("case, expected", [

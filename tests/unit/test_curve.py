@@ -2,10 +2,10 @@
 recorded, drawn with one line per anchor and a point per evaluation, and a one-line error
 for each way the run dir or its log can hold nothing to draw.
 
-``data/eval-tictactoe.jsonl`` is the ``eval.jsonl`` of a real run: ``zeroforge train
---local --config tictactoe --minutes 0.5 --seed 1`` with a tiny net, 16 simulations, 10
-games per anchor and an evaluation every 4 s (7 evaluations, anchors random and minimax
-plus the gate match ``best``)."""
+``data/run-tictactoe/`` holds ``eval.jsonl`` and ``history.jsonl`` of a real run:
+``zeroforge train --local --config tictactoe --minutes 0.5 --seed 1`` with a tiny net, 16
+simulations, 10 games per anchor and an evaluation every 4 s (7 evaluations, anchors random
+and minimax plus the gate match ``best``; the metric history sampled every 2 s)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ import pytest
 
 from deploy import curve
 
-RECORDED = Path(__file__).resolve().parent / "data" / "eval-tictactoe.jsonl"
+RECORDED_RUN = Path(__file__).resolve().parent / "data" / "run-tictactoe"
+RECORDED = RECORDED_RUN / "eval.jsonl"
 
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "run"
-    run.mkdir()
-    shutil.copy(RECORDED, run / "eval.jsonl")
+    shutil.copytree(RECORDED_RUN, run)
     return run
 
 
@@ -71,6 +71,33 @@ def test_png_and_svg_are_written(run_dir, tmp_path):
     versions = [e["weights_version"] for e in _recorded()]
     assert [x for x, _ in _lines(fig, "score:")["random"]] == versions
     assert fig.axes[1].get_xlabel() == "weights version"
+
+
+def _published_steps() -> dict[int, float]:
+    """Learner steps at the first history sample showing each version, read here from the
+    file's own layout (a header, then lines of changed values carried forward)."""
+    lines = (RECORDED_RUN / "history.jsonl").read_text().splitlines()[1:]
+    current: dict[str, float] = {}
+    out: dict[int, float] = {}
+    for line in lines:
+        current.update(json.loads(line)["v"])
+        out.setdefault(int(current['weights_version{component="learner"}']),
+                       current["learner_steps_total"])
+    return out
+
+
+def test_steps_axis_comes_from_the_run_history(run_dir, tmp_path):
+    published = _published_steps()
+    expected = [published[min(v for v in published if v >= e["weights_version"])]
+                for e in _recorded()]
+    assert expected == sorted(expected) and expected[0] > 0
+    fig = curve.figure(curve.read_eval_log(run_dir), x="steps")
+    assert [x for x, _ in _lines(fig, "score:")["minimax"]] == expected
+    assert fig.axes[1].get_xlabel().startswith("learner steps")
+    # a run from before the dashboard has no history: no steps axis, one clear line
+    (run_dir / "history.jsonl").unlink()
+    with pytest.raises(curve.CurveError, match="no point of the curve has steps .*history"):
+        curve.figure(curve.read_eval_log(run_dir), x="steps")
 
 
 def test_implied_elo_is_clipped_and_symmetric():
