@@ -1,7 +1,8 @@
 """``zeroforge top`` in a real terminal: a real short local run, ``top`` started in a tmux
 pane (its own tmux server on a socket of its own), its screen read until it shows the run
 and an actor line with live numbers, then ``q``: top exits 0 and leaves the terminal as it
-found it (``stty -g`` before and after, cursor shown). Then the run is stopped cleanly."""
+found it (``stty -g`` before and after, cursor shown); a second ``top`` quit with Ctrl-C
+does the same. Then the run is stopped cleanly."""
 
 from __future__ import annotations
 
@@ -60,13 +61,16 @@ def test_top_watches_a_local_run_and_quits_on_q(tmp_path):
     socket = f"zf-top-{uuid.uuid4().hex[:10]}"
     tmux = ["tmux", "-L", socket]
     done, before, after = tmp_path / "top.rc", tmp_path / "stty.before", tmp_path / "stty.after"
+    done2, after2 = tmp_path / "top2.rc", tmp_path / "stty.after2"
     try:
         _wait("run record", lambda: (run_dir / "run.json").exists() or train.poll() is not None,
               120)
         assert train.poll() is None, (tmp_path / "train.log").read_text()
         top = " ".join(shlex.quote(a) for a in [*ZF, "top", "--run-dir", str(run_dir)])
-        script = (f"stty -g > {before}; ZEROFORGE_HOME={shlex.quote(str(home))} {top}; "
-                  f"echo $? > {done}; stty -g > {after}; sleep 300")
+        # top twice: quit with q, then with Ctrl-C; the terminal checked after each
+        top = f"ZEROFORGE_HOME={shlex.quote(str(home))} {top}"
+        script = (f"stty -g > {before}; {top}; echo $? > {done}; stty -g > {after}; clear; "
+                  f"{top}; echo $? > {done2}; stty -g > {after2}; sleep 300")
         subprocess.run([*tmux, "-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "150",
                         "-y", "45", "-c", str(ROOT), "bash", "--norc", "-c", script],
                        check=True, env=env)
@@ -90,6 +94,13 @@ def test_top_watches_a_local_run_and_quits_on_q(tmp_path):
         cursor = subprocess.run([*tmux, "display-message", "-p", "-t", "top",
                                  "#{cursor_flag}"], capture_output=True, text=True).stdout
         assert cursor.strip() == "1"  # rich's Live hid the cursor while it ran
+        _wait("second top", lambda: f"run {run_id}" in pane() and "q or Ctrl-C" in pane(),
+              60, pane)
+        subprocess.run([*tmux, "send-keys", "-t", "top", "C-c"], check=True)
+        _wait("second top's exit", lambda: done2.exists() and after2.exists(), 20, pane)
+        assert done2.read_text().strip() == "0", pane()
+        assert after2.read_text() == before.read_text()
+        assert "Traceback" not in pane()
         assert train.poll() is None  # watching did not disturb the run
         # stop the run as a scheduler would (SIGTERM = Ctrl-C: final checkpoint, exit 0)
         os.kill(train.pid, signal.SIGTERM)
