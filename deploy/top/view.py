@@ -108,7 +108,7 @@ class HistoryBuffer:
         if not columns:
             return []
         out: list[float | None] = []
-        last = [None] * len(columns)
+        last: list[float | None] = [None] * len(columns)
         for i in range(len(self.t)):
             for j, col in enumerate(columns):
                 if col[i] is not None:
