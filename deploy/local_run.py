@@ -12,7 +12,9 @@ running side by side.
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,6 +22,7 @@ from typing import Any, TextIO
 from deploy.builder import build_evaluator, build_learner, build_selfplay
 from shared import config as cfg
 from shared import metrics
+from shared.node_stats import ResourceReporter
 from shared.run_record import RunRecord
 from shared.status import RunStatus
 from shared.train_config import TrainConfig
@@ -53,6 +56,11 @@ class LocalRun:
                                      salt=self.learner.learner.steps)
         self.evaluation = build_evaluator(config, self.ctx, self.transport, record=self.record)
         self._started = time.monotonic()
+        self._resources = ResourceReporter("local", "0", socket.gethostname())
+        self._recorder = metrics.Recorder()
+        self._own: list[dict] | None = None
+        self._own_at = 0.0
+        self._own_lock = threading.Lock()
         self._metrics = metrics.MetricsEndpoint(self._merged, config.run.metrics_host,
                                                 config.run.metrics_port) if serve_metrics else None
         # the dashboard and `zeroforge status` (docs/metrics.md, "Dashboard"); by default
@@ -71,7 +79,21 @@ class LocalRun:
 
     def _merged(self) -> dict:
         return metrics.merge([self.worker.stats(), self.learner.stats(),
-                              self.evaluation.stats()])
+                              self.evaluation.stats(), *self._own_stats()])
+
+    def _own_stats(self) -> list[dict]:
+        """The process's and machine's CPU/memory (as a Ray actor host reports them) and
+        the actor gauges a controller would keep, refreshed at most once a second: the
+        endpoint, the history and status all ask, and the CPU share is per interval."""
+        with self._own_lock:
+            if self._own is None or time.monotonic() - self._own_at >= 1.0:
+                alive = 0 if self._state == "stopped" else 1
+                for kind in LOCAL_KINDS:
+                    self._recorder.set("actors_desired", 1, kind=kind)
+                    self._recorder.set("actors_alive", alive, kind=kind)
+                self._own = [self._resources.snapshot(), self._recorder.snapshot()]
+                self._own_at = time.monotonic()
+            return self._own
 
     def status(self, state: str | None = None) -> RunStatus:
         merged = self._merged()
@@ -87,7 +109,7 @@ class LocalRun:
 
     def _actor_rows(self, merged: dict) -> list[dict]:
         """The local run's three services as ``RunStatus.actors`` rows (one process)."""
-        v, pid, node = metrics.value, os.getpid(), os.uname().nodename
+        v, pid, node = metrics.value, os.getpid(), socket.gethostname()
 
         def total(name: str) -> float:  # over the series' labels (worker, worker_kind)
             return float(sum(merged["values"].get(name, {}).values()))

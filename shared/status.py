@@ -1,7 +1,9 @@
 """The status of a run: one frozen dataclass, built from the run's merged metrics.
 
-The local run prints it as its progress line; the Ray controller serves it to
-``zeroforge status`` (text or ``--json``). The JSON form's keys (``RunStatus.to_json``):
+Every run prints it as its progress line; the run's driver serves it on its run server
+(``/api/status``, ``deploy/dashboard/``) to ``zeroforge status`` (text or ``--json``),
+``top`` and the dashboard (the distributed driver's copy comes from the Ray controller).
+The JSON form's keys (``RunStatus.to_json``):
 
 | key | meaning |
 |---|---|
