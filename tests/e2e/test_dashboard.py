@@ -150,3 +150,47 @@ def test_distributed_run_status_over_http_and_dashboard(tmp_path):
         r = zf("stop", "--run-dir", str(run_dir))
         assert r.returncode == 0, r.stderr
         assert train.wait() == 0, train.output
+
+
+def test_a_dashboard_off_loopback_needs_its_token_and_never_prints_it(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        _cmd("train", "--local", "--config", "tictactoe", "--run-dir", str(run_dir),
+             "--run-id", "dash-token", "--minutes", "0.6", "--dashboard-host", "0.0.0.0",
+             *LOCAL),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        found = _wait_line(proc, re.compile(r"dashboard at (http://\S+:(\d+)/) \(needs its "
+                                            r"token"), lines)
+        port = found.group(2)
+        token_file = run_dir / "dashboard.token"
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        token = token_file.read_text().strip()
+        record = (run_dir / "run.json").read_text()
+        assert token not in record and json.loads(record)["dashboard_token_path"] == str(
+            token_file)
+        local = f"http://127.0.0.1:{port}/"
+        try:
+            RunClient(local).status()
+            raise AssertionError("answered without the token")
+        except OSError as err:
+            assert "HTTP 401" in str(err)
+        # status finds the token file through the run record and sends it
+        r = zf("status", "--json", "--run-dir", str(run_dir))
+        assert r.returncode == 0 and json.loads(r.stdout)["run_id"] == "dash-token", r.stderr
+        assert token not in r.stdout
+        r = zf("dashboard", "--run-dir", str(run_dir))
+        assert r.returncode == 0 and r.stdout.strip().endswith(f"?token={token}"), r.stderr
+        with chromium() as driver:  # the page hands its token to its scripts and API calls
+            driver.get(f"{local}?token={token}")
+            assert wait_for_chart(driver, "selfplay-positions") > 0
+            assert console_errors(driver) == []
+        rest, _ = proc.communicate(timeout=180)
+        lines.append(rest)
+        assert proc.returncode == 0, "".join(lines)[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert token not in "".join(lines)
