@@ -29,6 +29,18 @@ FINAL_STATUS = "status.json"
 """A finished run's last status in its run dir (``zeroforge dashboard --run-dir``)."""
 
 
+def keep_earlier_history(run_dir: Path) -> Path | None:
+    """An earlier run's history in this run dir (a resumed or repeated run) is kept as
+    ``history-<time>.jsonl`` rather than overwritten."""
+    earlier = run_dir / HISTORY_FILE
+    if not earlier.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(earlier.stat().st_mtime))
+    kept = earlier.with_name(f"history-{stamp}.jsonl")
+    earlier.rename(kept)
+    return kept
+
+
 class RunDashboard:
     """History (sampled from ``source``, a merged metrics snapshot) and the run server."""
 
@@ -36,6 +48,7 @@ class RunDashboard:
                  status: Callable[[], RunStatus], source: Callable[[], Mapping | None],
                  started: float | None = None) -> None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
+        keep_earlier_history(Path(run_dir))
         self.history = History(run_id, started or time.time(),
                                HistoryConfig(interval_s=run.dashboard_interval_s),
                                path=Path(run_dir) / HISTORY_FILE)

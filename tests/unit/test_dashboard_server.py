@@ -135,3 +135,23 @@ def test_a_non_loopback_bind_generates_a_private_token(tmp_path):
             "running"
     finally:
         srv.close()
+
+
+def test_run_dashboard_keeps_an_earlier_history_and_leaves_the_final_status(tmp_path):
+    from deploy.dashboard.history import HISTORY_FILE, load
+    from deploy.dashboard.run import FINAL_STATUS, RunDashboard
+    from shared.train_config import RunConfig
+
+    (tmp_path / HISTORY_FILE).write_text("an earlier run's\n")
+    source = {"values": {"learner_steps_total": {(): 3.0}}, "hists": {}}
+    dash = RunDashboard(RunConfig(dashboard_interval_s=0.05), "rd", tmp_path, _status,
+                        lambda: source)
+    try:
+        assert dash.announce() == f"dashboard at {dash.url}" and dash.token_path == ""
+        assert RunClient(dash.url).history()["series"]["learner_steps_total"][0] == 3.0
+    finally:
+        dash.close()
+    kept = list(tmp_path.glob("history-*.jsonl"))
+    assert len(kept) == 1 and kept[0].read_text() == "an earlier run's\n"
+    assert load(tmp_path / HISTORY_FILE).run_id == "rd"
+    assert json.loads((tmp_path / FINAL_STATUS).read_text())["run_id"] == "srv"
