@@ -11,7 +11,6 @@ import sys
 from collections.abc import Sequence
 
 from deploy import commands
-from shared.players import PLAYER_SPECS
 
 __version__ = "0.1.0"
 
@@ -21,6 +20,18 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _PlayParser(_Parser):
+    """``play``'s help lists the players; shared.players (numpy, numba) is imported only
+    when that help is shown, so that ``status`` and ``top`` start fast."""
+
+    def format_help(self) -> str:
+        from shared.players import PLAYER_SPECS
+
+        self.description = ("Play one game. Players (--first, --second): "
+                            + ", ".join(PLAYER_SPECS) + ".")
+        return super().format_help()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,9 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     play = sub.add_parser(
         "play",
         help="play one game in the terminal (people or built-in players)",
-        description="Play one game. Players (--first, --second): "
-                    + ", ".join(PLAYER_SPECS) + ".",
+        description="Play one game.",
     )
+    play.__class__ = _PlayParser
     play.add_argument("--game", default="tictactoe",
                       help="game name, preset or spec string (default: tictactoe)")
     play.add_argument("--first", default="human", help="player moving first (default: human)")

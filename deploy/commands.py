@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared.games import GAMES, PRESETS, make_game
-
 if TYPE_CHECKING:
     from shared.games.session import GameSession
 
@@ -25,6 +23,8 @@ class CommandError(Exception):
 
 
 def cmd_games(args: argparse.Namespace) -> int:
+    from shared.games import GAMES, PRESETS
+
     print("games:   " + ", ".join(sorted(GAMES)))
     print("presets:")
     for short, spec in PRESETS.items():
@@ -36,6 +36,7 @@ def cmd_games(args: argparse.Namespace) -> int:
 def cmd_play(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from shared.games import make_game
     from shared.games.session import GameSession
     from shared.players import make_player
 
