@@ -857,15 +857,19 @@ class Controller:
             if self._state in ("stopping", "stopped", "failed"):
                 return self.status()
             self._state = "stopping"
-            # an actor that never started (no resources, or still building its service)
-            # has nothing to save: kill it now rather than wait for it
+            # an actor Ray never scheduled (no resources) has nothing to save: kill it now
+            # rather than wait for it. One that is starting (a replacement learner that
+            # resumes from the checkpoint) is stopped like the others: its ``run`` begins,
+            # sees the stop and drains, so the games appended since its predecessor's last
+            # checkpoint are in the final one.
             with contextlib.suppress(Exception):
                 self._probe(timeout_s=1.0)
             for slots in self.slots.values():
-                for slot in [s for s in slots if not s.started]:
+                for slot in [s for s in slots
+                             if not s.started and self._slot_state(s) == "pending"]:
                     slots.remove(slot)
                     with contextlib.suppress(Exception):
-                        ray.kill(slot.handle)
+                        ray.kill(slot.handle, no_restart=True)
         unfinished = []
         for phase in sorted({k.stop_phase for k in KINDS.values()}):
             refs = {}
@@ -1204,7 +1208,7 @@ class RunHandle:
         line = (f"the controller of run {self.run_id} died ({error_line(err)}); successor "
                 f"{self.controller_restarts} adopted {report['adopted']} live actors in "
                 f"{time.monotonic() - began:.1f} s")
-        log.warning("%s", line)
+        log.info("%s", line)  # the driver prints ``takeovers`` as its warning lines
         self.takeovers.append(line)
 
     warning = ""

@@ -258,9 +258,12 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
             log(f"[{done[-1][0]:6.1f}s] kill -9 {target} (pid {pid})")
         for line in handle.takeovers:
             log(line)
-        # let the last replacements come up and the stream settle, then stop
+        # let the last replacements come up and the stream settle, then stop (after a
+        # few monitor ticks: a slot whose actor was just killed still reads "alive")
+        watch.sleep(2.0)
         watch.until(lambda st: all(st["alive"][k] == st["desired"][k]
-                                   for k in ("learner", "selfplay")) and server.running, 120)
+                                   for k in ("learner", "selfplay")) and server.running
+                    and all(row["state"] == "alive" for row in st["actors"]), 120)
         watch.sleep(1.0)
         workers = handle.actor_handles("selfplay")
         stop_at = time.time() - start_wall

@@ -105,6 +105,7 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
         assert not [i for i, n in collections.Counter(ids).items() if n > 1]
         assert final.games_received == saved["games_received"] == len(ids)
         assert final.games >= final.games_received
+        assert final.stream_lag == 0  # the final status is read after the final acks
     finally:
         handle.shutdown()
     # detached actors do not outlive the run

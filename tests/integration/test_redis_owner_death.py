@@ -4,6 +4,7 @@ supervisor restarted from its own thread."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -55,10 +56,8 @@ def _owner_killed(mode: str) -> tuple[int, bool]:
         owner.kill()
         owner.wait()
         if redis_pid:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(redis_pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def test_a_sigkilled_owner_takes_its_redis_server_along():
