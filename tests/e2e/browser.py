@@ -53,7 +53,7 @@ def chart_max(driver, chart_id: str) -> float:
            return m;""", chart_id))
 
 
-def wait_for_chart(driver, chart_id: str, timeout: float = 60.0) -> float:
+def wait_for_chart(driver, chart_id: str, timeout: float = 120.0) -> float:
     deadline = time.monotonic() + timeout
     while True:
         top = chart_max(driver, chart_id)
