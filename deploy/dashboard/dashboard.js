@@ -214,14 +214,12 @@
             line("server " + labelText(s.labels), rateOf(values(s.key)))),
         ] },
       { id: "batch-fill", title: "Batch fill", unit: "% of max batch",
-        help: "inference_batch_fill_ratio: mean (solid) and p50 per server, positions per " +
+        // the mean (_sum/_count) is exact; quantiles of this histogram would only say
+        // which of its coarse buckets the batches fell in
+        help: "inference_batch_fill_ratio: mean over ~10 s per server, positions per " +
               "network call over the server's max batch.",
-        traces: () => [
-          ...histMean("inference_batch_fill_ratio", {}, 100).map((m) =>
-            line(("mean " + labelText(m.labels)).trim(), m.y)),
-          ...perSeries("inference_batch_fill_ratio_p50", {}, (c) => c.map((v) =>
-            (v === null ? null : 100 * v)), "p50 ").map((t) => Object.assign(t, dashed)),
-        ] },
+        traces: () => histMean("inference_batch_fill_ratio", {}, 100).map((m) =>
+          line(("server " + labelText(m.labels)).trim(), m.y)) },
       { id: "per-call", title: "Requests per network call", unit: "per call",
         help: "inference_requests_total / inference_batch_size_count (requests merged " +
               "into one call) and mean positions per call (dashed), per server.",
@@ -234,7 +232,7 @@
           ...histMean("inference_batch_size", {}).map((m) =>
             Object.assign(line("positions " + labelText(m.labels), m.y), dashed)),
         ] },
-      { id: "latency", title: "Request latency p50 / p99", unit: "ms",
+      { id: "latency", title: "Request latency p50 / p99", unit: "ms (log scale)", log: true,
         help: "inference_request_latency_seconds (arrival to answer) per server, over each " +
               "sample interval; p99 dashed.",
         traces: () => [
@@ -393,6 +391,7 @@
           paper_bgcolor: "#fff", plot_bgcolor: "#fff",
         };
         if (c.id === "scores") layout.yaxis.range = [0, 1.02];
+        if (c.log) { layout.yaxis.type = "log"; delete layout.yaxis.rangemode; }
         Plotly.react("chart-" + c.id, ok ? traces : [], layout,
                      { displaylogo: false, responsive: true, displayModeBar: false });
       }

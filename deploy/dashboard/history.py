@@ -265,6 +265,7 @@ class Sampler:
     def __init__(self, history: History, source: Callable[[], Mapping | None]) -> None:
         self.history = history
         self._source = source
+        self._last: Mapping | None = None
         self._stop = threading.Event()
         self.errors = 0
         """Ticks whose source failed (counted, never raised into the run)."""
@@ -281,7 +282,10 @@ class Sampler:
         except Exception:  # the run must not die of its dashboard
             self.errors += 1
             return
-        if merged is not None:
+        # The distributed driver's copy is refreshed about once a second: the same
+        # snapshot twice is no new sample (it would read as an interval without requests).
+        if merged is not None and merged is not self._last:
+            self._last = merged
             self.history.sample(merged)
 
     def _loop(self) -> None:

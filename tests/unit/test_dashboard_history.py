@@ -145,6 +145,23 @@ def test_sampler_survives_a_failing_source():
     assert history.to_json()["series"]["learner_steps_total"] == [1.0, 3.0]
 
 
+def test_the_same_snapshot_twice_is_one_sample():
+    # the distributed driver's copy of the controller's snapshot changes about once a
+    # second: sampling it twice in between must not add an interval without observations
+    history = History("s", 0.0)
+    rec = metrics.Recorder()
+    rec.observe("inference_request_latency_seconds", 0.004, server="0")
+    copy = {"snap": _merged(rec)}
+    sampler = Sampler(history, lambda: copy["snap"])
+    sampler.tick()
+    sampler.tick()
+    rec.observe("inference_request_latency_seconds", 0.004, server="0")
+    copy["snap"] = _merged(rec)
+    sampler.tick()
+    p50 = history.to_json()["series"]['inference_request_latency_seconds_p50{server="0"}']
+    assert len(p50) == 2 and None not in p50
+
+
 def test_plain_data_snapshots_across_ray_are_read_too():
     # Controller.metrics_snapshot: lists of [labels, value] instead of tuple-keyed dicts
     flat = Flattener()
