@@ -114,7 +114,8 @@ FAULTS = [
                  "test_status_games_count_a_killed_workers_last_received_games",)),
     Fault("12", "stale stream lag in the final status", "final status after every ack",
           tests=(T + "integration/test_controller_restart.py::"
-                 "test_a_killed_controller_is_replaced_and_adopts_the_live_actors",)),
+                 "test_a_killed_controller_is_replaced_and_adopts_the_live_actors",),
+          passed="survived: final lag 0"),
     Fault("13", "Ray and Redis on every interface; token 0644", "loopback only; 0600",
           tests=(T + "integration/test_isolation.py",)),
     Fault("14", "status/scale/stop attach to the newest cluster", "act on the named run",

@@ -64,7 +64,7 @@ from tests.integration.test_distributed import SETTINGS as DISTRIBUTED_SETTINGS
 
 SETTINGS = [*DISTRIBUTED_SETTINGS, "search.num_simulations=8", "selfplay.workers=2"]
 """The distributed tests' tiny run (later overrides win), with two workers."""
-TARGETS = (("selfplay", 0.3), ("learner", 0.25), ("redis", 0.2), ("controller", 0.25))
+TARGETS = (("selfplay", 0.35), ("learner", 0.25), ("redis", 0.2), ("controller", 0.2))
 """What the loop kills, with the odds of each."""
 
 
@@ -363,8 +363,9 @@ def local_ray():
 
 
 def test_kill_9_at_random_loses_no_game_and_no_counter_goes_back(local_ray, run_id, tmp_path):
-    # a successor controller needs a fresh Ray worker process (seconds on 2 busy cores)
-    result = chaos_run(tmp_path, run_id, seed=20240611, kills=20, max_s=150, log=print)
+    # ~2 min on 2 idle cores; a successor controller needs a fresh Ray worker process that
+    # imports torch (10-25 s each on a loaded machine), hence the long bound
+    result = chaos_run(tmp_path, run_id, seed=20240611, kills=20, max_s=300, log=print)
     print(f"\n{len(result.kills)} kills in {result.seconds} s: "
           f"{collections.Counter(t for _, t, _ in result.kills)}\n{result.ledger.table()}")
     assert len(result.kills) >= 20
