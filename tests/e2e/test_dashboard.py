@@ -46,7 +46,7 @@ def _wait_line(proc: subprocess.Popen, pattern: re.Pattern, lines: list[str],
     raise AssertionError(f"no {pattern.pattern!r} in:\n{''.join(lines)[-3000:]}")
 
 
-def _look(driver, url: str, name: str) -> None:
+def _look(driver, url: str, name: str, more: tuple[str, ...] = ()) -> None:
     """Open the page, wait for the self-play throughput, check the console, screenshot."""
     driver.get(url)
     assert wait_for_chart(driver, "selfplay-positions") > 0
@@ -62,7 +62,7 @@ def _look(driver, url: str, name: str) -> None:
         ".map(([k, v]) => [k, v.hasData]))")
     for chart in ("actors", "placement", "selfplay-games", "simulations", "evaluations",
                   "loss", "replay", "spi", "weights", "policy-lag", "cpu", "memory",
-                  "actor-cpu"):
+                  "actor-cpu", *more):
         assert charts[chart], (chart, charts)
 
 
@@ -129,7 +129,10 @@ def test_local_run_dashboard_status_and_finished_run(tmp_path):
 
 def test_distributed_run_status_over_http_and_dashboard(tmp_path):
     run_dir = tmp_path / "run"
-    with TrainProcess(run_dir, "dash-dist", "--set", "run.dashboard_interval_s=1") as train:
+    # with an inference server, so that its charts (batch fill, latency...) have data
+    with TrainProcess(run_dir, "dash-dist", "--set", "run.dashboard_interval_s=1",
+                      "--set", "distributed.inference=server",
+                      "--set", "inference.num_cpus=0.25") as train:
         train.wait_for("dashboard at http://127.0.0.1:")
         url = URL.search(train.output).group(1)
         record = json.loads((run_dir / "run.json").read_text())
@@ -146,7 +149,8 @@ def test_distributed_run_status_over_http_and_dashboard(tmp_path):
         time.sleep(3)
         assert "| loss " in train.output and "loss -" not in train.output.splitlines()[-1]
         with chromium() as driver:
-            _look(driver, url, "dashboard-distributed")
+            _look(driver, url, "dashboard-distributed",
+                  ("restarts", "batch-fill", "per-call", "latency"))
         r = zf("stop", "--run-dir", str(run_dir))
         assert r.returncode == 0, r.stderr
         assert train.wait() == 0, train.output
