@@ -282,9 +282,10 @@ class Sampler:
         except Exception:  # the run must not die of its dashboard
             self.errors += 1
             return
-        # The distributed driver's copy is refreshed about once a second: the same
-        # snapshot twice is no new sample (it would read as an interval without requests).
-        if merged is not None and merged is not self._last:
+        # The controller gathers its actors' metrics about once a second and the driver
+        # copies them about once a second: an unchanged snapshot is no new sample (it
+        # would read as an interval without observations: gaps in the quantiles).
+        if merged is not None and merged != self._last:
             self._last = merged
             self.history.sample(merged)
 

@@ -145,6 +145,12 @@ def test_sampler_survives_a_failing_source():
     assert history.to_json()["series"]["learner_steps_total"] == [1.0, 3.0]
 
 
+def _plain(merged: dict) -> dict:
+    """A merged snapshot as plain data (``Controller.metrics_snapshot``'s form)."""
+    return {part: {n: [[list(map(list, k)), v] for k, v in series.items()]
+                   for n, series in merged[part].items()} for part in ("values", "hists")}
+
+
 def test_the_same_snapshot_twice_is_one_sample():
     # the distributed driver's copy of the controller's snapshot changes about once a
     # second: sampling it twice in between must not add an interval without observations
@@ -152,9 +158,9 @@ def test_the_same_snapshot_twice_is_one_sample():
     rec = metrics.Recorder()
     rec.observe("inference_request_latency_seconds", 0.004, server="0")
     copy = {"snap": _merged(rec)}
-    sampler = Sampler(history, lambda: copy["snap"])
+    sampler = Sampler(history, lambda: json.loads(json.dumps(_plain(copy["snap"]))))
     sampler.tick()
-    sampler.tick()
+    sampler.tick()  # an equal copy (a new object, as each fetch across Ray gives)
     rec.observe("inference_request_latency_seconds", 0.004, server="0")
     copy["snap"] = _merged(rec)
     sampler.tick()
