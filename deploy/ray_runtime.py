@@ -449,6 +449,9 @@ class Controller:
         """The slots of the predecessor's last state (``_adopt`` counts the missing ones)."""
         self._resumed_state = ""
         """The predecessor's run state (a stopping run goes on stopping)."""
+        self._ready = threading.Event()
+        """``start`` has run (a successor: adopted the actors). Until then the monitor only
+        collects, and ``stop`` / ``scale`` wait, so nothing is created or stopped twice."""
         if takeover is not None:
             self._load_state(takeover)
         r = self.config.run
@@ -520,7 +523,7 @@ class Controller:
         while self._state != "stopped":
             try:
                 with self._lock:
-                    if self._state == "running":
+                    if self._state == "running" and self._ready.is_set():
                         self._reap()
                         self._fill()
                         self._check_minutes()
@@ -687,6 +690,7 @@ class Controller:
             if not ending:
                 self._fill()
             self._collect()
+            self._ready.set()
         if ending:
             threading.Thread(target=self.stop, daemon=True).start()
         return {"metrics_url": self.metrics_url, "warning": warning, "adopted": adopted}
@@ -743,8 +747,8 @@ class Controller:
         vars(self._guard).update(st["guard"])
         self._merged = st["merged"]
         self._known = list(st["slots"])
-        # not self._state: the monitor must not fill before start() has adopted
-        self._resumed_state = st["state"]
+        # status shows the run's state at once; the monitor waits for start() (_ready)
+        self._state = self._resumed_state = st["state"]
 
     def _adopt(self) -> int:
         """Adopt the run's live named actors (``run`` again: see ``ServiceHost``); a slot
@@ -832,6 +836,7 @@ class Controller:
         """``scale``, returning ``{"desired": counts, "warning": line}``: the warning says
         when the cluster's free resources cannot hold the new actors ("" if they fit)."""
         warning = ""
+        self._ready.wait(120)
         with self._lock:
             if workers is not None:
                 if workers < 0:
@@ -853,6 +858,7 @@ class Controller:
         """Stop the actors phase by phase (``ActorKind.stop_phase``): workers and the
         evaluator (their finished games are appended), then the learner (final
         checkpoint), then the inference servers."""
+        self._ready.wait(120)
         with self._lock:
             if self._state in ("stopping", "stopped", "failed"):
                 return self.status()
@@ -1197,13 +1203,15 @@ class RunHandle:
         deadline = time.monotonic() + 30.0
         while True:  # the dead one's name is freed once Ray has marked it dead
             try:
-                self.actor = _controller_actor(self.run_id, self._spawn, self._state)
+                successor = _controller_actor(self.run_id, self._spawn, self._state)
                 break
             except ValueError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        report = ray.get(self.actor.start.remote())
+        # other threads' calls wait on the lock until it has adopted the actors
+        report = ray.get(successor.start.remote())
+        self.actor = successor
         self.controller_restarts += 1
         line = (f"the controller of run {self.run_id} died ({error_line(err)}); successor "
                 f"{self.controller_restarts} adopted {report['adopted']} live actors in "
