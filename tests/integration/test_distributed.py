@@ -204,7 +204,9 @@ def test_malformed_entries_are_rejected_while_the_run_goes_on(
         client.xadd(stream_key(run_id), entry)
     rejected = wait_for(lambda: status(controller)["rejected"]
                         if sum(status(controller)["rejected"].values()) >= len(bad) else None)
-    assert rejected == {reason: 1 for reason in bad}
+    # every known reason is reported from 0; the ones injected once each, the rest 0
+    assert {reason: n for reason, n in rejected.items() if n} == dict.fromkeys(bad, 1)
+    assert set(bad) <= set(rejected)
     before = status(controller)["games_received"]
     wait_for(lambda: status(controller)["games_received"] > before)
     ray.get(controller.stop.remote())
