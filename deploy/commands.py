@@ -69,14 +69,12 @@ def keep_earlier_checkpoint(run_dir: Path) -> Path | None:
     """A fresh run (no ``--resume``) in a folder that holds an earlier run's checkpoint
     would overwrite it at its first save: move it aside (timestamped) and say where."""
     from learner.learner import CHECKPOINT_NAME
+    from shared.run_record import keep_aside
 
     earlier = run_dir / CHECKPOINT_NAME
-    if not earlier.exists():
-        return None
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(earlier.stat().st_mtime))
-    kept = earlier.with_name(f"checkpoint-{stamp}.pt")
-    earlier.rename(kept)
-    print(f"{earlier} is an earlier run's checkpoint (no --resume): kept as {kept}")
+    kept = keep_aside(earlier)
+    if kept is not None:
+        print(f"{earlier} is an earlier run's checkpoint (no --resume): kept as {kept}")
     return kept
 
 

@@ -15,6 +15,7 @@ evaluator's nodes, as its checkpoints already do).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,17 @@ import yaml
 CONFIG_NAME = "config.yaml"
 EVAL_LOG_NAME = "eval.jsonl"
 SNAPSHOT_DIR = "snapshots"
+
+
+def keep_aside(path: Path) -> Path | None:
+    """Rename an earlier run's ``name.ext`` in a run dir to ``name-<its mtime>.ext`` so a new
+    run does not overwrite it; returns the new path (None when there was nothing)."""
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
+    kept = path.with_name(f"{path.stem}-{stamp}{path.suffix}")
+    path.rename(kept)
+    return kept
 
 
 def snapshot_path(run_dir: str | Path, elapsed_s: float) -> Path:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from deploy.dashboard.history import HISTORY_FILE, History, HistoryConfig, Sampler
 from deploy.dashboard.server import RunServer
+from shared.run_record import keep_aside
 from shared.status import RunStatus
 
 if TYPE_CHECKING:  # not imported at run time: `zeroforge status` must start fast
@@ -32,13 +33,7 @@ FINAL_STATUS = "status.json"
 def keep_earlier_history(run_dir: Path) -> Path | None:
     """An earlier run's history in this run dir (a resumed or repeated run) is kept as
     ``history-<time>.jsonl`` rather than overwritten."""
-    earlier = run_dir / HISTORY_FILE
-    if not earlier.exists():
-        return None
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(earlier.stat().st_mtime))
-    kept = earlier.with_name(f"history-{stamp}.jsonl")
-    earlier.rename(kept)
-    return kept
+    return keep_aside(run_dir / HISTORY_FILE)
 
 
 class RunDashboard:
