@@ -62,6 +62,7 @@ def test_top_watches_a_local_run_and_quits_on_q(tmp_path):
     tmux = ["tmux", "-L", socket]
     done, before, after = tmp_path / "top.rc", tmp_path / "stty.before", tmp_path / "stty.after"
     done2, after2 = tmp_path / "top2.rc", tmp_path / "stty.after2"
+    go2 = tmp_path / "top2.go"  # the second top waits for it: the first's end is checked first
     try:
         _wait("run record", lambda: (run_dir / "run.json").exists() or train.poll() is not None,
               120)
@@ -70,6 +71,7 @@ def test_top_watches_a_local_run_and_quits_on_q(tmp_path):
         # top twice: quit with q, then with Ctrl-C; the terminal checked after each
         top = f"ZEROFORGE_HOME={shlex.quote(str(home))} {top}"
         script = (f"stty -g > {before}; {top}; echo $? > {done}; stty -g > {after}; clear; "
+                  f"while [ ! -e {go2} ]; do sleep 0.1; done; "
                   f"{top}; echo $? > {done2}; stty -g > {after2}; sleep 300")
         subprocess.run([*tmux, "-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "150",
                         "-y", "45", "-c", str(ROOT), "bash", "--norc", "-c", script],
@@ -94,12 +96,16 @@ def test_top_watches_a_local_run_and_quits_on_q(tmp_path):
         cursor = subprocess.run([*tmux, "display-message", "-p", "-t", "top",
                                  "#{cursor_flag}"], capture_output=True, text=True).stdout
         assert cursor.strip() == "1"  # rich's Live hid the cursor while it ran
+        go2.touch()
         _wait("second top", lambda: f"run {run_id}" in pane() and "q or Ctrl-C" in pane(),
               60, pane)
         subprocess.run([*tmux, "send-keys", "-t", "top", "C-c"], check=True)
         _wait("second top's exit", lambda: done2.exists() and after2.exists(), 20, pane)
         assert done2.read_text().strip() == "0", pane()
         assert after2.read_text() == before.read_text()
+        cursor = subprocess.run([*tmux, "display-message", "-p", "-t", "top",
+                                 "#{cursor_flag}"], capture_output=True, text=True).stdout
+        assert cursor.strip() == "1"
         assert "Traceback" not in pane()
         assert train.poll() is None  # watching did not disturb the run
         # stop the run as a scheduler would (SIGTERM = Ctrl-C: final checkpoint, exit 0)
