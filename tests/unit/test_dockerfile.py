@@ -8,10 +8,10 @@ import re
 import shlex
 import subprocess
 
-import deploy
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+import deploy
 from tests.unit.deploy_files import (
     DOCKERFILE,
     ROOT,
@@ -35,7 +35,7 @@ def _instructions() -> list[tuple[str, str]]:
 
 
 def test_tests_import_this_checkout():
-    assert ROOT / "deploy" == __import__("pathlib").Path(deploy.__file__).resolve().parent
+    assert __import__("pathlib").Path(deploy.__file__).resolve().parent == ROOT / "deploy"
 
 
 def test_hadolint_clean():
