@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -35,7 +36,7 @@ def _instructions() -> list[tuple[str, str]]:
 
 
 def test_tests_import_this_checkout():
-    assert __import__("pathlib").Path(deploy.__file__).resolve().parent == ROOT / "deploy"
+    assert Path(deploy.__file__).resolve().parent == ROOT / "deploy"
 
 
 def test_hadolint_clean():

@@ -6,6 +6,7 @@ requests and limits, and only the gpu overlay asks for GPUs."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
 import shlex
@@ -153,7 +154,6 @@ def test_entrypoint_parses_with_the_real_cli_and_has_no_password(target, tmp_pat
 def test_no_password_in_any_manifest_but_the_placeholder_secret(target):
     objs = render(target)
     secret = one(objs, "Secret", "zeroforge-redis")
-    import base64
     assert base64.b64decode(secret["data"]["password"]).decode() == PLACEHOLDER
     text = yaml.safe_dump_all([o for o in objs if o["kind"] != "Secret"])
     assert not re.search(r"redis://:[^@\s]+@", text)
