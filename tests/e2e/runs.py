@@ -78,6 +78,17 @@ class TrainProcess:
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 
+    def status_when(self, check, timeout: float = 60) -> dict:
+        """Poll ``status --json`` once a second until ``check(status)`` holds or about
+        ``timeout`` seconds pass; returns the last status (the caller asserts on it)."""
+        st = self.status()
+        for _ in range(int(timeout)):
+            if check(st):
+                break
+            time.sleep(1)
+            st = self.status()
+        return st
+
     def wait(self, timeout: float = 150) -> int:
         code = self.proc.wait(timeout=timeout)
         self._reader.join(timeout=10)

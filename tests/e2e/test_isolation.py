@@ -72,11 +72,7 @@ def test_ctrl_c_to_the_process_group_stops_cleanly_redis_last(tmp_path):
     run_dir = tmp_path / "run"
     with TrainProcess(run_dir, "iso-int") as train:
         train.wait_for("metrics at http://127.0.0.1:")
-        for _ in range(120):
-            st = train.status()
-            if st["learner_steps"] > 0:
-                break
-            time.sleep(1)
+        st = train.status_when(lambda st: st["learner_steps"] > 0, 120)
         assert st["learner_steps"] > 0, st
         os.killpg(train.proc.pid, signal.SIGINT)
         redis_pids = set()  # before the fix Redis died and its supervisor started another

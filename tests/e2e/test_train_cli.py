@@ -53,19 +53,11 @@ def test_distributed_job_train_status_scale_stop(tmp_path):
     where = ("--run-dir", str(run_dir))
     with TrainProcess(run_dir, "e2e-run") as train:
         train.wait_for("metrics at http://127.0.0.1:")
-        for _ in range(60):
-            st = train.status()
-            if st["games_received"] > 0:
-                break
-            time.sleep(1)
+        st = train.status_when(lambda st: st["games_received"] > 0, 60)
         assert st["run_id"] == "e2e-run" and st["alive"]["selfplay"] == 1
         r = zf("scale", "--workers", "2", *where)
         assert r.returncode == 0 and "selfplay 2" in r.stdout, r.stderr
-        for _ in range(60):
-            st = train.status()
-            if st["alive"]["selfplay"] == 2:
-                break
-            time.sleep(1)
+        st = train.status_when(lambda st: st["alive"]["selfplay"] == 2, 60)
         assert st["desired"]["selfplay"] == 2 and st["alive"]["selfplay"] == 2
         text = zf("status", *where).stdout
         assert "actors (alive/desired, restarts): " in text and "selfplay 2/2" in text

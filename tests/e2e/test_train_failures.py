@@ -59,11 +59,7 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
     with TrainProcess(run_dir, "e2e-term", "--set", "distributed.evaluator=true",
                       "--set", "distributed.evaluator_cpus=4096") as train:
         train.wait_for("metrics at http://127.0.0.1:")
-        for _ in range(90):
-            st = train.status()
-            if st["learner_steps"] > 0:
-                break
-            time.sleep(1)
+        st = train.status_when(lambda st: st["learner_steps"] > 0, 90)
         assert st["learner_steps"] > 0, st
         assert st["alive"]["evaluator"] == 0 and st["desired"]["evaluator"] == 1
         assert st["actor_states"]["evaluator"] == {"pending": 1}, st["actor_states"]

@@ -10,13 +10,24 @@ import uuid
 from collections.abc import Iterator, Sequence
 
 import pytest
+import ray
 import redis
 
 from actors.evaluator_service import EvaluatorService
 from deploy.builder import build_evaluator, build_learner
+from deploy.ray_runtime import NAMESPACE
 from learner.service import LearnerService
 from shared.train_config import TrainConfig
 from shared.transport import RedisServer, connect, open_transport
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray cluster (2 CPUs, loopback) for one test module."""
+    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE,
+             logging_level="ERROR", _node_ip_address="127.0.0.1")
+    yield
+    ray.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -48,13 +48,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import ray
 import redis
 
 from deploy import ray_runtime
 from deploy.config import load_train_config
-from deploy.ray_runtime import NAMESPACE, RunHandle
+from deploy.ray_runtime import RunHandle
 from learner.learner import load_checkpoint
 from shared.samples import decode
 from shared.transport import RedisServer, connect, stream_key
@@ -352,14 +351,6 @@ class _Watch:
                 return
             time.sleep(0.25)
         raise AssertionError(f"condition not met within {timeout} s")
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE,
-             logging_level="ERROR", _node_ip_address="127.0.0.1")
-    yield
-    ray.shutdown()
 
 
 def test_kill_9_at_random_loses_no_game_and_no_counter_goes_back(local_ray, run_id, tmp_path):

@@ -23,9 +23,7 @@ from deploy.config import load_train_config
 from deploy.ray_runtime import NAMESPACE, RunHandle, controller_name
 from learner.learner import load_checkpoint
 from shared.transport.server import free_port
-from tests.integration.test_distributed import SETTINGS, local_ray, wait_for
-
-_ = local_ray  # the module-scoped local Ray fixture
+from tests.integration.test_distributed import SETTINGS, wait_for
 
 COUNTERS = ("games", "games_received", "learner_steps", "positions")
 

@@ -18,7 +18,6 @@ import ray
 
 from deploy import ray_runtime
 from deploy.config import load_train_config
-from deploy.ray_runtime import NAMESPACE
 from shared.games import make_game
 from shared.samples import GameSamples, encode
 from shared.transport import connect, stream_key
@@ -33,14 +32,6 @@ SETTINGS = [
     "distributed.learner_cpus=0.25", "distributed.evaluator=false",
     "distributed.monitor_interval_s=0.3",
 ]
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE,
-             logging_level="ERROR", _node_ip_address="127.0.0.1")
-    yield
-    ray.shutdown()
 
 
 def wait_for(check, timeout: float = 180.0, every: float = 0.5):
