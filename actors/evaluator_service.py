@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shared.arena import MatchResult, play_match
+from shared.arena import MatchResult, clipped_elo, play_match
 from shared.formats.weights import StateDict, weights_from_bytes, weights_to_bytes
 from shared.games import make_game
 from shared.metrics import Recorder
@@ -274,14 +274,3 @@ def _summary(match: MatchResult) -> dict:
             "wins": match.wins, "draws": match.draws, "losses": match.losses,
             "games": match.num_games}
 
-
-ELO_CLIP = 800.0
-"""``evaluator_elo_vs_anchor`` stays within +-this: a clean sweep implies an infinite Elo
-difference, which no chart can draw."""
-
-
-def clipped_elo(elo: float) -> float:
-    """``elo`` clipped to +-``ELO_CLIP`` (NaN, which no score gives, reads as 0)."""
-    if elo != elo:
-        return 0.0
-    return max(-ELO_CLIP, min(ELO_CLIP, float(elo)))

@@ -28,14 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared.arena import elo_difference
+from shared.arena import ELO_CLIP, clipped_elo, elo_difference
 from shared.run_record import EVAL_LOG_NAME
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-ELO_CLIP = 800.0
-"""Elo differences are drawn within +-this: a 0% or 100% score implies an infinite one."""
 
 GATE_ANCHOR = "best"
 """The evaluator's gate match (actors.evaluator_service.BEST): not a fixed opponent."""
@@ -85,7 +82,7 @@ class Curve:
 
 def implied_elo(score: float) -> float:
     """The Elo difference a score implies (``shared.arena``), clipped to +-ELO_CLIP."""
-    return max(-ELO_CLIP, min(ELO_CLIP, elo_difference(min(max(score, 0.0), 1.0)).elo))
+    return clipped_elo(elo_difference(min(max(score, 0.0), 1.0)).elo)
 
 
 def _entry_scores(entry: object) -> dict[str, float] | None:

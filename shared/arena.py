@@ -164,3 +164,15 @@ def elo_difference(
     half = z / shrink * math.sqrt(variance / n + z * z / (4.0 * n * n))
     return EloEstimate(elo, _score_to_elo(max(center - half, 0.0)),
                        _score_to_elo(min(center + half, 1.0)))
+
+
+ELO_CLIP = 800.0
+"""Charts of an implied Elo difference (``evaluator_elo_vs_anchor``, ``zeroforge curve``)
+stay within +-this: a clean sweep implies an infinite difference, which no chart can draw."""
+
+
+def clipped_elo(elo: float) -> float:
+    """``elo`` clipped to +-``ELO_CLIP`` (NaN, which no score gives, reads as 0)."""
+    if elo != elo:
+        return 0.0
+    return max(-ELO_CLIP, min(ELO_CLIP, float(elo)))
