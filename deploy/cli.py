@@ -159,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="port for a finished run's page (default: any free one)")
     dash.set_defaults(func=commands.cmd_dashboard)
 
+    # Subcommands that live with their code (each module imports only argparse here).
+    from deploy.engines.cli import register as register_engines
+    from deploy.rating.cli import register as register_rating
+
+    register_engines(sub)
+    register_rating(sub)
+
     for name, text in (("status", "show a running job: actors, throughput, weights, lag"),
                        ("scale", "change the number of self-play workers or inference servers"),
                        ("stop", "stop a running job cleanly (final checkpoint)")):

@@ -1,0 +1,12 @@
+"""The engine subcommands (``zeroforge gtp``, ``pbrain``, ``match``).
+
+Only argparse at import time: ``zeroforge status`` builds every parser and must start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds the engine subcommands to the CLI's subparsers ``sub``."""

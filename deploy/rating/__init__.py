@@ -1,0 +1,1 @@
+"""Rating what a run trained (the Elo ladder) and its game records."""
