@@ -29,8 +29,10 @@ class _PlayParser(_Parser):
     def format_help(self) -> str:
         from shared.players import PLAYER_SPECS
 
-        self.description = ("Play one game. Players (--first, --second): "
-                            + ", ".join(PLAYER_SPECS) + ".")
+        self.description = (
+            "Play one game in the terminal (type a move, or undo, hint, help, resign, quit) "
+            "or, with --web, in the browser. Players (--first, --second): "
+            + ", ".join(PLAYER_SPECS) + ".")
         return super().format_help()
 
 
@@ -48,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     play = sub.add_parser(
         "play",
-        help="play one game in the terminal (people or built-in players)",
+        help="play a game in the terminal or the browser (people, trained nets, built-in players)",
         description="Play one game.",
     )
     play.__class__ = _PlayParser
@@ -59,6 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--seed", type=int, default=None, help="random seed")
     play.add_argument("--sgf", default=None, help="write the game to this SGF file")
     play.add_argument("--quiet", action="store_true", help="print only the final board and result")
+    play.add_argument("--hints", action="store_true",
+                      help="at each of your turns show the net's (else a UCT search's) top "
+                           "moves with visit share and prior, and its value")
+    play.add_argument("--web", action="store_true",
+                      help="serve a board in the browser instead (any game, any player; "
+                           "--game/--first/--second are the page's defaults)")
+    play.add_argument("--host", default="127.0.0.1",
+                      help="--web: address to bind (default 127.0.0.1; any other needs the "
+                           "token the command prints)")
+    play.add_argument("--port", type=_nonneg, default=8090,
+                      help="--web: port (default 8090; 0 picks a free one)")
     play.set_defaults(func=commands.cmd_play)
 
     train = sub.add_parser(

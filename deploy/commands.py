@@ -12,10 +12,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from shared.games.session import GameSession
 
 
 class CommandError(Exception):
@@ -34,35 +30,15 @@ def cmd_games(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    import numpy as np
+    """``zeroforge play``: the terminal game (deploy/play/terminal.py) or, with ``--web``,
+    the browser board (deploy/play/web.py)."""
+    if getattr(args, "web", False):
+        from deploy.play.web import serve
 
-    from shared.games import make_game
-    from shared.games.session import GameSession
-    from shared.players import make_player
+        return serve(args)
+    from deploy.play.terminal import play_in_terminal
 
-    game = make_game(args.game)
-    players = [make_player(args.first, game), make_player(args.second, game)]
-    rng = np.random.default_rng(args.seed)
-    session = GameSession(game)
-    labels = ("first", "second")
-    while not session.over:
-        mover = session.to_play
-        player = players[mover]
-        if not args.quiet or player.name == "human":
-            print(session.render())
-            if player.name == "human":
-                print(f"your move ({labels[mover]} player), e.g. "
-                      f"{game.format_action(session.legal_actions()[0])}:")
-        action = int(player.select(game, session.state, rng)[0])
-        session.play(action)
-        if not args.quiet:
-            print(f"{labels[mover]} ({player.name}) plays {game.format_action(action)}")
-    print(session.render())
-    result = {1: "first player wins", -1: "second player wins", 0: "draw"}[session.outcome]
-    print(f"result: {result} after {len(session.moves)} moves")
-    if args.sgf:
-        _write_sgf(session, args)
-    return 0
+    return play_in_terminal(args)
 
 
 def keep_earlier_checkpoint(run_dir: Path) -> Path | None:
@@ -358,12 +334,3 @@ def cmd_curve(args: argparse.Namespace) -> int:
     out = curve.write(drawn, args.out or Path(args.run_dir) / "curve.png", args.x_axis)
     print(f"wrote {out}: {curve.summary(drawn)}")
     return 0
-
-
-def _write_sgf(session: GameSession, args: argparse.Namespace) -> None:
-    from shared.formats.sgf import record_from_session, write_sgf
-
-    record = record_from_session(session, black=args.first, white=args.second)
-    with open(args.sgf, "w", encoding="utf-8") as f:
-        f.write(write_sgf(record))
-    print(f"wrote {args.sgf}")

@@ -7,6 +7,11 @@ agent: PUCT with its network) and ``HumanPlayer`` (a person at the terminal).
 ``make_player`` builds one from a spec string (``PLAYER_SPECS``); the CLI, the evaluator
 and the benchmarks all use it. Search modules and torch are imported only by the players
 that need them.
+
+The searching players (``MCTSPlayer``, ``UCTPlayer``) also have ``analyse(game, states,
+rng) -> SearchAnalysis``: the move they would play with what their search saw (visit
+counts and shares, the net's prior, the root value). Terminal hints, the web board and
+engines show it (``SearchAnalysis.top``).
 """
 
 from __future__ import annotations
@@ -30,10 +35,11 @@ if TYPE_CHECKING:
     from shared.search.uct import UCTConfig
 
 __all__ = ["Player", "PLAYER_SPECS", "make_player", "load_net", "RandomPlayer", "MinimaxPlayer",
-           "UCTPlayer", "MCTSPlayer", "HumanPlayer"]
+           "UCTPlayer", "MCTSPlayer", "HumanPlayer", "SearchAnalysis", "MoveInfo", "Analyst"]
 
 PLAYER_SPECS: tuple[str, ...] = ("human", "random", "minimax", "uct[:PLAYOUTS]",
-                                 "uctsolver[:PLAYOUTS]", "net:PATH[:SIMULATIONS]")
+                                 "uctsolver[:PLAYOUTS]", "net:PATH[:SIMULATIONS]",
+                                 "gtp:COMMAND")
 """The spec strings ``make_player`` accepts (``zeroforge play --help`` lists them)."""
 
 DEFAULT_PLAYOUTS = 1000
@@ -47,6 +53,61 @@ class Player(Protocol):
 
     def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
         """[B] actions for ``states`` [B]: a legal action for every running game."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class MoveInfo:
+    """One candidate move of a ``SearchAnalysis`` for one game."""
+
+    action: int
+    """The action."""
+    visits: int
+    """Search visits (UCT: playouts) through it."""
+    share: float
+    """``visits`` over all root visits, in [0, 1]."""
+    prior: float | None
+    """The net's prior probability of it; None for searches without a net (UCT)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchAnalysis:
+    """What a searching player saw at B root positions (``MCTSPlayer.analyse``,
+    ``UCTPlayer.analyse``)."""
+
+    action: np.ndarray
+    """[B] int: the move the player plays (what ``select`` would return)."""
+    visits: np.ndarray
+    """[B, A] int: root visit counts per action (0 for illegal or unvisited)."""
+    policy: np.ndarray
+    """[B, A] float: visit shares, summing to 1 over visited actions."""
+    value: np.ndarray
+    """[B] float in [-1, 1]: expected result for the player to move at each root."""
+    prior: np.ndarray | None = None
+    """[B, A] float: the net's prior at the roots; None for searches without a net."""
+
+    def top(self, index: int, n: int = 5) -> list[MoveInfo]:
+        """Up to ``n`` candidate moves of game ``index``: the move played first (a proven
+        win can have fewer visits than others), then the most visited (ties by prior,
+        then action); unvisited moves are left out."""
+        visits = self.visits[index]
+        prior = self.prior[index] if self.prior is not None else np.zeros(len(visits))
+        actions = np.arange(len(visits))
+        order = np.lexsort((actions, -prior, -visits, actions != self.action[index]))
+        total = max(int(visits.sum()), 1)
+        return [MoveInfo(int(a), int(visits[a]), float(visits[a]) / total,
+                         None if self.prior is None else float(prior[a]))
+                for a in order if visits[a] > 0 or a == self.action[index]][:n]
+
+
+class Analyst(Protocol):
+    """A player that can show what its search saw (``MCTSPlayer``, ``UCTPlayer``)."""
+
+    name: str
+
+    def analyse(self, game: Game, states: State, rng: np.random.Generator
+                ) -> SearchAnalysis:
+        """Search the running games ``states`` [B] (none may be over)."""
         ...
 
 
@@ -81,6 +142,10 @@ def make_player(spec: str, game: Game | None = None, *, search: SearchConfig | N
             raise ValueError(f"player {spec!r}: PLAYOUTS must be a positive integer")
         player = UCTPlayer(UCTConfig(playouts=playouts, solver=kind == "uctsolver"),
                            name=f"{kind}{playouts}")
+    elif kind == "gtp" and arg:  # an external Go program over GTP (shared/gtp_player.py)
+        from shared.gtp_player import GtpPlayer
+
+        player = GtpPlayer(arg)
     elif kind == "net" and arg:
         player = _net_player(spec, arg, game, search, net_config, opening_moves)
     else:
@@ -204,6 +269,17 @@ class UCTPlayer:
             actions[running] = uct_search(game, roots, self.config, rng).action
         return actions
 
+    def analyse(self, game: Game, states: State, rng: np.random.Generator
+                ) -> SearchAnalysis:
+        """The search's view of the running games ``states`` [B] (no prior: no net)."""
+        from shared.search.uct import uct_search
+
+        result = uct_search(game, states, self.config, rng)
+        visits = result.visits.astype(np.int64)
+        return SearchAnalysis(action=result.action.astype(np.int64), visits=visits,
+                              policy=visits / np.maximum(visits.sum(1, keepdims=True), 1),
+                              value=result.value.astype(np.float64))
+
 
 class MCTSPlayer:
     """The trained agent: PUCT search with its network, no noise, most-visited move.
@@ -225,6 +301,25 @@ class MCTSPlayer:
     def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
         """[B] actions for ``states`` [B]."""
         return self._mcts.search(states, rng).action
+
+    def analyse(self, game: Game, states: State, rng: np.random.Generator
+                ) -> SearchAnalysis:
+        """One search of the running games ``states`` [B], as ``select`` does it, with
+        the root visits, visit shares, the net's prior and the root value."""
+        from shared.search.tree import ILLEGAL
+
+        result = self._mcts.search(states, rng)
+        tree = self._mcts.tree
+        prior = None
+        if tree is not None:  # the search leaves its trees: the root's prior is row 0
+            prior = np.where(tree.children[:, 0, :] != ILLEGAL, tree.prior[:, 0, :], 0.0)
+            prior = prior.astype(np.float64)
+        visits = np.asarray(result.visit_counts, np.int64)
+        # visit shares, not result.visit_policy: with Gumbel search that is the improved
+        # policy, and a person reading "share" expects the fraction of the search
+        return SearchAnalysis(action=np.asarray(result.action, np.int64), visits=visits,
+                              policy=visits / np.maximum(visits.sum(1, keepdims=True), 1),
+                              value=np.asarray(result.root_value, np.float64), prior=prior)
 
 
 class HumanPlayer:

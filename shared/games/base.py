@@ -274,7 +274,9 @@ def parse_point(text: str, height: int, width: int) -> int:
     """Point for ``D4``-style text (case-insensitive); IllegalMoveError if it names no point."""
     t = text.strip().upper()
     if len(t) < 2 or t[0] not in COLUMN_LETTERS or not t[1:].isdigit():
-        raise IllegalMoveError(f"{text!r} is not a coordinate like D4")
+        # the example is this board's centre: "D4" would be off a 3x3 board
+        example = format_point((height // 2) * width + width // 2, height, width)
+        raise IllegalMoveError(f"{text!r} is not a coordinate like {example}")
     col = COLUMN_LETTERS.index(t[0])
     row = height - int(t[1:])
     if col >= width or not 0 <= row < height:
