@@ -78,6 +78,20 @@ def read_token(path: str | Path) -> str:
     return Path(path).read_text(encoding="utf-8").strip()
 
 
+def token_ok(token: str | None, headers: Any, query: dict[str, list[str]]) -> bool:
+    """A request carries ``token`` (``Authorization: Bearer`` or ``?token=``); always
+    true without one (loopback). Also used by ``zeroforge play --web``."""
+    if token is None:
+        return True
+    given = ""
+    auth = headers.get("Authorization", "")
+    if auth.startswith("Bearer "):
+        given = auth[len("Bearer "):].strip()
+    elif query.get("token"):
+        given = query["token"][0]
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
 class RunServer:
     """Serves one run: ``status()`` answers ``/api/status`` (it must answer at once: the
     distributed driver gives its cached status), ``history`` ``/api/history``.
@@ -127,15 +141,7 @@ class RunServer:
     # -- request handling (called from the handler's threads) -----------------------------
 
     def authorized(self, headers: Any, query: dict[str, list[str]]) -> bool:
-        if self.token is None:
-            return True
-        given = ""
-        auth = headers.get("Authorization", "")
-        if auth.startswith("Bearer "):
-            given = auth[len("Bearer "):].strip()
-        elif query.get("token"):
-            given = query["token"][0]
-        return hmac.compare_digest(given.encode(), self.token.encode())
+        return token_ok(self.token, headers, query)
 
     def page(self, token: str | None) -> bytes:
         html = (_HERE / "page.html").read_text(encoding="utf-8")
