@@ -19,6 +19,14 @@ The "best" anchor
 Results go to the metrics (``evaluator_score_ratio{anchor}``, ``evaluator_elo{anchor}``,
 ``evaluator_weights_version``), to ``results()`` and to ``zf:{RUN}:eval``. Elo is the
 agent's advantage over the anchor, ±inf after a clean sweep either way.
+
+With a run record (``record``) every game is also kept as SGF
+(``RUN_DIR/games/eval/v<version>-<anchor>-<n>.sgf``, ``shared.game_records``) and every
+match goes into the run's Elo ladder (``RUN_DIR/ladder.json``, ``shared.ladder``): the
+version as player ``v<version>``, the anchors under their specs, the gate match against
+the best weights as ``v<version>`` against ``v<best>``. After each evaluation the ladder is
+refitted and ``evaluator_ladder_elo{player,bound}`` gives the newest version's rating
+(``player="latest"``) and each anchor's, with their 95 % intervals.
 """
 
 from __future__ import annotations
@@ -31,13 +39,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shared import ladder as ladders
 from shared.arena import MatchResult, clipped_elo, play_match
 from shared.formats.weights import StateDict, weights_from_bytes, weights_to_bytes
+from shared.game_records import RecordWriter, eval_writer
 from shared.games import make_game
 from shared.metrics import Recorder
 from shared.nets import NetConfig, build_net
 from shared.players import MCTSPlayer, make_player
-from shared.run_record import RunRecord
+from shared.run_record import RunRecord, keep_aside
 from shared.search.config import SearchConfig
 from shared.torch_evaluator import InferenceConfig, TorchEvaluator
 from shared.train_config import EvaluationConfig, RunContext
@@ -103,6 +113,10 @@ class EvaluatorService:
         self.bad_weights = 0
         """Versions that could not be fetched or loaded (logged, skipped)."""
         self.transport_errors = 0
+        self.ladder_errors = 0
+        """Ladder updates that failed (a corrupt ladder file, kept aside; an OS error)."""
+        self.games_records: RecordWriter | None = (
+            eval_writer(record.run_dir, self.game) if record is not None else None)
         self._results: dict = {}
 
         self.transport = transport
@@ -142,10 +156,13 @@ class EvaluatorService:
         agent = MCTSPlayer(self.game, self._agent_eval, self.search, name=f"v{version}")
         matches = {spec: play_match(self.game, agent, player, self.games, rng)
                    for spec, player in self._anchor_players.items()}
+        holder = self.best_version
         best = self._gate(version, state_dict, rng)
         if best is not None:
             matches[BEST] = best["match"]
         self.version = version
+        self._keep_games(version, matches)
+        self._update_ladder(version, holder, matches)
         self._results = {
             "run_id": self.run_id,
             "weights_version": version,
@@ -222,6 +239,67 @@ class EvaluatorService:
                           anchor=spec)
             r.set("evaluator_weights_version", self.version)
             r.set("weights_version", self.version, component="evaluator")
+
+    def _keep_games(self, version: int, matches: dict[str, MatchResult]) -> None:
+        """Every game of this evaluation as SGF (``shared.game_records``)."""
+        if self.games_records is None:
+            return
+        for spec, m in matches.items():
+            for n, moves in enumerate(m.moves):
+                black, white = ((m.player_a, m.player_b) if m.a_first[n]
+                                else (m.player_b, m.player_a))
+                self.games_records.write(
+                    f"v{version}-{spec}-{n}", moves, black=black, white=white,
+                    comment=f"evaluation of weights v{version} against {spec}, run "
+                            f"{self.run_id}")
+
+    def _update_ladder(self, version: int, holder: int | None,
+                       matches: dict[str, MatchResult]) -> None:
+        """Add this evaluation's matches to the run's ladder, refit, save, export."""
+        if self.record is None:
+            return
+        run_dir = self.record.run_dir
+        me = f"v{version}"
+        try:
+            with ladders.locked(run_dir):
+                try:
+                    ladder = ladders.load_ladder(run_dir)
+                except ladders.LadderError as err:
+                    self.ladder_errors += 1
+                    log.warning("evaluator starts a new ladder: %s", err)
+                    ladder = ladders.Ladder()
+                if ladder.run_id and ladder.run_id != self.run_id:
+                    # An earlier run's ladder: its v<n> are other weights than ours.
+                    kept = keep_aside(ladders.ladder_path(run_dir))
+                    log.info("evaluator: the ladder of run %s kept aside as %s",
+                             ladder.run_id, kept)
+                    ladder = ladders.Ladder()
+                if not ladder.players:
+                    ladder.anchor = ("random" if "random" in self.anchors or not self.anchors
+                                     else self.anchors[0])
+                ladder.run_id = self.run_id
+                ladder.add_player(me, "version", order=version)
+                for spec, m in matches.items():
+                    if spec == BEST:
+                        if holder is None or holder == version:
+                            continue
+                        other = ladder.add_player(f"v{holder}", "version", order=holder).name
+                    else:
+                        other = ladder.add_player(spec, "anchor", spec=spec).name
+                    ladder.add_games(me, other, m.wins, m.draws, m.losses)
+                fit = ladder.refit()
+                ladders.save_ladder(run_dir, ladder)
+        except (OSError, ValueError, np.linalg.LinAlgError) as err:
+            self.ladder_errors += 1
+            log.warning("evaluator cannot update the ladder: %s", str(err).splitlines()[0])
+            return
+        r = self.recorder
+        for label, name in [("latest", me), *((s, s) for s in self.anchors)]:
+            if fit.rated(name):
+                low, high = fit.interval(name)
+                for bound, value in (("estimate", fit.elo[name]), ("low", low),
+                                     ("high", high)):
+                    r.set("evaluator_ladder_elo", value, player=label, bound=bound)
 
     def _record(self, version: int, matches: dict[str, MatchResult]) -> None:
         r = self.recorder

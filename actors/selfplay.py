@@ -53,6 +53,10 @@ class SelfPlayWorker:
         self._obs: list[list[np.ndarray]] = [[] for _ in range(b)]
         self._policy: list[list[np.ndarray]] = [[] for _ in range(b)]
         self._to_play: list[list[int]] = [[] for _ in range(b)]
+        self._moves: list[list[int]] = [[] for _ in range(b)]
+        self.records: list[tuple[str, list[int]]] = []
+        """(game id, actions) of the finished games sampled for SGF records
+        (``config.record_every``), for the caller to write and clear."""
         self._game_ids = itertools.count()
         self._prefix = uuid.uuid4().hex[:8]
         self.stats = SelfPlayStats()
@@ -70,6 +74,7 @@ class SelfPlayWorker:
                 self._obs[i].append(obs[i])
                 self._policy[i].append(result.visit_policy[i])
                 self._to_play[i].append(int(self.state.to_play[i]))
+                self._moves[i].append(int(result.action[i]))
             self.state = self.game.step(self.state, result.action)
             self.mcts.advance(result.action)
             self.stats.positions += self.state.batch_size
@@ -103,7 +108,10 @@ class SelfPlayWorker:
                 worker_id=self.worker_id,
                 game_id=f"{self.worker_id}-{self._prefix}-{next(self._game_ids)}",
             ))
-            self._obs[i], self._policy[i], self._to_play[i] = [], [], []
+            every = self.config.record_every
+            if every and self.stats.games % every == 0:
+                self.records.append((games[-1].game_id, self._moves[i]))
+            self._obs[i], self._policy[i], self._to_play[i], self._moves[i] = [], [], [], []
             self.stats.games += 1
             self.stats.outcomes[outcome] += 1
         self.state.put(slots, self.game.init(len(slots)))

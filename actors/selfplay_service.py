@@ -13,11 +13,13 @@ import logging
 import re
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from actors.selfplay import SelfPlayWorker
+from shared.game_records import RecordWriter, selfplay_writer
 from shared.games import make_game
 from shared.metrics import Recorder
 from shared.nets import NetConfig, build_net
@@ -60,6 +62,11 @@ class SelfPlayService:
         self.evaluator = evaluator
         self.worker = SelfPlayWorker(self.game, evaluator, search, selfplay, seed=seed,
                                      worker_id=worker_id, run_id=ctx.run_id)
+        # A sample of games as SGF in the run dir (one that exists: a run writes its
+        # config there first, so a test's default run_dir is not filled by accident).
+        self.records: RecordWriter | None = None
+        if selfplay.record_every and ctx.run_dir and Path(ctx.run_dir).is_dir():
+            self.records = selfplay_writer(ctx.run_dir, self.game)
         self.recorder = Recorder()
         self._stop = threading.Event()
         self.appended_ids: collections.deque[str] = collections.deque(maxlen=100_000)
@@ -97,6 +104,8 @@ class SelfPlayService:
             # one network evaluation per simulation (terminal leaves included: close enough)
             self.recorder.inc("nn_evaluations_total", stats.simulations - before[1],
                               source="local")
+        if self.worker.records:
+            self._write_records()
         if games:
             self._append(games)
             self.appended_ids.extend(g.game_id for g in games)
@@ -118,6 +127,16 @@ class SelfPlayService:
         while not self._stop.is_set() and not (max_games and self.appended - start >= max_games):
             self.run_once(1)
         return self.appended - start
+
+    def _write_records(self) -> None:
+        """The sampled games as SGF (``shared.game_records``; errors are logged, counted)."""
+        sampled, self.worker.records = self.worker.records, []
+        if self.records is None:
+            return
+        player = f"zeroforge v{int(getattr(self.evaluator, 'weights_version', 0))}"
+        for game_id, moves in sampled:
+            self.records.write(game_id, moves, black=player, white=player,
+                               comment=f"self-play game {game_id} of run {self.worker.run_id}")
 
     def _append(self, games: list) -> None:
         """Append, retrying while the transport is away: finished games are never dropped.

@@ -111,6 +111,10 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            "Elo difference implied by the latest score against an anchor, clipped to +-800.",
            ("anchor",)),
     Metric("evaluator_weights_version", "gauge", "Weights version of the last evaluation."),
+    Metric("evaluator_ladder_elo", "gauge",
+           "Run ladder rating (Bradley-Terry fit, random = 0) of the newest evaluated weights "
+           "(player=latest) and of each anchor: estimate and 95% interval bounds.",
+           ("player", "bound")),
     Metric("actor_cpu_seconds_total", "counter", "CPU time (user + system) of an actor's "
            "process.", _ACTOR),
     Metric("actor_memory_bytes", "gauge", "Resident memory of an actor's process.", _ACTOR),

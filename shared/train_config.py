@@ -11,6 +11,7 @@ the nets (``shared.nets``); the sections below have no shared code of their own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +30,17 @@ class SelfPlayConfig:
     """Self-play workers in a distributed run (the local run steps one)."""
     moves_per_round: int = 4
     """Local run: moves (for all B games) the worker plays before the learner's turn."""
+    record_every: int = 100
+    """Keep 1 in this many finished games of each worker as SGF in
+    ``RUN_DIR/games/selfplay/`` (0: none); the directory keeps at most the newest 2000."""
 
     def __post_init__(self) -> None:
         if self.games_in_parallel < 1:
             raise ValueError(f"games_in_parallel must be >= 1, got {self.games_in_parallel}")
         if self.workers < 0 or self.moves_per_round < 1:
             raise ValueError("workers must be >= 0 and moves_per_round >= 1")
+        if self.record_every < 0:
+            raise ValueError(f"record_every must be >= 0, got {self.record_every}")
 
 
 @dataclass(frozen=True)
@@ -224,8 +230,19 @@ class DistributedConfig:
     """CPUs Ray reserves for the evaluator."""
     monitor_interval_s: float = 1.0
     """How often the controller checks actors, replaces dead ones and gathers metrics."""
+    worker_resource: str = ""
+    """A custom Ray resource each self-play worker also takes one unit of ("" : none). Start
+    the machines meant for self-play with ``ray start --resources '{"NAME": N}'`` and the
+    workers go only there, at most N per machine (docs/cluster.md, bare machines)."""
+    worker_spread: bool = False
+    """Place self-play workers with Ray's SPREAD strategy (across nodes) instead of packing
+    them onto the fewest nodes."""
 
     def __post_init__(self) -> None:
+        if self.worker_resource and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*",
+                                                     self.worker_resource):
+            raise ValueError("worker_resource must be a Ray resource name (letters, digits, "
+                             f"_), got {self.worker_resource!r}")
         if self.inference not in ("auto", "local", "server"):
             raise ValueError(f"inference must be auto, local or server, got {self.inference!r}")
         if self.inference_servers < 0 or self.monitor_interval_s <= 0:

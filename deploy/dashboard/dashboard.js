@@ -303,6 +303,23 @@
         traces: () => perSeries(firstName(["evaluator_elo_vs_anchor", "evaluator_elo"]), {},
                                 ident).map((t) => Object.assign(t, { line:
                                 { shape: "hv", width: 2 } })) },
+      { id: "ladder", title: "Ladder rating (Elo, random = 0)", unit: "Elo",
+        help: "evaluator_ladder_elo: the run ladder's Bradley-Terry rating of the newest " +
+              "evaluated weights (bold; dashed: its 95% interval) and of each anchor, " +
+              "refitted over every evaluation so far. zeroforge rate shows the whole ladder.",
+        traces: () => {
+          const skip = ["player", "bound"];
+          const latest = (bound, label, style) => perSeries(
+            "evaluator_ladder_elo", { player: "latest", bound: bound }, ident, label, skip)
+            .map((t) => Object.assign(t, style));
+          return [
+            ...latest("estimate", "latest", bold),
+            ...latest("low", "latest 95% low", dashed),
+            ...latest("high", "latest 95% high", dashed),
+            ...perSeries("evaluator_ladder_elo", { bound: "estimate" }, ident, "", ["bound"])
+              .filter((t) => t.name !== "latest"),
+          ];
+        } },
     ]],
     ["Machines", [
       { id: "cpu", title: "CPU / GPU utilisation per node", unit: "%",

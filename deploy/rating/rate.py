@@ -1,0 +1,201 @@
+"""``zeroforge rate RUN_DIR``: play the most informative pairs, refit the ladder, show it.
+
+The players are the run's weight snapshots (``RUN_DIR/snapshots/``, played with the run's
+net and search config), the fixed anchors, and whatever the in-run evaluator already put on
+the ladder (``v<version>``: rated from its games, not played again: their weights are gone).
+The ladder itself (fit, choice of pairs, file) is ``shared.ladder``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shared import ladder as ladders
+from shared.run_record import CONFIG_NAME, snapshot_files
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from shared.games.base import Game
+    from shared.players import Player
+    from shared.train_config import TrainConfig
+
+FORMATS = (".png", ".svg", ".pdf")
+
+
+class RateError(ValueError):
+    """A run dir that cannot be rated; the message is one line."""
+
+
+def run_config(run_dir: Path) -> TrainConfig:
+    """The run's config from ``RUN_DIR/config.yaml``; RateError (one line) if unusable."""
+    from deploy.config import load_train_config
+    from shared.config import ConfigError
+
+    if not run_dir.exists():
+        raise RateError(f"{run_dir}: no such run directory")
+    if not run_dir.is_dir():
+        raise RateError(f"{run_dir}: not a directory (give the run's run dir)")
+    path = run_dir / CONFIG_NAME
+    if not path.is_file():
+        raise RateError(f"{run_dir}: no {CONFIG_NAME} (every run writes one at its start; "
+                        "is this a run dir?)")
+    try:
+        return load_train_config(str(path), warn=False)
+    except ConfigError as err:
+        raise RateError(str(err)) from None
+
+
+def default_anchors(config: TrainConfig, game: Game) -> list[str]:
+    """``random``, the run's evaluation anchors, and for Go GnuGo level 1 over GTP where
+    both GnuGo and the ``gtp:`` player spec exist."""
+    from shared.players import PLAYER_SPECS
+
+    anchors = ["random", *config.evaluation.anchors]
+    gnugo = shutil.which("gnugo") or ("/usr/games/gnugo" if Path("/usr/games/gnugo").exists()
+                                      else None)
+    if game.spec.name == "go" and gnugo and any(s.startswith("gtp:") for s in PLAYER_SPECS):
+        anchors.append(f"gtp:{gnugo} --mode gtp --level 1")
+    return list(dict.fromkeys(anchors))
+
+
+def add_players(ladder: ladders.Ladder, run_dir: Path, anchors: list[str]) -> None:
+    """Every snapshot of the run and every anchor onto ``ladder`` (existing ones kept)."""
+    for seconds, path in snapshot_files(run_dir):
+        ladder.add_player(path.name.split(".")[0], "snapshot",
+                          spec=f"net:{path.relative_to(run_dir)}", order=seconds)
+    for spec in anchors:
+        ladder.add_player(spec, "anchor", spec=spec)
+
+
+class _Players:
+    """The ladder's players built once each (``make_player``), nets with the run's config."""
+
+    def __init__(self, run_dir: Path, config: TrainConfig, game: Game,
+                 simulations: int | None) -> None:
+        self.run_dir, self.config, self.game = run_dir, config, game
+        search = config.search
+        sims = simulations or config.evaluation.simulations
+        if sims:
+            search = dataclasses.replace(search, num_simulations=sims)
+        self.search = search
+        self._built: dict[str, Player] = {}
+
+    def get(self, player: ladders.LadderPlayer) -> Player:
+        from shared.players import make_player
+
+        if player.name not in self._built:
+            spec = player.spec or ""
+            if spec.startswith("net:") and not Path(spec[4:]).is_absolute():
+                spec = f"net:{self.run_dir / spec[4:]}"
+            self._built[player.name] = make_player(
+                spec, self.game, search=self.search, net_config=self.config.net,
+                name=player.name)
+        return self._built[player.name]
+
+
+def cmd_rate(args: argparse.Namespace) -> int:
+    from shared.arena import play_match
+    from shared.games import make_game
+
+    run_dir = Path(args.run_dir)
+    config = run_config(run_dir)
+    game = make_game(config.game)
+    if args.plot and Path(args.plot).suffix.lower() not in FORMATS:
+        raise RateError(f"--plot {args.plot}: must end in {', '.join(FORMATS)}")
+    anchors = list(dict.fromkeys(args.anchors)) if args.anchors else \
+        default_anchors(config, game)
+    from shared.players import make_player
+
+    for spec in anchors:  # a bad spec fails now, in one line, not after games were played
+        if not spec.startswith(("gtp:", "net:")):
+            make_player(spec, game)
+    with ladders.locked(run_dir):
+        ladder = ladders.load_ladder(run_dir)
+        add_players(ladder, run_dir, anchors)
+        if args.anchor:
+            if args.anchor not in ladder.players:
+                raise RateError(f"--anchor {args.anchor}: not a player of this ladder "
+                                f"(players: {', '.join(ladder.players)})")
+            ladder.anchor = args.anchor
+        elif not any(p.kind == "anchor" and p.name == ladder.anchor
+                     for p in ladder.players.values()):
+            ladder.anchor = anchors[0]
+        if not any(p.kind != "anchor" for p in ladder.players.values()):
+            raise RateError(f"{run_dir}: nothing to rate: no weight snapshots in "
+                            "snapshots/ (learner.snapshot_every_s) and no evaluated versions")
+        ladder.refit()
+        ladders.save_ladder(run_dir, ladder)
+
+    players = _Players(run_dir, config, game, args.simulations)
+    rng = np.random.default_rng(args.seed)
+    left = args.games if args.play else 0
+    while left > 0:
+        pair = ladder.next_pair(min(args.per_pair, left))
+        if pair is None:
+            print("nothing left to play: fewer than two players can be played")
+            break
+        n = min(args.per_pair, left)
+        a, b = (ladder.players[name] for name in pair)
+        match = play_match(game, players.get(a), players.get(b), n, rng)
+        left -= n
+        with ladders.locked(run_dir):
+            # Re-read: the in-run evaluator may have added games meanwhile.
+            ladder = _reload(run_dir, ladder)
+            add_players(ladder, run_dir, anchors)
+            ladder.add_games(a.name, b.name, match.wins, match.draws, match.losses)
+            fit = ladder.refit()
+            ladders.save_ladder(run_dir, ladder)
+        print(f"{a.name} vs {b.name}: +{match.wins} ={match.draws} -{match.losses}  "
+              f"(now {fit.elo.get(a.name, float('nan')):+.0f} / "
+              f"{fit.elo.get(b.name, float('nan')):+.0f})", flush=True)
+    fit = ladder.fit or ladder.refit()
+    print(ladders.format_table(fit, ladder))
+    print(f"(Bradley-Terry fit, {fit.anchor} = 0; ±: 95% interval from the Fisher "
+          f"information; {ladders.ladder_path(run_dir)})")
+    if args.plot:
+        out = Path(args.plot)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        figure(fit, ladder).savefig(out)
+        print(f"wrote {out}")
+    return 0
+
+
+def _reload(run_dir: Path, current: ladders.Ladder) -> ladders.Ladder:
+    """The ladder on disk (another writer may have changed it); ours if it vanished."""
+    on_disk = ladders.load_ladder(run_dir)
+    if not on_disk.players:
+        return current
+    on_disk.anchor = current.anchor
+    return on_disk
+
+
+def figure(fit: ladders.Fit, ladder: ladders.Ladder, confidence: float = 0.95) -> Figure:
+    """The ladder as a chart: one row per rated player, best at the top, its rating with
+    the interval as an error bar (anchors in another colour). Each bar's gid is the
+    player's name, so tests read the data, not the pixels."""
+    from matplotlib.figure import Figure
+
+    rated = sorted((n for n in fit.names if fit.rated(n)), key=lambda n: fit.elo[n])
+    fig = Figure(figsize=(8, max(2.5, 0.35 * len(rated) + 1.2)), layout="constrained")
+    ax = fig.add_subplot()
+    for y, name in enumerate(rated):
+        low, high = fit.interval(name, confidence)
+        anchor = ladder.players[name].kind == "anchor" if name in ladder.players else False
+        bars = ax.errorbar([fit.elo[name]], [y], xerr=[[fit.elo[name] - low],
+                                                       [high - fit.elo[name]]],
+                           fmt="s" if anchor else "o", capsize=3,
+                           color="tab:orange" if anchor else "tab:blue")
+        bars.lines[0].set_gid(name)
+    ax.set_yticks(range(len(rated)), rated)
+    ax.axvline(0.0, color="grey", linewidth=0.8)
+    ax.set_xlabel(f"Elo ({fit.anchor} = 0; bars: {confidence:.0%} interval)")
+    ax.set_title("Run ladder (Bradley-Terry)")
+    ax.grid(axis="x", alpha=0.3)
+    return fig
