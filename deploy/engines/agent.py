@@ -1,0 +1,121 @@
+"""What the GTP and Gomocup engines share: a trained net loaded from a checkpoint and a
+searcher that spends either a fixed number of simulations or a time budget on a move.
+
+Time budgets become simulations through measured speed: every search records how many
+simulations a second it ran (a moving average), and a move with ``budget`` seconds gets
+``speed * budget`` simulations. The first timed move with no measurement yet runs a short
+probe search first. (Searching in chunks until the clock runs out would need the tree to
+survive between searches of the same root, which ``MCTS`` does not promise.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from shared.games import make_game
+from shared.games.base import Game, State
+from shared.search.config import SearchConfig
+
+PROBE_SIMULATIONS = 8
+"""Simulations of the probe search that measures speed before the first timed move."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The move a search chose and what it cost."""
+
+    action: int
+    """The action to play."""
+    value: float
+    """Root value in [-1, 1] for the player to move."""
+    simulations: int
+    """Simulations run for this move (the probe included)."""
+    seconds: float
+    """Wall-clock seconds the move took."""
+
+
+def checkpoint_game(path: str | Path) -> str | None:
+    """The game spec string a learner checkpoint names, or None for a weights file.
+
+    ValueError in one line if the file is missing or unreadable."""
+    from shared.players import _read_checkpoint
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such checkpoint")
+    blob = _read_checkpoint(path)
+    game = blob.get("game") if blob is not None else None
+    return game if isinstance(game, str) else None
+
+
+def compatible(game: Game, net_game: Game) -> bool:
+    """True if a net made for ``net_game`` can play ``game`` (same inputs and outputs;
+    e.g. Go with another komi, gomoku with exact-five)."""
+    return (game.spec.name == net_game.spec.name
+            and game.spec.obs_shape == net_game.spec.obs_shape
+            and game.spec.num_actions == net_game.spec.num_actions)
+
+
+class Agent:
+    """A trained net with PUCT search (no noise, most visited move), for one game at a time.
+
+    ``net_game`` is the game the net was trained on; ``choose`` accepts any game
+    ``compatible`` with it (the engines rebuild the game when the komi or rule changes).
+    """
+
+    def __init__(self, checkpoint: str | Path, game_spec: str | None = None,
+                 simulations: int = 200, max_simulations: int = 20000,
+                 device: str = "auto") -> None:
+        from shared.players import load_net
+        from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+
+        named = checkpoint_game(checkpoint)
+        if named is None and game_spec is None:
+            raise ValueError(f"{checkpoint}: a weights file does not say its game; "
+                             "give --game")
+        self.net_game = make_game(named or game_spec)  # type: ignore[arg-type]
+        self.game = make_game(game_spec) if game_spec else self.net_game
+        if not compatible(self.game, self.net_game):
+            raise ValueError(f"{checkpoint}: a net for {self.net_game.spec.spec_string} "
+                             f"cannot play {self.game.spec.spec_string}")
+        if simulations < 1 or max_simulations < simulations:
+            raise ValueError("simulations must be >= 1 and at most max_simulations")
+        net = load_net(checkpoint, self.net_game)
+        self.evaluator = TorchEvaluator(net, config=InferenceConfig(device=device))
+        self.search = SearchConfig(num_simulations=simulations, add_noise=False,
+                                   temperature_moves=0, reuse_tree=False)
+        self.simulations, self.max_simulations = simulations, max_simulations
+        self.speed: float | None = None  # simulations a second, moving average
+
+    def _search(self, game: Game, state: State, sims: int, seed: int) -> tuple[int, float, float]:
+        from shared.search.mcts import MCTS
+
+        mcts = MCTS(game, self.evaluator, dataclasses.replace(self.search, num_simulations=sims))
+        start = time.perf_counter()
+        result = mcts.search(state, np.random.default_rng(seed))
+        took = time.perf_counter() - start
+        rate = sims / max(took, 1e-6)
+        self.speed = rate if self.speed is None else 0.7 * self.speed + 0.3 * rate
+        return int(result.action[0]), float(result.root_value[0]), took
+
+    def choose(self, game: Game, state: State, budget: float | None = None,
+               seed: int = 0) -> Choice:
+        """A move for the one running game ``state`` [1]: ``simulations`` simulations, or
+        as many as fit in ``budget`` seconds (at least one)."""
+        start = time.perf_counter()
+        if budget is None:
+            action, value, _ = self._search(game, state, self.simulations, seed)
+            return Choice(action, value, self.simulations, time.perf_counter() - start)
+        spent = 0
+        if self.speed is None:
+            spent = PROBE_SIMULATIONS
+            self._search(game, state, spent, seed)
+        left = budget - (time.perf_counter() - start)
+        sims = int(min(self.max_simulations, max(1, (self.speed or 1.0) * left)))
+        action, value, _ = self._search(game, state, sims, seed)
+        return Choice(action, value, spent + sims, time.perf_counter() - start)
