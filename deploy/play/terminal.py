@@ -20,7 +20,7 @@ import numpy as np
 
 from shared.games.base import Game, IllegalMoveError
 from shared.games.session import GameSession
-from shared.players import Analyst, HumanPlayer, MCTSPlayer, Player, UCTPlayer
+from shared.players import Analyst, HumanPlayer, MCTSPlayer, Player, SearchAnalysis, UCTPlayer
 
 COMMANDS = ("undo", "hint", "help", "resign", "quit")
 """Words a person can type instead of a move."""
@@ -67,9 +67,10 @@ def hint_player(players: Sequence[Player]) -> Analyst:
 
 
 def describe_analysis(game: Game, session: GameSession, analyst: Analyst,
-                      rng: np.random.Generator, moves: int = HINT_MOVES) -> tuple[int, str]:
-    """(suggested action, one line: value for the player to move and the top moves with
-    visit shares and, with a net, priors)."""
+                      rng: np.random.Generator, moves: int = HINT_MOVES
+                      ) -> tuple[SearchAnalysis, str]:
+    """``analyst``'s search of the position and one line saying what it found: value for
+    the player to move and the top moves with visit shares and, with a net, priors."""
     analysis = analyst.analyse(game, session.state, rng)
     parts = []
     for m in analysis.top(0, moves):
@@ -79,7 +80,7 @@ def describe_analysis(game: Game, session: GameSession, analyst: Analyst,
     line = (f"{analyst.name}: value {value:+.2f} for the player to move; top moves "
             f"(visit share{', net prior' if analysis.prior is not None else ''}): "
             + ", ".join(parts))
-    return int(analysis.action[0]), line
+    return analysis, line
 
 
 class TerminalGame:
@@ -178,8 +179,9 @@ class TerminalGame:
         if word in ("help", "?"):
             self.say(f"type a move like {example_move(self.session)}, or: undo (take back "
                      "your last move and the reply), hint (suggest a move), resign, quit")
-        action, line = describe_analysis(self.game, self.session, self.analyst, self.rng)
-        self.say(f"suggested: {self.game.format_action(action)} ({line}); your move:")
+        analysis, line = describe_analysis(self.game, self.session, self.analyst, self.rng)
+        self.say(f"suggested: {self.game.format_action(int(analysis.action[0]))} ({line}); "
+                 "your move:")
         return False
 
     def _stop(self, word: str, mover: int) -> Ending:
