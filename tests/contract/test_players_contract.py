@@ -46,12 +46,14 @@ def specs_for(game_spec: str, files: tuple[Path, Path]) -> list[str]:
              f"net:{checkpoint}:3", f"net:{snapshot}:2"]
     if game_spec == "tictactoe":
         specs.append("minimax")
+    if game_spec.startswith("go:"):  # GnuGo over GTP (shared/gtp_player.py); CI installs it
+        specs.append("gtp:gnugo --mode gtp --level 1")
     return specs
 
 
 def test_every_form_of_spec_is_listed_and_covered() -> None:
     heads = {s.split(":")[0].split("[")[0] for s in PLAYER_SPECS}
-    assert heads == {"human", "random", "minimax", "uct", "uctsolver", "net"}
+    assert heads == {"human", "random", "minimax", "uct", "uctsolver", "net", "gtp"}
 
 
 @pytest.mark.parametrize("game_spec", GAMES)
