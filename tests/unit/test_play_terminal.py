@@ -4,18 +4,18 @@ undo, hint/help, resign, quit, --hints with a net; and the searching players' an
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from deploy.play.terminal import (TerminalGame, example_move, hint_player, undo_turn,
-                                  write_record)
+from deploy.play.terminal import TerminalGame, example_move, hint_player, undo_turn, write_record
 from shared.formats.sgf import read_sgf, replay
 from shared.games import make_game
 from shared.games.base import IllegalMoveError
 from shared.games.session import GameSession
-from shared.players import MCTSPlayer, UCTPlayer, make_player
+from shared.players import PLAYER_SPECS, MCTSPlayer, UCTPlayer, make_player
 from tests.play_nets import tiny_checkpoint
 
 GAMES = ["tictactoe", "gomoku6", "go:size=5", "go9", "5stone_chess", "gomoku15"]
@@ -160,3 +160,26 @@ def test_analysis_of_both_searching_players(gomoku6_net: str) -> None:
             assert top[0].prior is not None and analysis.visits.sum(1).min() > 0
         else:
             assert analysis.prior is None and top[0].prior is None
+
+
+def test_every_player_spec_form_parses_through_make_player(gomoku6_net: str) -> None:
+    """Each form ``play --help`` lists (PLAYER_SPECS) with and without its optional part;
+    a form this test cannot build (e.g. an external engine's command) must at least be
+    known to make_player: its error, if any, is not "unknown player"."""
+    fill = {"PLAYOUTS": "8", "SIMULATIONS": "4", "PATH": gomoku6_net}
+    for form in PLAYER_SPECS:
+        base = re.sub(r"\[.*\]$", "", form)
+        examples = {base, form.replace("[", "").replace("]", "")}
+        for example in sorted(examples):
+            spec = re.sub(r"[A-Z]+", lambda m: fill.get(m.group(0), m.group(0)), example)
+            game = make_game("tictactoe" if spec == "minimax" else "gomoku6")
+            if re.search(r"[A-Z]{3,}", spec):  # a placeholder this test does not fill
+                try:
+                    make_player(spec, game)
+                except ValueError as err:
+                    assert "unknown player" not in str(err), (form, err)
+                continue
+            player = make_player(spec, game)
+            assert player.name, spec
+            if spec.startswith("net:") and spec.count(":") == 2:
+                assert player.search_config.num_simulations == 4  # type: ignore[attr-defined]
