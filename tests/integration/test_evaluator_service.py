@@ -144,3 +144,62 @@ def test_garbage_in_the_results_keys(redis_server, redis_client, run_id):
     assert ev.run_once()["best_version"] == 1
     assert stored.latest()["weights_version"] == 1
     ev.close()
+
+
+def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
+        redis_server, redis_client, run_id, tmp_path):
+    from shared import ladder as ladders
+    from shared.formats.sgf import read_sgf_file, replay
+    from shared.run_record import RunRecord
+
+    store = WeightStore(redis_client, run_id)
+    ev = evaluator_service(config(), redis_server.url, run_id, record=RunRecord(tmp_path))
+    store.publish(random_weights(1), 3)
+    first = ev.run_once()
+    store.publish(random_weights(2), 4)
+    second = ev.run_once()
+
+    lad = ladders.load_ladder(tmp_path)
+    assert lad.run_id == run_id and lad.anchor == "random"
+    assert set(lad.players) == {"v3", "v4", *ANCHORS}
+    assert lad.players["v3"].kind == "version" and lad.players["v3"].spec is None
+    for version, results in ((3, first), (4, second)):
+        for spec in ANCHORS:
+            s = results["anchors"][spec]
+            assert lad.record(f"v{version}", spec) == (s["wins"], s["draws"], s["losses"])
+    gate = second["anchors"][BEST]
+    assert lad.record("v4", "v3") == (gate["wins"], gate["draws"], gate["losses"])
+    fit = lad.refit()
+    assert fit.elo["random"] == 0.0 and fit.rated("v4") and fit.rated("minimax")
+    # exported: the newest version's rating and interval, and each anchor's
+    ladder = {(dict(map(tuple, labels))["player"], dict(map(tuple, labels))["bound"]): v
+              for labels, v in ev.stats()["values"]["evaluator_ladder_elo"]}
+    low, high = fit.interval("v4")
+    assert ladder[("latest", "estimate")] == pytest.approx(fit.elo["v4"])
+    assert (ladder[("latest", "low")], ladder[("latest", "high")]) == pytest.approx((low, high))
+    assert ladder[("minimax", "estimate")] == pytest.approx(fit.elo["minimax"])
+    assert ladder[("random", "estimate")] == 0.0
+
+    # every game as SGF, replaying to the outcome the match counted
+    for version, results in ((3, first), (4, second)):
+        for spec, s in results["anchors"].items():
+            files = sorted(tmp_path.glob(f"games/eval/v{version}-{spec}-*.sgf"))
+            assert len(files) == s["games"] == 4
+            score = 0.0
+            for f in files:
+                (record,) = read_sgf_file(f)
+                assert replay(record).outcome == record.result
+                agent_black = record.black == f"v{version}"
+                assert agent_black or record.white == f"v{version}"
+                score += (1 + (record.result if agent_black else -record.result)) / 2
+            assert score / 4 == pytest.approx(s["score"])
+    ev.close()
+
+    # another run's ladder in the same run dir is kept aside, not mixed with this one's
+    other = evaluator_service(config(), redis_server.url, run_id + "-b",
+                              record=RunRecord(tmp_path))
+    WeightStore(redis_client, run_id + "-b").publish(random_weights(5), 1)
+    other.run_once()
+    assert set(ladders.load_ladder(tmp_path).players) == {"v1", *ANCHORS}
+    assert len(list(tmp_path.glob("ladder-*.json"))) == 1
+    other.close()
