@@ -48,7 +48,12 @@ from shared.node_stats import ResourceReporter
 from shared.search.evaluator import Evaluation, check_evaluation
 from shared.service import Service
 from shared.status import RunStatus
-from shared.train_config import InferenceServerConfig, RunContext, TrainConfig
+from shared.train_config import (
+    DistributedConfig,
+    InferenceServerConfig,
+    RunContext,
+    TrainConfig,
+)
 from shared.transport import open_transport
 
 log = logging.getLogger(__name__)
@@ -99,8 +104,8 @@ def kill_run_actors(run_id: str) -> int:
 
 
 def _where() -> dict:
-    """This actor's process id and short Ray node id (for status rows)."""
-    return {"pid": os.getpid(), "node": _node_label()}
+    """This actor's process id, short Ray node id and node IP address (status rows)."""
+    return {"pid": os.getpid(), "node": _node_label(), "ip": ray.util.get_node_ip_address()}
 
 
 # ------------------------------------------------------------------------------------------
@@ -340,6 +345,17 @@ class ActorKind:
     """The window of the crash-loop limit, in seconds."""
 
 
+def _worker_options(d: DistributedConfig) -> dict:
+    """A self-play worker's Ray options: its CPUs, the custom resource that keeps it on
+    the machines meant for self-play, and SPREAD placement when asked for."""
+    options: dict[str, Any] = {"num_cpus": d.worker_cpus, "max_concurrency": 4}
+    if d.worker_resource:
+        options["resources"] = {d.worker_resource: 1.0}
+    if d.worker_spread:
+        options["scheduling_strategy"] = "SPREAD"
+    return options
+
+
 KINDS: dict[str, ActorKind] = {k.name: k for k in (
     ActorKind(
         "learner", desired=lambda c, inf: 1,
@@ -357,7 +373,7 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         build=lambda c, ctx, i, resume, ev: build_evaluator(c, ctx, _transport(ctx))),
     ActorKind(
         "selfplay", desired=lambda c, inf: c.selfplay.workers,
-        options=lambda c: {"num_cpus": c.distributed.worker_cpus, "max_concurrency": 4},
+        options=lambda c: _worker_options(c.distributed),
         build=lambda c, ctx, i, resume, ev: build_selfplay(c, ctx, _transport(ctx), i,
                                                            evaluator=ev)),
 )}
@@ -389,7 +405,7 @@ class _Slot:
     """The outstanding ``stats`` call (one at a time, so a never-scheduled actor does not
     pile up calls)."""
     where: dict = field(default_factory=dict)
-    """``{"pid", "node"}`` once the actor told (status rows)."""
+    """``{"pid", "node", "ip"}`` once the actor told (status rows)."""
     where_ref: Any = None
     """The outstanding ``where`` call."""
 
@@ -803,7 +819,9 @@ class Controller:
                 c.device == "auto" and ray.cluster_resources().get("GPU", 0) >= 1)
             return {"CPU": c.num_cpus, "GPU": 1.0 if gpu else 0.0}
         o = KINDS[name].options(self.config)
-        return {"CPU": float(o.get("num_cpus") or 0), "GPU": float(o.get("num_gpus") or 0)}
+        custom = {r: float(v) for r, v in o.get("resources", {}).items()}
+        return {"CPU": float(o.get("num_cpus") or 0), "GPU": float(o.get("num_gpus") or 0),
+                **custom}
 
     def _shortfall(self) -> str:
         """One line when the actors ``_fill`` is about to create (plus those still pending)
@@ -819,7 +837,7 @@ class Controller:
                 new.append(f"{count} {name}")
             for res, amount in self._needs(name).items():
                 need[res] += amount * (count + len(waiting))
-        short = [f"{need[r]:g} {r} (free: {free.get(r, 0.0):g})" for r in ("CPU", "GPU")
+        short = [f"{need[r]:g} {r} (free: {free.get(r, 0.0):g})" for r in need
                  if need[r] > free.get(r, 0.0) + 1e-9]
         if not short or not new:
             return ""
@@ -1006,6 +1024,7 @@ class Controller:
             for slot in sorted(slots, key=lambda s: s.index):
                 row = {"kind": name, "index": slot.index, "state": self._slot_state(slot),
                        "node": str(slot.where.get("node", "")),
+                       "ip": str(slot.where.get("ip", "")),
                        "pid": int(slot.where.get("pid", 0))}
                 for key, metric in _ROW_COUNTERS.items():
                     row[key] = _own_total(slot.last_stats, metric)

@@ -40,10 +40,11 @@ Added in 0.3 (failure reporting, ``docs/reliability.md``):
   ``unpublished_steps`` (learner steps the final publish could not put in Redis),
   ``crashed_while_stopping`` (1: the learner died during its final checkpoint).
 
-``actors`` (0.5): one dict per live actor, ``{"kind", "index", "state", "node", "pid",
-"games", "positions", "steps", "evaluations"}``: ``state`` as in ``actor_states`` (pending,
-starting, restarting, alive, stopping); ``node`` a short Ray node id (its first 8 hex
-digits; "" until the actor answered); ``pid`` its process id (0 until then); the counters
+``actors`` (0.5): one dict per live actor, ``{"kind", "index", "state", "node", "ip",
+"pid", "games", "positions", "steps", "evaluations"}``: ``state`` as in ``actor_states``
+(pending, starting, restarting, alive, stopping); ``node`` a short Ray node id (its first 8
+hex digits; "" until the actor answered); ``ip`` that node's IP address ("" until the actor
+answered; absent from older JSON); ``pid`` its process id (0 until then); the counters
 are that actor's own (``selfplay_games_total``, ``selfplay_positions_total``,
 ``learner_steps_total``, ``nn_evaluations_total``: positions its network evaluated), 0
 where the actor has none. JSON from before 0.5 reads as an empty list.

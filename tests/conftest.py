@@ -1,8 +1,9 @@
 """Test lanes.
 
-Everything under ``tests/integration`` and ``tests/e2e`` (real redis-servers, local Ray
-clusters, CLI subprocesses, short training runs) is marked ``slow`` here, by directory, so a
-new test file there joins the slow lane without a decorator; a slow test elsewhere carries
+Everything under ``tests/integration``, ``tests/e2e`` and ``tests/multihost`` (real
+redis-servers, local Ray clusters, the netns multi-host bed, CLI subprocesses, short training
+runs) is marked ``slow`` here, by directory, so a new test file there joins the slow lane
+without a decorator; a slow test elsewhere carries
 ``@pytest.mark.slow`` itself.
 
 - ``python -m pytest -q``: the whole suite (README, CI).
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-SLOW_DIRS = frozenset({"integration", "e2e"})
+SLOW_DIRS = frozenset({"integration", "e2e", "multihost"})
 """Top-level test folders whose every test is in the slow lane."""
 
 

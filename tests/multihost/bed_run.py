@@ -1,0 +1,172 @@
+"""A ``zeroforge train`` on the netns test bed, driven from its ``head`` host as a user
+would (``zeroforge status`` / ``scale`` / ``stop`` there too), and the audit of where its
+games went (the chaos test's ledger, with the auditor inside the ``redis`` host)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from deploy.netbed import Bed
+from learner.learner import load_checkpoint
+from shared.samples import decode
+from shared.transport.stream import FIELD
+from tests.integration.test_chaos import Auditor, Ledger
+
+ZEROFORGE = str(Path(sys.executable).with_name("zeroforge"))
+SETTINGS = [
+    "net=tiny", "search.num_simulations=8", "selfplay.games_in_parallel=8",
+    "learner.min_replay=64", "learner.batch_size=32", "learner.publish_every_steps=5",
+    "learner.checkpoint_every_s=1", "run.progress_every_s=2", "distributed.evaluator=false",
+    "distributed.inference=local", "distributed.monitor_interval_s=0.5",
+    # workers only on the nodes (their zf_selfplay slots), one per node where they fit;
+    # the learner on the head (the only CPUs of the bed)
+    "distributed.worker_cpus=0", "distributed.learner_cpus=1",
+    "distributed.worker_resource=zf_selfplay", "distributed.worker_spread=true",
+]
+"""The bed's tiny tic-tac-toe run."""
+
+
+class BedAuditor(Auditor):
+    """The chaos test's auditor, also noting the newest weights version each worker's
+    games were played with (weights that came back across the network)."""
+
+    def __init__(self, url: str, run_id: str) -> None:
+        self.weights_by_worker: dict[str, int] = collections.defaultdict(int)
+        super().__init__(url, run_id)
+
+    def _read(self, start: str) -> int:
+        block = 200 if start == ">" else None
+        resp = self._client.xreadgroup(self.GROUP, "auditor", {self.key: start}, count=500,
+                                       block=block)
+        ids = []
+        for _, entries in resp or []:
+            for entry_id, fields in entries:
+                ids.append(entry_id)
+                if entry_id in self._entries:
+                    continue
+                self._entries.add(entry_id)
+                try:
+                    game = decode(fields[FIELD])
+                except Exception:
+                    self.undecodable += 1
+                    continue
+                self.appended[game.game_id] += 1
+                self.entry_of.setdefault(game.game_id, entry_id)
+                w = self.weights_by_worker
+                w[game.worker_id] = max(w[game.worker_id], game.weights_version)
+        if ids:
+            self._client.xack(self.key, self.GROUP, *ids)
+        return len(ids)
+
+
+class BedRun:
+    """``zeroforge train --address HEAD --redis-url redis://redis:PORT/0`` on ``head``."""
+
+    def __init__(self, bed: Bed, run_dir: Path, run_id: str, *settings: str,
+                 redis_url: str | None = None) -> None:
+        self.bed, self.run_dir, self.run_id = bed, run_dir, run_id
+        url = redis_url or bed.redis_url
+        # the auditor reads the stream from inside the redis host (before the run starts:
+        # it sees every entry); straight to redis-server, never through a relay
+        direct = f"redis://:{bed.password}@{bed.ip('redis')}:{bed.config.redis_port}/0"
+        self.auditor = bed.call_in("redis", lambda: BedAuditor(direct, run_id))
+        sets = [a for s in (*SETTINGS, *settings) for a in ("--set", s)]
+        self.proc = bed.popen("head", [
+            ZEROFORGE, "train", "--config", "tictactoe", "--address", bed.ray_address,
+            "--redis-url", url, "--run-dir", str(run_dir), "--run-id", run_id, *sets],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.killed = False
+        """The driver had to be killed (its detached actors may be left on the bed)."""
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """A ``zeroforge`` command on ``head`` about this run."""
+        return self.bed.run("head", [ZEROFORGE, *args, "--run-id", self.run_id, "--address",
+                                     self.bed.ray_address], timeout=timeout)
+
+    def status(self) -> dict:
+        r = self.cli("status", "--json")
+        assert r.returncode == 0, f"status: {r.stderr[-2000:]}\n{self.output[-3000:]}"
+        return dict(json.loads(r.stdout))
+
+    def status_when(self, check: Callable[[dict], bool], timeout: float = 180,
+                    what: str = "") -> dict:
+        """Poll status until ``check`` holds; fail after ``timeout`` with the last one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.proc.poll() is None, f"train ended early:\n{self.output[-3000:]}"
+            with contextlib.suppress(AssertionError, json.JSONDecodeError):
+                st = self.status()
+                if check(st):
+                    return st
+            assert time.monotonic() < deadline, (
+                f"{what or 'condition'} not met in {timeout} s; last status "
+                f"{json.dumps(st) if 'st' in locals() else '-'}\n{self.output[-3000:]}")
+            time.sleep(1.0)
+
+    def scale(self, workers: int) -> None:
+        r = self.cli("scale", "--workers", str(workers))
+        assert r.returncode == 0, r.stderr
+
+    def stop(self, timeout: float = 180) -> str:
+        """``zeroforge stop``; waits for the driver to end; returns the stop's output."""
+        r = self.cli("stop", timeout=timeout)
+        assert r.returncode == 0, f"stop: {r.stderr}\n{self.output[-3000:]}"
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(10)
+        assert code == 0, f"train exited {code}:\n{self.output[-3000:]}"
+        return r.stdout
+
+    def ledger(self) -> Ledger:
+        """After ``stop``: every appended game id against the learner's final checkpoint
+        (the workers' own id lists are not read: that needs a Ray driver in the bed)."""
+        self.auditor.finish()
+        saved = load_checkpoint(self.run_dir / "checkpoint.pt")["extra"]
+        assert self.auditor.undecodable == 0
+        return Ledger(self.auditor.appended, [str(i) for i in saved["recent_game_ids"]],
+                      int(saved["games_received"]), set(),
+                      {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
+
+    def close(self) -> None:
+        """End the driver if the test did not: SIGTERM (it stops the run and kills its
+        actors), then SIGKILL."""
+        with contextlib.suppress(Exception):
+            self.auditor.finish(5)
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.killed = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        self._reader.join(10)
+
+
+def ips(st: dict, kind: str = "selfplay") -> list[str]:
+    """Node IPs of the alive actors of ``kind``, by index."""
+    return [row["ip"] for row in sorted(st["actors"], key=lambda r: r["index"])
+            if row["kind"] == kind and row["state"] == "alive"]

@@ -1,0 +1,150 @@
+"""A distributed run across real network interfaces: the netns bed of ``deploy/netbed``
+(hosts ``redis``, ``head``, ``node1``, ``node2`` on a bridge, each its own network stack).
+
+Every test starts ``zeroforge train --address HEAD --redis-url redis://redis:6379/0`` on
+``head`` (the password reaches the bed's processes in ``ZEROFORGE_REDIS_PASSWORD``), checks
+where Ray placed the actors (``zeroforge status --json``: each actor's node IP), and ends
+with the chaos test's ledger: every game id appended to the stream (read by an auditor
+inside the ``redis`` host) is in the learner's final checkpoint exactly once.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+import time
+
+from deploy.netbed import Bed
+from tests.multihost.bed_run import BedRun, ips
+
+
+def _steady(run: BedRun, bed: Bed, workers: int, hosts: set[str], timeout: float = 240
+            ) -> dict:
+    """Wait until ``workers`` self-play workers are alive, all on ``hosts`` (and on each of
+    them), and the learner has trained."""
+    want = {bed.ip(h) for h in hosts}
+
+    def ok(st: dict) -> bool:
+        where = ips(st)
+        return (len(where) == workers and set(where) == want and st["learner_steps"] > 0
+                and st["alive"]["selfplay"] == workers)
+    return run.status_when(ok, timeout, f"{workers} workers on {sorted(hosts)}")
+
+
+def _more_games(run: BedRun, than: float, timeout: float = 120) -> dict:
+    return run.status_when(lambda st: st["games_received"] > than and st["learner_steps"] > 0,
+                           timeout, f"games_received past {than}")
+
+
+def _assert_exactly_once(run: BedRun) -> None:
+    ledger = run.ledger()
+    print(ledger.table())
+    assert len(ledger.appended) > 0
+    assert ledger.problems() == []
+
+
+def test_workers_on_both_nodes_samples_in_weights_back_exactly_once(bed, start_run):
+    run = start_run("selfplay.workers=2")
+    st = _steady(run, bed, 2, {"node1", "node2"})
+    assert ips(st, "learner") == [bed.ip("head")]
+    # weights cross back: both nodes' workers end up playing with published weights
+    first = st["weights_version"]
+    st = run.status_when(lambda s: s["weights_version"] >= first + 3, 120, "new weights")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+            len(run.auditor.weights_by_worker) >= 2
+            and min(run.auditor.weights_by_worker.values()) > 0):
+        time.sleep(1)
+    played = dict(run.auditor.weights_by_worker)
+    assert len(played) == 2 and min(played.values()) > 0, played
+    run.stop()
+    _assert_exactly_once(run)
+
+
+def test_scale_2_6_1_spreads_over_both_nodes(bed, start_run):
+    run = start_run("selfplay.workers=2")
+    _steady(run, bed, 2, {"node1", "node2"})
+    run.scale(6)
+    st = _steady(run, bed, 6, {"node1", "node2"})
+    assert collections.Counter(ips(st)) == {bed.ip("node1"): 3, bed.ip("node2"): 3}
+    run.scale(1)
+    st = run.status_when(lambda s: len(ips(s)) == 1 and s["desired"]["selfplay"] == 1
+                         and not any(r["state"] == "stopping" for r in s["actors"]), 120,
+                         "one worker left")
+    assert ips(st)[0] in (bed.ip("node1"), bed.ip("node2"))
+    _more_games(run, st["games_received"])
+    run.stop()
+    _assert_exactly_once(run)
+
+
+def test_redis_partition_of_10_s_is_survived(bed, start_run):
+    run = start_run("selfplay.workers=2")
+    st = _steady(run, bed, 2, {"node1", "node2"})
+    with bed.partition("redis"):
+        # cut off: nothing on the bed reaches redis meanwhile (from head, by its address)
+        reached = bed.call_in("head", lambda: _reaches(bed.ip("redis"),
+                                                       bed.config.redis_port))
+        time.sleep(10)
+    assert not reached
+    after = _more_games(run, st["games_received"], 180)
+    assert after["state"] == "running"
+    assert after["alive"]["selfplay"] == 2 and after["alive"]["learner"] == 1
+    run.stop()
+    _assert_exactly_once(run)
+
+
+def test_added_latency_run_goes_through_the_relay(bed, start_run):
+    relay_port = bed.config.relay_port
+    relay = bed.start_relay(20.0)
+    try:
+        rtt = bed.call_in("head", lambda: _ping_rtt(bed, relay_port))
+        direct = bed.call_in("head", lambda: _ping_rtt(bed, bed.config.redis_port))
+        assert rtt >= 0.040 > direct, (rtt, direct)  # 20 ms each way
+        run = start_run("selfplay.workers=2", redis_url=f"redis://redis:{relay_port}/0")
+        st = _steady(run, bed, 2, {"node1", "node2"})
+        _more_games(run, st["games_received"])
+        run.stop()
+        _assert_exactly_once(run)
+    finally:
+        relay.kill()
+        relay.wait(10)
+
+
+def test_losing_node1_the_run_goes_on_on_node2(bed, start_run):
+    run = start_run("selfplay.workers=2")
+    st = _steady(run, bed, 2, {"node1", "node2"})
+    killed = bed.kill_host("node1")
+    assert killed
+    try:
+        # Ray declares node1 dead after its health checks fail; its worker is replaced
+        st = _steady(run, bed, 2, {"node2"}, timeout=300)
+        assert st["restarts"]["selfplay"] >= 1
+        _more_games(run, st["games_received"])
+        run.stop()
+        _assert_exactly_once(run)
+    finally:
+        bed.start_worker_node("node1")  # the next test's bed has two nodes again
+
+
+def _reaches(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _ping_rtt(bed: Bed, port: int) -> float:
+    """Best of five RESP ``PING`` round trips (after AUTH) to ``redis`` on ``port``, in s."""
+    with socket.create_connection((bed.ip("redis"), port), timeout=10) as s:
+        f = s.makefile("rb")
+        pw = bed.password.encode()
+        s.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(pw), pw))
+        assert f.readline() == b"+OK\r\n"
+        best = 1e9
+        for _ in range(5):
+            t = time.perf_counter()
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            assert f.readline() == b"+PONG\r\n"
+            best = min(best, time.perf_counter() - t)
+        return best
