@@ -179,7 +179,8 @@ class GtpPlayer:
     ``W+R``); ``"pass"`` plays a pass instead, for callers that only know moves. A move the
     engine chose that zeroforge's rules forbid (its ko rule is weaker than positional
     superko) is taken back in the engine and replaced by a pass; ``replaced_moves`` counts
-    them.
+    them. ``replays`` counts clear_board-and-replay syncs, ``setups`` positions set up
+    stone by stone (their move list was unknown).
     """
 
     def __init__(self, command: str | list[str], name: str | None = None,
@@ -189,7 +190,7 @@ class GtpPlayer:
         self.engine = GtpEngine(command, timeout=timeout)
         self.name = name or self.engine.label
         self.on_resign = on_resign
-        self.replaced_moves = 0
+        self.replaced_moves = self.replays = self.setups = 0
         self._setup: tuple[int, float] | None = None  # (size, komi) sent to the engine
         self._engine_moves: list[tuple[int, int]] | None = None  # (colour, action) played
         self._games: dict[bytes, list[tuple[int, int]]] = {}
@@ -240,6 +241,7 @@ class GtpPlayer:
         self.engine.send("clear_board")
         self._engine_moves = None
         if moves is None:
+            self.setups += 1
             # Stones only: all Black first, then all White. Nothing can be captured or be
             # suicide on the way, since each group has a liberty in the final position.
             board = states.board[index]  # type: ignore[attr-defined]
@@ -247,6 +249,7 @@ class GtpPlayer:
                 for point in np.flatnonzero(board == colour + 1):
                     self._play(game, colour, int(point))
             return None
+        self.replays += 1
         for colour, action in moves:
             self._play(game, colour, action)
         self._engine_moves = moves

@@ -8,7 +8,9 @@ and vertices are not. A bad command is a ``?`` answer, never a crash.
 
 The position is the list of moves since ``clear_board`` (each with its colour, so a
 controller may play the same colour twice, e.g. for handicap stones); ``undo`` and
-``komi`` replay it. Scoring is zeroforge's own: area (Tromp-Taylor) with the current komi,
+``komi`` replay it. Two passes end a game for zeroforge's rules, but a controller may play
+on (e.g. to settle dead stones): the next move then continues from the position before the
+second pass. Scoring is zeroforge's own: area (Tromp-Taylor) with the current komi,
 every stone on the board counted as alive.
 
 Time: after ``time_settings`` (and ``time_left`` updates) a ``genmove`` gets a share of the
@@ -125,6 +127,7 @@ class GtpEngine:
         self.log = log or (lambda text: None)
         self.moves: list[tuple[int, int]] = []  # (colour, action) since clear_board
         self.state: GoState = self.game.init(1)
+        self.previous: GoState | None = None  # the state before the last move
         self.clock = Clock()
         self.quit = False
         self.commands: dict[str, Callable[[list[str]], str]] = {
@@ -188,10 +191,20 @@ class GtpEngine:
 
     # --- the position ----------------------------------------------------------------------
     def _replay(self, moves: list[tuple[int, int]]) -> GoState:
-        state = self.game.init(1)
+        """The position after ``moves``; also sets ``previous``."""
+        state, self.previous = self.game.init(1), None
         for colour, action in moves:
-            state = self._step(state, colour, action)
+            state = self._advance(state, colour, action)
         return state
+
+    def _advance(self, state: GoState, colour: int, action: int) -> GoState:
+        """``state`` after a move, playing on after two passes; sets ``previous``."""
+        base = state
+        if state.terminal[0] and int(state.passes[0]) >= 2 and self.previous is not None:
+            base = self.previous  # drop the game-ending pass and continue
+        after = self._step(base, colour, action)
+        self.previous = state
+        return after
 
     def _step(self, state: GoState, colour: int, action: int) -> GoState:
         if int(state.to_play[0]) != colour and not state.terminal[0]:
@@ -232,7 +245,7 @@ class GtpEngine:
 
     def clear_board(self, args: list[str]) -> str:
         self.moves = []
-        self.state = self.game.init(1)
+        self.state, self.previous = self.game.init(1), None
         return ""
 
     def komi(self, args: list[str]) -> str:
@@ -260,7 +273,7 @@ class GtpEngine:
         if args[1].lower() == "resign":
             return ""  # the controller records a resignation; the board does not change
         action = self._vertex(args[1])
-        self.state = self._step(self.state, colour, action)
+        self.state = self._advance(self.state, colour, action)
         self.moves.append((colour, action))
         return ""
 
@@ -268,9 +281,11 @@ class GtpEngine:
         if len(args) != 1:
             raise GtpFailure("syntax error (genmove takes a colour)")
         colour = parse_colour(args[0])
-        if self.state.terminal[0]:
-            return -1, "pass"  # the game is over (two passes or the move cap)
         state = self.state
+        if state.terminal[0] and int(state.passes[0]) >= 2 and self.previous is not None:
+            state = self.previous  # asked to play on after two passes
+        if state.terminal[0]:
+            return -1, "pass"  # the move cap ended the game
         if int(state.to_play[0]) != colour:
             state = self.game.with_to_play(state, colour)
         budget = self.clock.budget(colour, int(state.ply[0]), self._expected_plies())
@@ -292,7 +307,7 @@ class GtpEngine:
         action, vertex = self._think(args)
         if action >= 0:
             colour = parse_colour(args[0])
-            self.state = self._step(self.state, colour, action)
+            self.state = self._advance(self.state, colour, action)
             self.moves.append((colour, action))
         return vertex
 
@@ -338,11 +353,11 @@ class GtpEngine:
         points = [self._vertex(v) for v in args]
         if len(set(points)) != len(points) or self.game.pass_action in points:
             raise GtpFailure("bad vertex list")
-        state, moves = self.state, []
+        moves = [(0, p) for p in points]
         for p in points:
-            state = self._step(state, 0, p)
-            moves.append((0, p))
-        self.state, self.moves = state, moves
+            self._step(self.state, 0, p)  # each alone is legal on the empty board
+        self.moves = moves
+        self.state = self._replay(moves)
         return ""
 
 
