@@ -84,6 +84,12 @@
       el.appendChild(svg("text", { x: MARGIN / 2, y, class: "coord" }, st.height - r));
       el.appendChild(svg("text", { x: w - MARGIN / 2, y, class: "coord" }, st.height - r));
     }
+    // tic-tac-toe's last move: its cell shaded, under the mark
+    if (cells && st.last && st.last.to !== null) {
+      const [x, y] = centre(st, st.last.to);
+      el.appendChild(svg("rect", { x: x - CELL / 2 + 3, y: y - CELL / 2 + 3, width: CELL - 6,
+        height: CELL - 6, class: "last-cell", id: "last-move" }));
+    }
     // stones (board codes: 1 first player, 2 second)
     st.board.forEach((v, p) => {
       if (!v) return;
@@ -99,7 +105,7 @@
       }
     });
     // the last move: a red ring on where it went (and a dashed one where it came from)
-    if (st.last && st.last.to !== null) {
+    if (!cells && st.last && st.last.to !== null) {
       const [x, y] = centre(st, st.last.to);
       el.appendChild(svg("circle", { cx: x, cy: y, r: CELL * 0.2, class: "last",
                                      id: "last-move" }));
