@@ -62,11 +62,10 @@ class SelfPlayService:
         self.evaluator = evaluator
         self.worker = SelfPlayWorker(self.game, evaluator, search, selfplay, seed=seed,
                                      worker_id=worker_id, run_id=ctx.run_id)
-        # A sample of games as SGF in the run dir (one that exists: a run writes its
-        # config there first, so a test's default run_dir is not filled by accident).
+        # A sample of games as SGF in the run dir, once it exists (a run writes its config
+        # there at its start, so a test's default run_dir is not filled by accident).
         self.records: RecordWriter | None = None
-        if selfplay.record_every and ctx.run_dir and Path(ctx.run_dir).is_dir():
-            self.records = selfplay_writer(ctx.run_dir, self.game)
+        self._run_dir = ctx.run_dir
         self.recorder = Recorder()
         self._stop = threading.Event()
         self.appended_ids: collections.deque[str] = collections.deque(maxlen=100_000)
@@ -132,7 +131,9 @@ class SelfPlayService:
         """The sampled games as SGF (``shared.game_records``; errors are logged, counted)."""
         sampled, self.worker.records = self.worker.records, []
         if self.records is None:
-            return
+            if not (self._run_dir and Path(self._run_dir).is_dir()):
+                return
+            self.records = selfplay_writer(self._run_dir, self.game)
         player = f"zeroforge v{int(getattr(self.evaluator, 'weights_version', 0))}"
         for game_id, moves in sampled:
             self.records.write(game_id, moves, black=player, white=player,

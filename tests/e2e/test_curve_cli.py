@@ -8,6 +8,8 @@ import json
 import pytest
 
 from deploy import curve
+from shared.formats.sgf import read_sgf_file, replay
+from shared.ladder import load_ladder
 from tests.e2e.test_cli import zf
 
 TINY_LOCAL = ["--set", "net=tiny", "--set", "search.num_simulations=12",
@@ -20,10 +22,12 @@ TINY_LOCAL = ["--set", "net=tiny", "--set", "search.num_simulations=12",
 def test_curve_of_a_real_local_run(tmp_path):
     run_dir = tmp_path / "run"
     r = zf("train", "--local", "--config", "tictactoe", "--minutes", "0.2", "--seed", "2",
-           "--run-dir", str(run_dir), "--run-id", "curve-e2e", *TINY_LOCAL, timeout=300)
+           "--run-dir", str(run_dir), "--run-id", "curve-e2e", *TINY_LOCAL,
+           "--set", "selfplay.record_every=5", timeout=300)
     assert r.returncode == 0, r.stderr
     entries = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert len(entries) >= 2  # one every 3 s of a 12 s run, and the final one
+    check_records_and_ladder(run_dir, entries)
 
     r = zf("curve", str(run_dir))
     assert r.returncode == 0, r.stderr
@@ -47,6 +51,33 @@ def test_curve_of_a_real_local_run(tmp_path):
     assert r.returncode == 0 and (tmp_path / "steps.pdf").read_bytes()[:5] == b"%PDF-", r.stderr
     steps = [p.steps for p in curve.read_eval_log(run_dir).points]
     assert all(s is not None for s in steps) and steps == sorted(steps), steps
+
+
+def check_records_and_ladder(run_dir, entries: list[dict]) -> None:
+    """The same run's game records (every evaluation game, 1 in 5 self-play games) read
+    back and replay to their recorded results; its ladder rates every evaluated version;
+    ``zeroforge replay`` and ``zeroforge rate --no-play`` show them."""
+    evals = sorted((run_dir / "games" / "eval").glob("*.sgf"))
+    assert len(evals) == sum(a["games"] for e in entries for a in e["anchors"].values())
+    selfplay = sorted((run_dir / "games" / "selfplay").glob("*.sgf"))
+    assert selfplay  # hundreds of games in 12 s: dozens sampled
+    for path in [*evals, *selfplay]:
+        (record,) = read_sgf_file(path)
+        assert record.result is not None and replay(record).outcome == record.result, path
+    for e in entries:
+        for anchor, a in e["anchors"].items():
+            if anchor != "best":
+                assert len(list((run_dir / "games" / "eval").glob(
+                    f"v{e['weights_version']}-{anchor}-*.sgf"))) == a["games"]
+    ladder = load_ladder(run_dir)
+    assert {f"v{e['weights_version']}" for e in entries} | {"random", "minimax"} \
+        == set(ladder.players)
+    r = zf("replay", str(evals[0]))
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("(as recorded)"), r.stderr
+    r = zf("rate", str(run_dir), "--no-play")
+    assert r.returncode == 0, r.stderr
+    newest = f"v{entries[-1]['weights_version']}"
+    assert any(line.startswith(newest + " ") for line in r.stdout.splitlines()), r.stdout
 
 
 @pytest.mark.parametrize("case, expected", [
