@@ -106,7 +106,8 @@ class GtpEngine:
         self._stderr: list[str] = []
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines),
                          daemon=True).start()
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_reader.start()
         self._finalizer = weakref.finalize(self, _stop, self._proc)
 
     @staticmethod
@@ -125,6 +126,8 @@ class GtpEngine:
             code = self._proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
             code = None
+        else:
+            self._stderr_reader.join(timeout=1)  # its last words, if it wrote any
         tail = next((line for line in reversed(self._stderr) if line.strip()), "")
         why = f"exited with code {code}" if code is not None else "closed its output"
         return GtpError(f"gtp engine {self.label!r} {why} while answering {command!r}"
