@@ -309,13 +309,14 @@
               "refitted over every evaluation so far. zeroforge rate shows the whole ladder.",
         traces: () => {
           const skip = ["player", "bound"];
+          const band = { line: { width: 1.5, dash: "dash", color: "#1d2330" } };
           const latest = (bound, label, style) => perSeries(
             "evaluator_ladder_elo", { player: "latest", bound: bound }, ident, label, skip)
             .map((t) => Object.assign(t, style));
           return [
             ...latest("estimate", "latest", bold),
-            ...latest("low", "latest 95% low", dashed),
-            ...latest("high", "latest 95% high", dashed),
+            ...latest("low", "latest 95% low", band),
+            ...latest("high", "latest 95% high", band),
             ...perSeries("evaluator_ladder_elo", { bound: "estimate" }, ident, "", ["bound"])
               .filter((t) => t.name !== "latest"),
           ];

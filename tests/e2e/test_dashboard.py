@@ -117,7 +117,8 @@ def test_local_run_dashboard_status_and_finished_run(tmp_path):
         assert history["t"][0] < 2 and history["t"][-1] > 40  # the whole run
         assert client.status().state == "stopped"
         with chromium() as driver:
-            _look(driver, url, "dashboard-local-finished")
+            # the whole run's history: the ladder chart has the evaluations' ratings
+            _look(driver, url, "dashboard-local-finished", ("ladder",))
     finally:
         dash.send_signal(signal.SIGINT)
         try:
