@@ -269,20 +269,15 @@ def fit_ratings(names: Sequence[str], results: dict[tuple[str, str], list[float]
         p = 1.0 / (1.0 + np.exp(-d))
         resid = score - count * p
         weight = count * p * (1.0 - p)
-        grad = np.zeros(m)
-        hess = np.zeros((m, m))  # the observed information: minus the Hessian
-        for k in range(len(use)):
-            i, j = ia[k], ib[k]
-            if i >= 0:
-                grad[i] += resid[k]
-                hess[i, i] += weight[k]
-            if j >= 0:
-                grad[j] -= resid[k]
-                hess[j, j] += weight[k]
-            if i >= 0 and j >= 0:
-                hess[i, j] -= weight[k]
-                hess[j, i] -= weight[k]
-        return grad, hess
+        # Index m is the anchor (fixed): accumulate into m+1 slots, then drop it.
+        a_ix, b_ix = np.where(ia < 0, m, ia), np.where(ib < 0, m, ib)
+        grad = (np.bincount(a_ix, resid, m + 1) - np.bincount(b_ix, resid, m + 1))[:m]
+        hess = np.zeros((m + 1, m + 1))  # the observed information: minus the Hessian
+        np.add.at(hess, (a_ix, a_ix), weight)
+        np.add.at(hess, (b_ix, b_ix), weight)
+        np.add.at(hess, (a_ix, b_ix), -weight)
+        np.add.at(hess, (b_ix, a_ix), -weight)
+        return grad, hess[:m, :m]
 
     iterations = 0
     if m:
@@ -357,13 +352,26 @@ def next_pair(fit: Fit, playable: Iterable[LadderPlayer], games: int = 10
         if len(unrated) > 1:
             return unrated[0].name, unrated[1].name
         return None
-    best: tuple[float, str, str] | None = None
-    for i, a in enumerate(rated):
-        for b in rated[i + 1:]:
-            gain = variance_drop(fit, a.name, b.name, games)
-            if best is None or gain > best[0] + 1e-15:
-                best = (gain, a.name, b.name)
-    return None if best is None else (best[1], best[2])
+    if len(rated) < 2:
+        return None
+    # variance_drop for every pair at once: with S the covariance (a zero row and column
+    # for the anchor), u = e_a - e_b gives u'Su = S_aa + S_bb - 2 S_ab and |Su|^2 the same
+    # in S^2.
+    pos = {n: k for k, n in enumerate(fit.free)}
+    cov = np.zeros((len(fit.free) + 1,) * 2)
+    cov[:-1, :-1] = fit.cov
+    idx = np.array([pos.get(p.name, len(fit.free)) for p in rated])
+    s1 = cov[np.ix_(idx, idx)]
+    s2 = (cov @ cov)[np.ix_(idx, idx)]
+    quad1 = np.diag(s1)[:, None] + np.diag(s1)[None, :] - 2 * s1
+    quad2 = np.diag(s2)[:, None] + np.diag(s2)[None, :] - 2 * s2
+    elo = np.array([fit.elo[p.name] for p in rated])
+    p_win = 1.0 / (1.0 + 10.0 ** ((elo[None, :] - elo[:, None]) / 400.0))
+    q = games * p_win * (1.0 - p_win)
+    gain = q * quad2 / (1.0 + q * quad1)
+    gain[np.tril_indices(len(rated))] = -1.0  # each pair once, never a player with itself
+    i, j = np.unravel_index(int(np.argmax(gain)), gain.shape)
+    return rated[i].name, rated[j].name
 
 
 # --- the file in a run dir -----------------------------------------------------------------

@@ -218,3 +218,24 @@ def test_bad_games_are_refused():
         lad.add_games("x", "x", 1, 0, 0)
     with pytest.raises(ValueError, match="kind"):
         lad.add_player("z", "robot")
+
+
+def test_next_pair_is_the_pair_with_the_largest_variance_drop():
+    """The all-pairs computation picks what pair-by-pair ``variance_drop`` would."""
+    rng = np.random.default_rng(11)
+    for trial in range(5):
+        ratings = {"random": 0.0, **{f"s{i}": float(x) for i, x in
+                                     enumerate(rng.uniform(-200, 900, 6))}}
+        lad = Ladder()
+        for name in ratings:
+            lad.add_player(name, "snapshot", spec="x", order=ratings[name])
+        names = list(ratings)
+        for _ in range(10):
+            a, b = rng.choice(len(names), 2, replace=False)
+            lad.add_games(names[a], names[b], *rng.integers(0, 8, 3))
+        for name in names[1:]:  # all rated
+            lad.add_games(name, "random", 1, 0, 1)
+        fit = lad.refit()
+        gains = {(a, b): variance_drop(fit, a, b, 10)
+                 for i, a in enumerate(names) for b in names[i + 1:]}
+        assert lad.next_pair(10) == max(gains, key=gains.get), trial
