@@ -223,7 +223,10 @@ class GtpPlayer:
         if ply == 0:
             return []
         n = int(states.num_positions[index])  # type: ignore[attr-defined]
-        before = self._games.pop(self._key(states, index, n - 1), None) if n >= 2 else None
+        if ply == 1:  # the opponent made the first move
+            before: list[tuple[int, int]] | None = []
+        else:
+            before = self._games.pop(self._key(states, index, n - 1), None) if n >= 2 else None
         if before is None or len(before) != ply - 1:
             return None
         return [*before, (1 - int(states.to_play[index]), int(states.last_action[index]))]
