@@ -21,14 +21,14 @@ from shared.train_config import SelfPlayConfig
                                       ("tictactoe", 4)])
 def test_match_games_are_written_and_replay_to_their_outcome(tmp_path, spec, gm):
     game = make_game(spec)
-    match = play_match(game, RandomPlayer(), make_player("uct:8"), 4,
+    match = play_match(game, RandomPlayer(), make_player("uct:2"), 4,
                        np.random.default_rng(1))
     writer = RecordWriter(tmp_path / "eval", game)
     for n, moves in enumerate(match.moves):
-        black, white = ("random", "uct8") if match.a_first[n] else ("uct8", "random")
-        assert writer.write(f"v3-uct:8-{n}", moves, black=black, white=white) is not None
+        black, white = ("random", "uct2") if match.a_first[n] else ("uct2", "random")
+        assert writer.write(f"v3-uct:2-{n}", moves, black=black, white=white) is not None
     files = sorted((tmp_path / "eval").glob("*.sgf"))
-    assert [f.name for f in files] == [f"v3-uct8-{n}.sgf" for n in range(4)]
+    assert [f.name for f in files] == [f"v3-uct2-{n}.sgf" for n in range(4)]
     for n, f in enumerate(files):
         text = f.read_text()
         assert f"GM[{gm}]" in text
@@ -39,7 +39,7 @@ def test_match_games_are_written_and_replay_to_their_outcome(tmp_path, spec, gm)
         # the record's result is Black's (the first mover's) view of the match outcome
         a_view = int(match.outcomes[n])
         assert record.result == (a_view if match.a_first[n] else -a_view) == session.outcome
-        assert record.black == ("random" if match.a_first[n] else "uct8")
+        assert record.black == ("random" if match.a_first[n] else "uct2")
 
 
 def test_the_directory_keeps_at_most_keep_files(tmp_path):
