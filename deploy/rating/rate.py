@@ -87,6 +87,13 @@ class _Players:
         self.search = search
         self._built: dict[str, Player] = {}
 
+    def close(self) -> None:
+        """Stop the players that run something (a GTP engine's process)."""
+        for player in self._built.values():
+            close = getattr(player, "close", None)
+            if callable(close):
+                close()
+
     def get(self, player: ladders.LadderPlayer) -> Player:
         from shared.players import make_player
 
@@ -101,7 +108,6 @@ class _Players:
 
 
 def cmd_rate(args: argparse.Namespace) -> int:
-    from shared.arena import play_match
     from shared.games import make_game
 
     run_dir = Path(args.run_dir)
@@ -134,6 +140,28 @@ def cmd_rate(args: argparse.Namespace) -> int:
         ladders.save_ladder(run_dir, ladder)
 
     players = _Players(run_dir, config, game, args.simulations)
+    try:
+        ladder = _play(args, run_dir, anchors, ladder, game, players)
+    finally:
+        players.close()
+    fit = ladder.fit or ladder.refit()
+    print(ladders.format_table(fit, ladder))
+    print(f"(Bradley-Terry fit, {fit.anchor} = 0; ±: 95% interval from the Fisher "
+          f"information; {ladders.ladder_path(run_dir)})")
+    if args.plot:
+        out = Path(args.plot)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        figure(fit, ladder).savefig(out)
+        print(f"wrote {out}")
+    return 0
+
+
+def _play(args: argparse.Namespace, run_dir: Path, anchors: list[str],
+          ladder: ladders.Ladder, game: Game, players: _Players) -> ladders.Ladder:
+    """``args.games`` games in batches of ``args.per_pair``, each batch between the most
+    informative pair, saved after each; returns the ladder as last saved."""
+    from shared.arena import play_match
+
     rng = np.random.default_rng(args.seed)
     left = args.games if args.play else 0
     while left > 0:
@@ -155,16 +183,7 @@ def cmd_rate(args: argparse.Namespace) -> int:
         print(f"{a.name} vs {b.name}: +{match.wins} ={match.draws} -{match.losses}  "
               f"(now {fit.elo.get(a.name, float('nan')):+.0f} / "
               f"{fit.elo.get(b.name, float('nan')):+.0f})", flush=True)
-    fit = ladder.fit or ladder.refit()
-    print(ladders.format_table(fit, ladder))
-    print(f"(Bradley-Terry fit, {fit.anchor} = 0; ±: 95% interval from the Fisher "
-          f"information; {ladders.ladder_path(run_dir)})")
-    if args.plot:
-        out = Path(args.plot)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        figure(fit, ladder).savefig(out)
-        print(f"wrote {out}")
-    return 0
+    return ladder
 
 
 def _reload(run_dir: Path, current: ladders.Ladder) -> ladders.Ladder:
