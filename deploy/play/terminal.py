@@ -45,8 +45,8 @@ class Ending:
     how: str
     """``"rules"`` (the game ended on the board), ``"resignation"`` or ``"quit"``."""
     sgf_result: str
-    """SGF ``RE`` text: ``""`` for an abandoned game, ``B+R`` / ``W+R`` for a resignation,
-    else "" too (the record derives it from the finished game)."""
+    """SGF ``RE`` text the board cannot tell: ``B+R`` / ``W+R`` for a resignation; else ""
+    (a finished game's record derives its result; an abandoned one has none)."""
 
 
 def example_move(session: GameSession) -> str:

@@ -192,7 +192,10 @@ class PlayService:
 
     # --- inside the lock -----------------------------------------------------------------
     def _player(self, spec: str, game: Game) -> Player:
-        """``make_player(spec)``, kept per game: a net is loaded once."""
+        """``make_player(spec)``, kept per game (minimax keeps its solved positions) except
+        nets: a new game loads the checkpoint again, which a run may have replaced."""
+        if spec.startswith("net:"):
+            return make_player(spec, game)
         key = (game.spec.spec_string, spec)
         if key not in self._players:
             self._players[key] = make_player(spec, game)
