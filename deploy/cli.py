@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="serve a board in the browser instead (any game, any player; "
                            "--game/--first/--second are the page's defaults)")
     play.add_argument("--host", default="127.0.0.1",
-                      help="--web: address to bind (default 127.0.0.1; any other needs the "
-                           "token the command prints)")
+                      help="--web: address to bind (default 127.0.0.1; any other needs a "
+                           "token, kept in a 0600 file whose path is printed)")
     play.add_argument("--port", type=_nonneg, default=8090,
                       help="--web: port (default 8090; 0 picks a free one)")
     play.set_defaults(func=commands.cmd_play)
