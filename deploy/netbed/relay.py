@@ -76,10 +76,16 @@ async def _serve_one(target: tuple[str, int], delay_s: float,
             w.close()
 
 
+async def start(listen: tuple[str, int], target: tuple[str, int], delay_ms: float
+                ) -> asyncio.Server:
+    """A listening relay from ``listen`` (port 0: any) to ``target``."""
+    return await asyncio.start_server(
+        lambda r, w: _serve_one(target, delay_ms / 1000.0, r, w), *listen)
+
+
 async def serve(listen: tuple[str, int], target: tuple[str, int], delay_ms: float) -> None:
     """Relay connections to ``listen`` on to ``target`` until cancelled."""
-    server = await asyncio.start_server(
-        lambda r, w: _serve_one(target, delay_ms / 1000.0, r, w), *listen)
+    server = await start(listen, target, delay_ms)
     async with server:
         await server.serve_forever()
 

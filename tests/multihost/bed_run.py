@@ -16,9 +16,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import redis
+
 from deploy.netbed import Bed
 from learner.learner import load_checkpoint
 from shared.samples import decode
+from shared.transport import connect, stream_key
 from shared.transport.stream import FIELD
 from tests.integration.test_chaos import Auditor, Ledger
 
@@ -42,7 +45,21 @@ class BedAuditor(Auditor):
 
     def __init__(self, url: str, run_id: str) -> None:
         self.weights_by_worker: dict[str, int] = collections.defaultdict(int)
-        super().__init__(url, run_id)
+        # as Auditor.__init__, but a resumed run's auditor takes its group over
+        self.url, self.key = url, stream_key(run_id)
+        self.appended: collections.Counter[str] = collections.Counter()
+        self.undecodable = 0
+        self.entry_of: dict[str, bytes] = {}
+        self._entries: set[bytes] = set()
+        self._client = connect(url)
+        try:
+            self._client.xgroup_create(self.key, self.GROUP, id="0", mkstream=True)
+        except redis.ResponseError as err:
+            if "BUSYGROUP" not in str(err):
+                raise
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
 
     def _read(self, start: str) -> int:
         block = 200 if start == ">" else None
@@ -73,7 +90,7 @@ class BedRun:
     """``zeroforge train --address HEAD --redis-url redis://redis:PORT/0`` on ``head``."""
 
     def __init__(self, bed: Bed, run_dir: Path, run_id: str, *settings: str,
-                 redis_url: str | None = None) -> None:
+                 redis_url: str | None = None, args: tuple[str, ...] = ()) -> None:
         self.bed, self.run_dir, self.run_id = bed, run_dir, run_id
         url = redis_url or bed.redis_url
         # the auditor reads the stream from inside the redis host (before the run starts:
@@ -83,7 +100,7 @@ class BedRun:
         sets = [a for s in (*SETTINGS, *settings) for a in ("--set", s)]
         self.proc = bed.popen("head", [
             ZEROFORGE, "train", "--config", "tictactoe", "--address", bed.ray_address,
-            "--redis-url", url, "--run-dir", str(run_dir), "--run-id", run_id, *sets],
+            "--redis-url", url, "--run-dir", str(run_dir), "--run-id", run_id, *args, *sets],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -58,14 +58,17 @@ def bed(beds: Beds) -> Bed:
 
 @pytest.fixture
 def start_run(beds: Beds, tmp_path: Path) -> Iterator:
-    """``start_run(*settings, redis_url=None)`` -> a BedRun; ended after the test (a run
-    whose driver had to be killed may leave actors: the bed is rebuilt)."""
+    """``start_run(*settings, redis_url=None, resume=None)`` -> a BedRun; ended after the
+    test (a run whose driver had to be killed may leave actors: the bed is rebuilt)."""
     runs: list[BedRun] = []
 
-    def start(*settings: str, redis_url: str | None = None) -> BedRun:
-        run_id = f"mh-{uuid.uuid4().hex[:10]}"
-        run_dir = tmp_path / run_id
-        run = BedRun(beds.get(), run_dir, run_id, *settings, redis_url=redis_url)
+    def start(*settings: str, redis_url: str | None = None, resume: BedRun | None = None
+              ) -> BedRun:
+        """A fresh run, or (``resume``) that run again with ``--resume``."""
+        run_id = resume.run_id if resume else f"mh-{uuid.uuid4().hex[:10]}"
+        run_dir = resume.run_dir if resume else tmp_path / run_id
+        run = BedRun(beds.get(), run_dir, run_id, *settings, redis_url=redis_url,
+                     args=("--resume",) if resume else ())
         runs.append(run)
         return run
 

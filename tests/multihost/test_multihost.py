@@ -13,8 +13,11 @@ from __future__ import annotations
 import collections
 import socket
 import time
+import urllib.request
 
 from deploy.netbed import Bed
+from learner.learner import load_checkpoint
+from tests.integration.test_chaos import Ledger
 from tests.multihost.bed_run import BedRun, ips
 
 
@@ -57,6 +60,11 @@ def test_workers_on_both_nodes_samples_in_weights_back_exactly_once(bed, start_r
         time.sleep(1)
     played = dict(run.auditor.weights_by_worker)
     assert len(played) == 2 and min(played.values()) > 0, played
+    # the run's Prometheus endpoint answers on head (the controller's host), and says so too
+    text = bed.call_in("head", lambda: _get(st["metrics_url"]))
+    held = {line.split("}")[0].split('"')[1]: float(line.split()[-1])
+            for line in text.splitlines() if line.startswith("zeroforge_weights_version{")}
+    assert held.get("selfplay", 0) > 0 and held.get("learner", 0) > 0, held
     run.stop()
     _assert_exactly_once(run)
 
@@ -67,6 +75,10 @@ def test_scale_2_6_1_spreads_over_both_nodes(bed, start_run):
     run.scale(6)
     st = _steady(run, bed, 6, {"node1", "node2"})
     assert collections.Counter(ips(st)) == {bed.ip("node1"): 3, bed.ip("node2"): 3}
+    run.scale(7)  # one more than the nodes have slots: it waits, and status says for what
+    st = run.status_when(lambda s: "selfplay" in s["waiting"], 60, "a waiting worker")
+    assert "zf_selfplay" in st["waiting"]["selfplay"], st["waiting"]
+    assert len(ips(st)) == 6
     run.scale(1)
     st = run.status_when(lambda s: len(ips(s)) == 1 and s["desired"]["selfplay"] == 1
                          and not any(r["state"] == "stopping" for r in s["actors"]), 120,
@@ -75,6 +87,28 @@ def test_scale_2_6_1_spreads_over_both_nodes(bed, start_run):
     _more_games(run, st["games_received"])
     run.stop()
     _assert_exactly_once(run)
+
+
+def test_stop_and_resume_on_the_bed(bed, start_run):
+    first = start_run("selfplay.workers=2")
+    _steady(first, bed, 2, {"node1", "node2"})
+    first.stop()
+    before = first.ledger()
+    assert before.problems() == []
+    saved = load_checkpoint(first.run_dir / "checkpoint.pt")["extra"]
+    assert int(saved["games_received"]) == before.games_received
+    again = start_run("selfplay.workers=2", resume=first)
+    st = _steady(again, bed, 2, {"node1", "node2"})
+    # the learner came back at its checkpoint: its counters go on from there
+    assert st["games_received"] >= before.games_received
+    st = _more_games(again, before.games_received + 50)
+    again.stop()
+    after = again.ledger()
+    both = Ledger(before.appended + after.appended, after.received, after.games_received,
+                  set(), after.rejected)
+    print(both.table())
+    assert both.problems() == []
+    assert set(before.appended) <= set(after.received)
 
 
 def test_redis_partition_of_10_s_is_survived(bed, start_run):
@@ -115,15 +149,23 @@ def test_losing_node1_the_run_goes_on_on_node2(bed, start_run):
     st = _steady(run, bed, 2, {"node1", "node2"})
     killed = bed.kill_host("node1")
     assert killed
+    lost_at = time.monotonic()
     try:
         # Ray declares node1 dead after its health checks fail; its worker is replaced
         st = _steady(run, bed, 2, {"node2"}, timeout=300)
+        print(f"node1 lost: both workers alive on node2 after "
+              f"{time.monotonic() - lost_at:.0f} s")
         assert st["restarts"]["selfplay"] >= 1
         _more_games(run, st["games_received"])
         run.stop()
         _assert_exactly_once(run)
     finally:
         bed.start_worker_node("node1")  # the next test's bed has two nodes again
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return str(resp.read().decode())
 
 
 def _reaches(host: str, port: int) -> bool:
