@@ -428,7 +428,8 @@ def locked(run_dir: str | Path) -> Iterator[None]:
 def format_table(fit: Fit, ladder: Ladder, confidence: float = 0.95) -> str:
     """The ratings as a table (best first; unrated players last)."""
     pct = f"±{confidence:.0%}"
-    lines = [f"{'player':<28} {'kind':<8} {'Elo':>7} {pct:>7} {'games':>6}"]
+    w = max([28, *(len(n) for n in fit.names)])
+    lines = [f"{'player':<{w}} {'kind':<8} {'Elo':>7} {pct:>7} {'games':>6}"]
     order = sorted(fit.names, key=lambda n: (not fit.rated(n), -fit.elo.get(n, 0.0), n))
     for n in order:
         kind = ladder.players[n].kind if n in ladder.players else "?"
@@ -436,7 +437,7 @@ def format_table(fit: Fit, ladder: Ladder, confidence: float = 0.95) -> str:
         if fit.rated(n):
             low, high = fit.interval(n, confidence)
             half = "anchor" if n == fit.anchor else f"{(high - low) / 2:.0f}"
-            lines.append(f"{n:<28} {kind:<8} {fit.elo[n]:>7.0f} {half:>7} {games:>6}")
+            lines.append(f"{n:<{w}} {kind:<8} {fit.elo[n]:>7.0f} {half:>7} {games:>6}")
         else:
-            lines.append(f"{n:<28} {kind:<8} {'-':>7} {'-':>7} {games:>6}")
+            lines.append(f"{n:<{w}} {kind:<8} {'-':>7} {'-':>7} {games:>6}")
     return "\n".join(lines)
