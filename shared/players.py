@@ -122,7 +122,8 @@ def make_player(spec: str, game: Game | None = None, *, search: SearchConfig | N
       textbook or with decisive-move checks and MCTS-Solver proofs (default 1000);
     - ``net:PATH[:SIMULATIONS]``: the trained agent (``MCTSPlayer``) with the net of a
       learner checkpoint (its net config is read from it) or of a weights snapshot
-      (``net_config`` says its shape); ``search`` (default ``SearchConfig()``) with
+      (``net_config`` says its shape, else the run's ``config.yaml`` when the snapshot is
+      in ``RUN_DIR/snapshots/``); ``search`` (default ``SearchConfig()``) with
       ``SIMULATIONS`` simulations if given; ``opening_moves`` as in ``MCTSPlayer``.
 
     ``game`` is needed for ``net:`` players and lets ``minimax`` refuse a game it cannot
@@ -183,7 +184,8 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
     """The network (eval mode, CPU) of a learner checkpoint or a weights file for ``game``.
 
     A checkpoint names its game and net config; a weights file (``save_weights``, any
-    format ``load_weights`` reads) needs ``net_config``. ValueError in one line if the file
+    format ``load_weights`` reads) needs ``net_config``, or is a run's snapshot
+    (``RUN_DIR/snapshots/``) whose run config says it. ValueError in one line if the file
     is missing or unreadable, is for another game, or does not fit the net.
     """
     from shared.config import ConfigError, from_dict
@@ -206,6 +208,8 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
         state_dict = checkpoint["model"]
     else:
         state_dict = load_weights(path)
+        if net_config is None:
+            net_config = _run_net_config(path, game)
     if net_config is None:
         raise ValueError(f"{path}: a weights file does not say its net's shape; give the "
                          "net config (or use a checkpoint, which does)")
@@ -216,6 +220,43 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
         raise ValueError(f"{path}: weights do not fit this net "
                          f"({str(err).strip().splitlines()[0]})") from None
     return net.eval()
+
+
+def _run_net_config(path: Path, game: Game) -> NetConfig | None:
+    """The net config of the run a weight snapshot belongs to
+    (``RUN_DIR/snapshots/weights-*`` next to ``RUN_DIR/config.yaml``), None if it is not
+    in a run directory. ValueError in one line if that run played another game."""
+    import yaml
+
+    from shared.config import ConfigError, from_dict
+    from shared.games import make_game
+    from shared.nets import NetConfig
+    from shared.run_record import CONFIG_NAME, SNAPSHOT_DIR
+
+    config_path = path.parent.parent / CONFIG_NAME
+    if path.parent.name != SNAPSHOT_DIR or not config_path.is_file():
+        return None
+    try:
+        data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ValueError(f"{config_path}: unreadable run config ({type(err).__name__})"
+                         ) from None
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("game"), str):
+        played = make_game(data["game"]).spec.spec_string
+        if played != game.spec.spec_string:
+            raise ValueError(f"{path}: a snapshot of game {played!r}, "
+                             f"not {game.spec.spec_string!r}")
+    net = data.get("net")
+    try:
+        if isinstance(net, str):
+            return NetConfig.preset(net)
+        if isinstance(net, dict):
+            return from_dict(NetConfig, net, f"{config_path}: net")
+    except (ConfigError, ValueError, KeyError) as err:
+        raise ValueError(str(err).splitlines()[0]) from None
+    return None
 
 
 def _read_checkpoint(path: Path) -> dict | None:

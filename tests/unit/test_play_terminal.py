@@ -183,3 +183,33 @@ def test_every_player_spec_form_parses_through_make_player(gomoku6_net: str) -> 
             assert player.name, spec
             if spec.startswith("net:") and spec.count(":") == 2:
                 assert player.search_config.num_simulations == 4  # type: ignore[attr-defined]
+
+
+def test_a_runs_snapshot_plays_with_the_net_config_of_its_run(tmp_path) -> None:
+    """``net:RUN_DIR/snapshots/weights-*.safetensors``: the net's shape from the run's
+    config.yaml, so a person can play any snapshot without repeating the net config."""
+    import yaml
+
+    from learner.learner import Learner, LearnerConfig
+    from shared.config import to_dict
+    from shared.formats.weights import save_weights
+    from shared.nets import NetConfig
+    from shared.run_record import snapshot_path
+
+    net = NetConfig.preset("tiny").replace(channels=8, blocks=1)
+    learner = Learner(LearnerConfig(replay_capacity=64, device="cpu"), "gomoku6", net)
+    snap = snapshot_path(tmp_path / "run", 60)
+    snap.parent.mkdir(parents=True)
+    save_weights(learner.weights(), snap)
+    game = make_game("gomoku6")
+    with pytest.raises(ValueError, match="does not say its net's shape"):
+        make_player(f"net:{snap}", game)
+    (tmp_path / "run" / "config.yaml").write_text(
+        yaml.safe_dump({"game": "gomoku6", "net": to_dict(net)}))
+    player = make_player(f"net:{snap}:3", game)
+    assert player.select(game, game.init(1), np.random.default_rng(0)).shape == (1,)
+    with pytest.raises(ValueError, match="a snapshot of game 'gomoku:size=6,k=4'"):
+        make_player(f"net:{snap}", make_game("gomoku8"))
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump({"net": "small"}))
+    with pytest.raises(ValueError, match="weights do not fit this net"):
+        make_player(f"net:{snap}", game)
