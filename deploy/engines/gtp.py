@@ -216,7 +216,7 @@ class GtpEngine:
 
     def _rebuild(self, size: int, komi: float) -> None:
         game = Go(size=size, komi=komi, ko=self.game.ko, history=self.game.history,
-                  obs=self.game.obs)
+                  obs=self.game.obs, max_moves=self.game.max_moves)
         if not compatible(game, self.agent.net_game):
             raise GtpFailure("unacceptable size")
         self.game = game
