@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rate a run's snapshots and anchors on one Elo ladder (table + plot)",
         description="The run's Elo ladder (RUN_DIR/ladder.json): every weights snapshot "
                     "(RUN_DIR/snapshots/), every version the in-run evaluator played and "
-                    "fixed anchors, fitted by Bradley-Terry (random = 0) with 95%% intervals. "
+                    "fixed anchors, fitted by Bradley-Terry (random = 0) with 95% intervals. "
                     "With --play (the default) it first plays --games more games, each batch "
                     "between the pair that informs the ratings most, and saves them.",
     )
