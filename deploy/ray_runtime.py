@@ -408,6 +408,9 @@ class _Slot:
     """``{"pid", "node", "ip"}`` once the actor told (status rows)."""
     where_ref: Any = None
     """The outstanding ``where`` call."""
+    cancelled: bool = False
+    """Retired while Ray had not scheduled it yet: killed at once (nothing to save), so
+    it takes no resources a scale-down frees and no autoscaler node; no crash, no stats."""
 
 
 class Controller:
@@ -522,10 +525,18 @@ class Controller:
 
     def _retire(self, slot: _Slot) -> None:
         slot.stopping = True
-        try:
-            slot.handle.stop.remote()
-        except Exception as err:  # the actor may already be gone
-            log.warning("stopping %s %d: %s", slot.kind, slot.index, err)
+        if not slot.started and _gcs_actor_state(slot.handle) in _PENDING_STATES:
+            # A pending actor left to stop itself would first be scheduled (on resources
+            # the scale-down frees, or on a node the autoscaler adds for it), build its
+            # service and only then see the stop. It has played nothing: kill it.
+            slot.cancelled = True
+            with contextlib.suppress(Exception):
+                ray.kill(slot.handle, no_restart=True)
+        else:
+            try:
+                slot.handle.stop.remote()
+            except Exception as err:  # the actor may already be gone
+                log.warning("stopping %s %d: %s", slot.kind, slot.index, err)
         if KINDS[slot.kind].is_server:
             self._push_servers()
 
@@ -557,6 +568,8 @@ class Controller:
                 if not ready:
                     continue
                 slots.remove(slot)
+                if slot.cancelled:  # killed before it ran (``_retire``): no crash
+                    continue
                 try:
                     result = ray.get(slot.run_ref)
                     crashed = False
@@ -890,7 +903,8 @@ class Controller:
                 self._probe(timeout_s=1.0)
             for slots in self.slots.values():
                 for slot in [s for s in slots
-                             if not s.started and self._slot_state(s) == "pending"]:
+                             if s.cancelled
+                             or (not s.started and self._slot_state(s) == "pending")]:
                     slots.remove(slot)
                     with contextlib.suppress(Exception):
                         ray.kill(slot.handle, no_restart=True)
@@ -1000,8 +1014,7 @@ class Controller:
             return "stopping"
         if slot.started:
             return "alive"
-        gcs = _gcs_actor_state(slot.handle)
-        if gcs in ("PENDING_CREATION", "DEPENDENCIES_UNREADY"):
+        if _gcs_actor_state(slot.handle) in _PENDING_STATES:
             return "pending"
         return "restarting" if slot.replacement else "starting"
 
@@ -1085,6 +1098,10 @@ def _endpoint(source: Callable[[], Any], host: str, port: int, previous: int
             log.warning("metrics port %s of the previous controller is taken (%s); "
                         "serving on a new one", previous, err)
             return metrics.MetricsEndpoint(source, host, 0)
+
+
+_PENDING_STATES = ("PENDING_CREATION", "DEPENDENCIES_UNREADY")
+"""GCS actor states of an actor Ray has not scheduled yet (no node has its resources)."""
 
 
 def _gcs_actor_state(handle: Any) -> str:

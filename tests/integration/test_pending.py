@@ -1,0 +1,62 @@
+"""Actors the cluster has no room for yet are *pending*: the run shows them so in its
+status, goes on with the others and counts no crash; a scale-down that drops them kills
+them at once (they have played nothing) instead of leaving them waiting to be scheduled
+only to stop, and a stop does not wait for them. On an autoscaling cluster pending actors
+are what makes the autoscaler add nodes (``test_autoscaler.py``)."""
+
+from __future__ import annotations
+
+import time
+
+import ray
+
+from deploy import ray_runtime
+from tests.integration.test_distributed import start_run, status, wait_for
+
+
+def _named_workers(run_id: str) -> list[int]:
+    return [i for kind, i, _ in ray_runtime.run_actor_names(run_id) if kind == "selfplay"]
+
+
+def test_workers_that_do_not_fit_stay_pending_then_go_at_once(local_ray, redis_server,
+                                                              run_id, tmp_path):
+    # 2 CPUs: the learner (0.25) and one 1-CPU worker fit; a second one does not
+    controller = start_run(redis_server, run_id, tmp_path, "distributed.worker_cpus=1")
+    try:
+        wait_for(lambda: status(controller)["alive"]["selfplay"] == 1, timeout=120)
+        ray.get(controller.scale.remote(workers=4))
+        st = wait_for(lambda: (s := status(controller))["actor_states"]["selfplay"]
+                      == {"alive": 1, "pending": 3} and s, timeout=30)
+        assert st["waiting"]["selfplay"] == "3 waiting for 1 CPU each (free: 0.75 CPU)"
+        assert sorted(r["state"] for r in st["actors"] if r["kind"] == "selfplay") == [
+            "alive", "pending", "pending", "pending"]
+        games = st["games"]
+        time.sleep(5)  # many monitor ticks (0.3 s): still pending, nothing counted as dead
+        st = status(controller)
+        assert st["actor_states"]["selfplay"] == {"alive": 1, "pending": 3}, st
+        assert st["state"] == "running" and st["error"] == ""
+        assert st["restarts"]["selfplay"] == 0 and st["alive"]["selfplay"] == 1
+        wait_for(lambda: status(controller)["games"] > games, timeout=60)
+
+        # scaling down drops the newest (the pending ones): killed now, not left to be
+        # scheduled later
+        ray.get(controller.scale.remote(workers=1))
+        st = wait_for(lambda: (s := status(controller))["actor_states"]["selfplay"]
+                      == {"alive": 1} and s, timeout=15)
+        assert [r["index"] for r in st["actors"] if r["kind"] == "selfplay"] == [0]
+        assert _named_workers(run_id) == [0]
+        assert st["restarts"]["selfplay"] == 0 and st["error"] == ""
+
+        # a stop with workers still pending ends at once and loses nothing
+        ray.get(controller.scale.remote(workers=3))
+        wait_for(lambda: status(controller)["actor_states"]["selfplay"].get("pending") == 2,
+                 timeout=30)
+        started = time.monotonic()
+        final = ray.get(controller.stop.remote())
+        assert time.monotonic() - started < 45
+        assert final["state"] == "stopped" and final["error"] == "", final
+        assert final["restarts"]["selfplay"] == 0
+        assert final["games_received"] == final["games"] > 0
+    finally:
+        ray.get(controller.shutdown.remote())
+        ray.kill(controller)
