@@ -103,6 +103,28 @@ class Agent:
         self.speed = rate if self.speed is None else 0.7 * self.speed + 0.3 * rate
         return int(result.action[0]), float(result.root_value[0]), took
 
+    def analyse(self, game: Game, state: State, sims: int, seed: int = 0
+                ) -> list[tuple[int, int, float, float]]:
+        """(action, visits, win rate for the mover in [0, 1], prior) of every visited root
+        move of the one running game ``state`` [1], most visited first."""
+        from shared.search.mcts import MCTS
+
+        mcts = MCTS(game, self.evaluator, dataclasses.replace(self.search, num_simulations=sims))
+        mcts.search(state, np.random.default_rng(seed))
+        tree = mcts.tree
+        assert tree is not None
+        kids = tree.children[0, 0, :]
+        out = []
+        for action in np.flatnonzero(kids >= 0):
+            node = int(kids[action])
+            visits = int(tree.visits[0, node])
+            if visits > 0:
+                # a child's values are from its own mover's view: the root mover's opponent
+                q = -float(tree.value_sum[0, node]) / visits
+                out.append((int(action), visits, (1 + q) / 2, float(tree.prior[0, 0, action])))
+        out.sort(key=lambda m: (-m[1], -m[3]))
+        return out
+
     def choose(self, game: Game, state: State, budget: float | None = None,
                seed: int = 0) -> Choice:
         """A move for the one running game ``state`` [1]: ``simulations`` simulations, or

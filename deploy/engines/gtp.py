@@ -13,6 +13,12 @@ on (e.g. to settle dead stones): the next move then continues from the position 
 second pass. Scoring is zeroforge's own: area (Tromp-Taylor) with the current komi,
 every stone on the board counted as alive.
 
+``lz-analyze [colour] [interval]`` (Leela Zero's analysis command, which Lizzie uses)
+answers ``=`` and then, until the next command arrives, one ``info move ... visits ...
+winrate ... prior ... order ... pv ...`` line per interval (win rate and prior in
+1/10000), from searches of growing size; the next command's arrival ends the response
+with the blank line.
+
 Time: after ``time_settings`` (and ``time_left`` updates) a ``genmove`` gets a share of the
 remaining main time (spread over the moves the game is still expected to last) or of the
 current byo-yomi period, turned into simulations by measured speed (``agent.Agent``);
@@ -21,7 +27,9 @@ without time settings every move searches ``--simulations``.
 
 from __future__ import annotations
 
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -149,7 +157,9 @@ class GtpEngine:
             "time_settings": self.time_settings,
             "time_left": self.time_left,
             "set_free_handicap": self.set_free_handicap,
+            "lz-analyze": self.lz_analyze,
         }
+        self.analysis: tuple[int, float] | None = None  # (colour, seconds between lines)
 
     # --- framing ---------------------------------------------------------------------------
     def handle(self, raw: str) -> str | None:
@@ -173,6 +183,8 @@ class GtpEngine:
         except Exception as err:  # an engine bug must not end the session
             self.log(f"gtp: {name} failed: {type(err).__name__}: {err}")
             return f"?{ident} internal error: {type(err).__name__}: {err}\n\n"
+        if self.analysis is not None:  # the response goes on with info lines
+            return f"={ident}\n"
         # a blank line would end the response early: multi-line results drop them
         text = "\n".join(part for part in result.split("\n") if part.strip()) if result else ""
         if result.startswith("\n"):
@@ -180,14 +192,61 @@ class GtpEngine:
         return f"={ident} {text}\n\n" if text else f"={ident}\n\n"
 
     def serve(self, inp: TextIO, out: TextIO) -> int:
-        for raw in inp:
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def read() -> None:  # a thread, so that analysis can watch for the next command
+            for raw in inp:
+                lines.put(raw)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        while not self.quit:
+            raw = lines.get()
+            if raw is None:
+                break
             response = self.handle(raw)
             if response is not None:
                 out.write(response)
                 out.flush()
-            if self.quit:
-                break
+            if self.analysis is not None:
+                self._analyse_until_input(lines, out)
         return 0
+
+    def _analyse_until_input(self, lines: queue.Queue, out: TextIO) -> None:
+        """lz-analyze: info lines until the next command is waiting (at least one)."""
+        assert self.analysis is not None
+        colour, interval = self.analysis
+        state = self.state
+        if int(state.to_play[0]) != colour and not state.terminal[0]:
+            state = self.game.with_to_play(state, colour)
+        sims = 16
+        try:
+            while not state.terminal[0]:
+                start = time.perf_counter()
+                moves = self.agent.analyse(self.game, state, sims, seed=len(self.moves))
+                out.write(" ".join(
+                    f"info move {self.game.format_action(a)} visits {n} winrate "
+                    f"{round(w * 10000)} prior {round(p * 10000)} order {i} pv "
+                    f"{self.game.format_action(a)}"
+                    for i, (a, n, w, p) in enumerate(moves)) + "\n")
+                out.flush()
+                sims = min(self.agent.max_simulations, sims * 2)
+                wait = interval - (time.perf_counter() - start)
+                if lines.qsize() or (wait > 0 and self._input_within(lines, wait)):
+                    break
+        finally:
+            self.analysis = None
+            out.write("\n")
+            out.flush()
+
+    @staticmethod
+    def _input_within(lines: queue.Queue, seconds: float) -> bool:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            if lines.qsize():
+                return True
+            time.sleep(min(0.02, seconds))
+        return False
 
     # --- the position ----------------------------------------------------------------------
     def _replay(self, moves: list[tuple[int, int]]) -> GoState:
@@ -345,6 +404,20 @@ class GtpEngine:
             raise GtpFailure("syntax error (time_left takes a colour and two non-negative "
                              "numbers)")
         self.clock.left[colour] = (seconds, stones)
+        return ""
+
+    def lz_analyze(self, args: list[str]) -> str:
+        colour, interval = int(self.state.to_play[0]), 1.0
+        rest = list(args)
+        if rest and rest[0].lower() in ("b", "black", "w", "white"):
+            colour = parse_colour(rest.pop(0))
+        if rest and rest[0] == "interval":
+            rest.pop(0)
+        if rest:
+            if not rest[0].isdigit():
+                raise GtpFailure("syntax error (lz-analyze [colour] [interval])")
+            interval = int(rest[0]) / 100  # centiseconds
+        self.analysis = (colour, max(interval, 0.0))
         return ""
 
     def set_free_handicap(self, args: list[str]) -> str:

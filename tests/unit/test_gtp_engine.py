@@ -192,3 +192,28 @@ def test_genmove_under_a_time_limit_searches_by_measured_speed(engine: GtpEngine
     assert talk(engine, "time_settings 0 5 10\ngenmove b\ngenmove w\n")[0] == "="
     assert all("budget" in line for line in lines) and len(lines) == 2
     assert engine.agent.speed is not None and engine.agent.speed > 0
+
+
+def test_lz_analyze_streams_info_lines_until_the_next_command(engine: GtpEngine) -> None:
+    responses = talk(engine, "play b c3\n4 lz-analyze w 1\n5 name\nlz-analyze b interval 1\n"
+                             "lz-analyze q\nplay w pass\nplay b pass\nlz-analyze 1\n")
+    assert responses[0] == "="
+    head, *infos = responses[1].split("\n")
+    assert head == "=4" and len(infos) >= 1  # at least one line before it saw "name"
+    moves = infos[0].split("info ")[1:]
+    assert moves, infos[0]
+    total = 0
+    for order, move in enumerate(moves):
+        fields = move.split()
+        assert fields[0] == "move" and fields[2] == "visits" and fields[4] == "winrate"
+        assert fields[6] == "prior" and fields[8:10] == ["order", str(order)]
+        assert fields[10] == "pv" and fields[11] == fields[1]
+        assert 0 <= int(fields[5]) <= 10000 and 0 <= int(fields[7]) <= 10000
+        assert fields[1] != "C3"  # occupied
+        total += int(fields[3])
+    assert total == 16  # the first search: 16 simulations, one visit below the root each
+    assert responses[2] == "=5 zeroforge"
+    assert responses[3].startswith("=\ninfo move ")
+    assert responses[4].startswith("? syntax error")
+    assert responses[5:] == ["=", "=", "="]  # the game is over: nothing to analyse
+    assert engine.analysis is None
