@@ -161,8 +161,8 @@ class EvaluatorService:
         if best is not None:
             matches[BEST] = best["match"]
         self.version = version
+        self._update_ladder(version, holder, matches)  # first: it may keep games/eval aside
         self._keep_games(version, matches)
-        self._update_ladder(version, holder, matches)
         self._results = {
             "run_id": self.run_id,
             "weights_version": version,
@@ -269,10 +269,13 @@ class EvaluatorService:
                     log.warning("evaluator starts a new ladder: %s", err)
                     ladder = ladders.Ladder()
                 if ladder.run_id and ladder.run_id != self.run_id:
-                    # An earlier run's ladder: its v<n> are other weights than ours.
+                    # An earlier run's ladder and records: its v<n> are other weights than
+                    # ours (and our v<n>-... files would overwrite its).
                     kept = keep_aside(ladders.ladder_path(run_dir))
-                    log.info("evaluator: the ladder of run %s kept aside as %s",
-                             ladder.run_id, kept)
+                    if self.games_records is not None:
+                        keep_aside(self.games_records.directory)
+                    log.info("evaluator: the ladder and evaluation games of run %s kept "
+                             "aside as %s", ladder.run_id, kept)
                     ladder = ladders.Ladder()
                 if not ladder.players:
                     ladder.anchor = ("random" if "random" in self.anchors or not self.anchors

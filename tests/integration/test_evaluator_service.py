@@ -202,4 +202,7 @@ def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
     other.run_once()
     assert set(ladders.load_ladder(tmp_path).players) == {"v1", *ANCHORS}
     assert len(list(tmp_path.glob("ladder-*.json"))) == 1
+    # and so are its game records: games/eval holds this run's only
+    assert len(list(tmp_path.glob("games/eval-*/v3-random-*.sgf"))) == 4
+    assert {p.name.split("-")[0] for p in tmp_path.glob("games/eval/*.sgf")} == {"v1"}
     other.close()
