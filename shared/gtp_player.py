@@ -28,7 +28,7 @@ import numpy as np
 
 from shared.games.base import Game, IllegalMoveError, State
 
-__all__ = ["GtpError", "GtpEngine", "GtpPlayer", "Resigned", "resolve_command"]
+__all__ = ["GtpError", "GtpRefused", "GtpEngine", "GtpPlayer", "Resigned", "resolve_command"]
 
 GNUGO_FALLBACK_DIRS = ("/usr/games",)
 """Where Debian installs programs such as ``gnugo`` outside the usual PATH."""
@@ -41,6 +41,10 @@ _HISTORY_CAP = 4096  # remembered positions (one per game in flight is what is n
 
 class GtpError(ValueError):
     """The engine could not be started, died, hung, or answered a command with ``?``."""
+
+
+class GtpRefused(GtpError):
+    """The engine answered a command with ``?`` (it is still running)."""
 
 
 class Resigned(Exception):
@@ -162,7 +166,7 @@ class GtpEngine:
             return body[1:].lstrip("0123456789").strip()
         if head.startswith("?"):
             message = body[1:].lstrip("0123456789").strip()
-            raise GtpError(f"gtp engine {self.label!r} refused {command!r}: {message}")
+            raise GtpRefused(f"gtp engine {self.label!r} refused {command!r}: {message}")
         raise GtpError(f"gtp engine {self.label!r} answered {command!r} with {head!r}, "
                        "not a GTP response")
 
@@ -206,7 +210,7 @@ class GtpPlayer:
         if self._setup != (size, komi):
             try:
                 self.engine.send(f"boardsize {size}")
-            except GtpError as err:
+            except GtpRefused as err:
                 raise GtpError(f"{err} (the engine cannot play {size}x{size})") from None
             self.engine.send(f"komi {komi:g}")
             self.engine.send("clear_board")

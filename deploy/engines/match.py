@@ -183,7 +183,13 @@ def run_match(game_spec: str, black_spec: str, white_spec: str, games: int = 1,
         for i in range(games):
             swap = alternate and i % 2 == 1
             black, white = (b, a) if swap else (a, b)
-            result = play_game(game, black, white, rng, ref, "B" if swap else "A")
+            try:
+                result = play_game(game, black, white, rng, ref, "B" if swap else "A")
+            except ValueError:  # a GTP engine died or hung: say what was played, then stop
+                if tally.games:
+                    for line in tally.summary():
+                        print(line, file=out, flush=True)
+                raise
             tally.games.append(result)
             line = (f"game {i + 1}: black {black.name}, white {white.name}: "
                     f"{result.result_text} ({result.ended_by}, {len(result.moves)} moves)")
