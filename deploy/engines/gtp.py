@@ -182,7 +182,8 @@ class GtpEngine:
             return f"?{ident} {err}\n\n"
         except Exception as err:  # an engine bug must not end the session
             self.log(f"gtp: {name} failed: {type(err).__name__}: {err}")
-            return f"?{ident} internal error: {type(err).__name__}: {err}\n\n"
+            first = (str(err).strip().splitlines() or [""])[0]  # one line keeps the framing
+            return f"?{ident} internal error: {type(err).__name__}: {first}\n\n"
         if self.analysis is not None:  # the response goes on with info lines
             return f"={ident}\n"
         # a blank line would end the response early: multi-line results drop them

@@ -217,3 +217,12 @@ def test_lz_analyze_streams_info_lines_until_the_next_command(engine: GtpEngine)
     assert responses[4].startswith("? syntax error")
     assert responses[5:] == ["=", "=", "="]  # the game is over: nothing to analyse
     assert engine.analysis is None
+
+
+def test_an_internal_error_is_a_one_line_answer(engine: GtpEngine) -> None:
+    def broken(args: list[str]) -> str:
+        raise RuntimeError("first line\nsecond line")
+
+    engine.commands["broken"] = broken
+    assert talk(engine, "3 broken\nname\n") == ["?3 internal error: RuntimeError: first line",
+                                                "= zeroforge"]
