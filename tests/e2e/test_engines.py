@@ -5,6 +5,7 @@ in step over a batch, and ``zeroforge gtp`` / ``pbrain`` over real pipes."""
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deploy.engines.match import run_match
 from learner.learner import Learner, LearnerConfig
 from shared.formats.sgf import read_sgf_file, record_from_session, replay
 from shared.games import make_game
@@ -83,6 +85,17 @@ def test_gnugo_plays_zeroforge_gtp(tmp_path: Path, checkpoints: dict[str, Path])
         if "(passes" in line:  # GnuGo as referee counts every game ended by passes
             assert "gnugo --mode gtp --chinese-rules final_score" in line
     check_records(tmp_path, 2)
+
+
+def test_a_net_player_against_gnugo_in_process(checkpoints: dict[str, Path]) -> None:
+    out = io.StringIO()
+    tally = run_match("go:size=7", f"net:{checkpoints['go7']}:4", f"gtp:{GNUGO_PLAYOUT}",
+                      games=1, out=out)
+    [result] = tally.games
+    assert out.getvalue().startswith(f"game 1: black {checkpoints['go7'].stem}, white gnugo")
+    assert result.ended_by in ("passes", "rules", "resign") and result.result_text
+    if result.ended_by == "passes":  # GnuGo, a player of the game, scored it too
+        assert result.engine_score is not None
 
 
 def stones(player: GtpPlayer, colour: str) -> set[str]:
