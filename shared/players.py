@@ -146,7 +146,9 @@ def make_player(spec: str, game: Game | None = None, *, search: SearchConfig | N
     elif kind == "gtp" and arg:  # an external Go program over GTP (shared/gtp_player.py)
         from shared.gtp_player import GtpPlayer
 
-        player = GtpPlayer(arg)
+        # A batch of games has no way to score a resignation: the engine passes instead
+        # (the match runner, which scores "B+R", asks for "raise" itself).
+        player = GtpPlayer(arg, on_resign="pass")
     elif kind == "net" and arg:
         player = _net_player(spec, arg, game, search, net_config, opening_moves)
     else:

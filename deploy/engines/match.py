@@ -117,10 +117,13 @@ def play_game(game: Game, black: Player, white: Player, rng: np.random.Generator
               referee: Player | None = None, black_label: str = "A") -> GameResult:
     """One game, Black first; Go games ended by two passes get the engine's score."""
     from shared.formats.sgf import record_from_session
-    from shared.gtp_player import Resigned
+    from shared.gtp_player import GtpPlayer, Resigned
 
     session = GameSession(game)
     players = (black, white)
+    for player in players:  # one game at a time, so a resignation can be scored here
+        if isinstance(player, GtpPlayer):
+            player.on_resign = "raise"
     while not session.over:
         colour = session.to_play
         player = players[colour]
