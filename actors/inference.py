@@ -31,6 +31,7 @@ import numpy as np
 
 from shared.games import make_game
 from shared.metrics import Recorder
+from shared.search.eval_cache import CachedEvaluator
 from shared.search.evaluator import Evaluation
 from shared.train_config import InferenceServerConfig
 
@@ -87,6 +88,10 @@ class InferenceServer:
             device=config.device, compile=config.compile,
             num_threads=config.num_threads or None))
         self.device = str(self._evaluator.device)
+        # One cache for every worker's requests; used on the network thread only, like the
+        # network, so a weights swap and the cache's invalidation follow the same order.
+        self._cache = (CachedEvaluator(self._evaluator, config.cache_entries)
+                       if config.cache_entries else None)
         self.recorder = Recorder()
         self._label = {"server": server}
         self.recorder.set("weights_version", self.weights_version, component="inference")
@@ -264,6 +269,8 @@ class InferenceServer:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
+        cache = self._cache.stats if self._cache is not None else None
+        before = (cache.lookups, cache.hits, cache.evaluated) if cache is not None else None
         try:
             ev = await loop.run_in_executor(self._net_thread, self._forward,
                                             [r.obs for r in batch], [r.legal for r in batch])
@@ -281,7 +288,12 @@ class InferenceServer:
             return
         size = sum(r.size for r in batch)
         rec, label = self.recorder, self._label
-        rec.inc("nn_evaluations_total", size, source="server")
+        if cache is not None and before is not None:
+            rec.inc("eval_cache_lookups_total", cache.lookups - before[0], source="server")
+            rec.inc("eval_cache_hits_total", cache.hits - before[1], source="server")
+            rec.inc("nn_evaluations_total", cache.evaluated - before[2], source="server")
+        else:
+            rec.inc("nn_evaluations_total", size, source="server")
         rec.inc("inference_requests_total", len(batch), **label)
         self._served += len(batch)
         rec.observe("inference_batch_size", size, **label)
@@ -305,7 +317,8 @@ class InferenceServer:
     def _forward(self, obs: list[np.ndarray], legal: list[np.ndarray]) -> Evaluation:
         """On the network thread: concatenate and evaluate. The concatenation also copies
         Ray's read-only argument buffers into one writable array torch can take."""
-        return self._evaluator.evaluate(np.concatenate(obs), np.concatenate(legal))
+        evaluator = self._cache if self._cache is not None else self._evaluator
+        return evaluator.evaluate(np.concatenate(obs), np.concatenate(legal))
 
     # -- weights ---------------------------------------------------------------------------
     def _install(self, state_dict: dict, version: int, only_if_newer: bool = False) -> bool:

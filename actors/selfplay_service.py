@@ -24,6 +24,7 @@ from shared.games import make_game
 from shared.metrics import Recorder
 from shared.nets import NetConfig, build_net
 from shared.search.config import SearchConfig
+from shared.search.eval_cache import CachedEvaluator
 from shared.search.evaluator import Evaluator
 from shared.torch_evaluator import TorchEvaluator
 from shared.train_config import RunContext, SelfPlayConfig
@@ -60,7 +61,12 @@ class SelfPlayService:
                 raise ValueError("SelfPlayService: its own network needs a weight source")
             evaluator = TorchEvaluator(build_net(net, self.game.spec), device="cpu")
         self.evaluator = evaluator
-        self.worker = SelfPlayWorker(self.game, evaluator, search, selfplay, seed=seed,
+        # The cache sits in front of either evaluator (own network or inference servers);
+        # self.evaluator stays the bare one, which weights are loaded into.
+        self.cache = (CachedEvaluator(evaluator, selfplay.eval_cache_entries)
+                      if selfplay.eval_cache_entries else None)
+        searched = self.cache if self.cache is not None else evaluator
+        self.worker = SelfPlayWorker(self.game, searched, search, selfplay, seed=seed,
                                      worker_id=worker_id, run_id=ctx.run_id)
         # A sample of games as SGF in the run dir, once it exists (a run writes its config
         # there at its start, so a test's default run_dir is not filled by accident).
@@ -96,10 +102,19 @@ class SelfPlayService:
         kind = {"worker_kind": "selfplay", "worker": self.worker_label}
         stats = self.worker.stats
         before = (stats.positions, stats.simulations)
+        cache = self.cache.stats if self.cache is not None else None
+        cached = (cache.lookups, cache.hits, cache.evaluated) if cache is not None else None
         games = self.worker.play_moves(moves)
         self.recorder.inc("selfplay_positions_total", stats.positions - before[0], **kind)
         self.recorder.inc("selfplay_simulations_total", stats.simulations - before[1], **kind)
-        if self.own_network:
+        if cache is not None and cached is not None:
+            self.recorder.inc("eval_cache_lookups_total", cache.lookups - cached[0],
+                              source="worker")
+            self.recorder.inc("eval_cache_hits_total", cache.hits - cached[1], source="worker")
+            if self.own_network:
+                self.recorder.inc("nn_evaluations_total", cache.evaluated - cached[2],
+                                  source="local")
+        elif self.own_network:
             # one network evaluation per simulation (terminal leaves included: close enough)
             self.recorder.inc("nn_evaluations_total", stats.simulations - before[1],
                               source="local")

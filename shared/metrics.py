@@ -53,6 +53,11 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
     Metric("nn_evaluations_total", "counter",
            "Positions evaluated by a network (in-process or by an inference server).",
            ("source",)),
+    Metric("eval_cache_lookups_total", "counter",
+           "Positions looked up in an evaluation cache (worker's or inference server's).",
+           ("source",)),
+    Metric("eval_cache_hits_total", "counter",
+           "Positions an evaluation cache answered without the network.", ("source",)),
     Metric("inference_requests_total", "counter", "Evaluation requests served by inference "
            "servers (one request = one worker's leaf batch).", ("server",)),
     Metric("inference_batch_size", "histogram",

@@ -33,8 +33,15 @@ class SelfPlayConfig:
     record_every: int = 100
     """Keep 1 in this many finished games of each worker as SGF in
     ``RUN_DIR/games/selfplay/`` (0: none); the directory keeps at most the newest 2000."""
+    eval_cache_entries: int = 0
+    """Positions the worker's evaluation cache holds (``shared.search.eval_cache``: LRU,
+    emptied on new weights; a position repeated within a leaf batch, across moves or across
+    the B games is evaluated once). 0: no cache. Memory is about (A + 1) x 4 bytes plus
+    ~100 bytes of key and bookkeeping per entry (A: the game's actions)."""
 
     def __post_init__(self) -> None:
+        if self.eval_cache_entries < 0:
+            raise ValueError(f"eval_cache_entries must be >= 0, got {self.eval_cache_entries}")
         if self.games_in_parallel < 1:
             raise ValueError(f"games_in_parallel must be >= 1, got {self.games_in_parallel}")
         if self.workers < 0 or self.moves_per_round < 1:
@@ -155,6 +162,10 @@ class InferenceServerConfig:
     max_concurrency: int = 1000
     """Ray requests in flight per server actor: one per self-play worker is enough, as each
     waits for its answer before sending the next batch."""
+    cache_entries: int = 0
+    """Positions the server's evaluation cache holds (``shared.search.eval_cache``: LRU,
+    emptied on new weights), shared by all the workers it serves: a position any of them
+    sent before is answered without the network. 0: no cache."""
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:
@@ -162,6 +173,9 @@ class InferenceServerConfig:
         if self.max_wait_ms < 0 or self.weights_poll_s <= 0:
             raise ValueError("InferenceServerConfig: max_wait_ms must be >= 0 and "
                              "weights_poll_s > 0")
+        if self.cache_entries < 0:
+            raise ValueError(f"InferenceServerConfig.cache_entries must be >= 0, got "
+                             f"{self.cache_entries}")
         if self.num_threads < 0 or self.num_cpus < 0 or self.max_concurrency < 1:
             raise ValueError(f"InferenceServerConfig: bad resources in {self}")
 

@@ -1,0 +1,225 @@
+"""A bounded cache of network evaluations, and the Evaluator wrapper that uses it.
+
+Search asks the network about the same positions again and again: transpositions inside
+one tree, the subtree of the played move searched afresh at the next move, the same
+openings in the B games of a worker and across the workers of an inference server.
+``CachedEvaluator`` answers those from an LRU table and sends only the rest (each distinct
+position once per batch) to the evaluator it wraps.
+
+The key is the observation itself (a 128-bit BLAKE2b digest of its bytes, dtype and shape)
+plus the legal mask: the observation is the network's whole input, so keying on it covers
+exactly what the network's answer depends on (history planes, the player to move, a move
+counter - whatever a game encodes) without a per-game hash to keep in step with each
+``observe``. The legal mask is part of the key so that any evaluator, also one that looks at
+the mask, is answered exactly as it would have answered.
+
+Weights changes invalidate the table: every entry belongs to one ``weights_version``; when
+the wrapped evaluator reports another version the table is emptied, and a batch is never
+answered with rows of two versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from shared.search.evaluator import Evaluation, Evaluator, check_evaluation
+
+__all__ = ["CacheStats", "CachedEvaluator", "EvalCache", "position_keys"]
+
+
+def position_keys(obs: np.ndarray, legal: np.ndarray) -> list[bytes]:
+    """One 16-byte key per row of obs [B, ...] and legal [B, A]."""
+    obs = np.ascontiguousarray(obs)
+    legal = np.ascontiguousarray(legal, dtype=bool)
+    b = obs.shape[0]
+    # The dtype and row shape go into every digest: equal bytes of a different layout are
+    # a different input.
+    prefix = f"{obs.dtype.str}{obs.shape[1:]}".encode()
+    rows = obs.reshape(b, -1).view(np.uint8).reshape(b, -1) if b else obs.reshape(0, 0)
+    masks = np.packbits(legal.reshape(b, -1), axis=1)
+    blake = hashlib.blake2b
+    return [blake(prefix + rows[i].tobytes() + masks[i].tobytes(), digest_size=16).digest()
+            for i in range(b)]
+
+
+class CacheStats:
+    """Counters since the cache was made (never reset by invalidation)."""
+
+    __slots__ = ("evaluated", "hits", "invalidations", "lookups")
+
+    def __init__(self) -> None:
+        self.lookups = 0
+        """Positions asked for."""
+        self.hits = 0
+        """Positions answered without the network: from the table or a duplicate of an
+        earlier row of the same batch."""
+        self.evaluated = 0
+        """Positions sent to the wrapped evaluator."""
+        self.invalidations = 0
+        """Times the table was emptied because the weights changed."""
+
+    @property
+    def hit_ratio(self) -> float:
+        """hits / lookups (0 before the first lookup)."""
+        return self.hits / self.lookups if self.lookups else 0.0
+
+
+class EvalCache:
+    """LRU table: key -> (policy logits [A] float32, value float32) for one weights version.
+
+    Rows live in preallocated arrays (``capacity`` x A), so memory is bounded by
+    ``capacity`` and fixed once the first row arrives.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"EvalCache: capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self.version: int | None = None
+        """Weights version of the entries (None while empty and never filled)."""
+        self._slots: OrderedDict[bytes, int] = OrderedDict()  # oldest use first
+        self._logits: np.ndarray | None = None
+        self._values = np.zeros(self.capacity, np.float32)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def clear(self, version: int | None = None) -> None:
+        """Drop every entry; new entries will belong to ``version``."""
+        self._slots.clear()
+        self.version = version
+
+    def get(self, keys: list[bytes]) -> list[int]:
+        """Slot of each key (-1 where absent); found keys become most recently used."""
+        slots, found = self._slots, []
+        for key in keys:
+            slot = slots.get(key, -1)
+            if slot >= 0:
+                slots.move_to_end(key)
+            found.append(slot)
+        return found
+
+    def rows(self, slots: list[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits [K, A], values [K]) of the given slots (copies)."""
+        assert self._logits is not None
+        idx = np.asarray(slots, np.int64)
+        return self._logits[idx], self._values[idx]
+
+    def put(self, keys: list[bytes], logits: np.ndarray, values: np.ndarray) -> None:
+        """Insert rows (keys not already present), evicting the least recently used."""
+        if self._logits is None or self._logits.shape[1] != logits.shape[1]:
+            self._slots.clear()
+            self._logits = np.zeros((self.capacity, logits.shape[1]), np.float32)
+        slots = self._slots
+        for i, key in enumerate(keys):
+            if key in slots:
+                continue
+            full = len(slots) >= self.capacity
+            slot = slots.popitem(last=False)[1] if full else len(slots)
+            slots[key] = slot
+            self._logits[slot] = logits[i]
+            self._values[slot] = values[i]
+
+
+class CachedEvaluator:
+    """An Evaluator that answers repeated positions from an ``EvalCache``.
+
+    ``inner`` is any Evaluator. Its ``weights_version`` attribute, when it has one, is read
+    before each lookup (an in-process network swapped to new weights empties the table at
+    once); otherwise, and also for a remote evaluator whose server moves on by itself, the
+    version of each answer counts: an answer of another version empties the table, and the
+    rows of that batch that came from the table are evaluated again with the new weights.
+    With the same weights, outputs equal the inner evaluator's bit for bit.
+    """
+
+    def __init__(self, inner: Evaluator, capacity: int) -> None:
+        self.inner = inner
+        self.cache = EvalCache(capacity)
+        self.stats = CacheStats()
+
+    @property
+    def weights_version(self) -> int:
+        """The inner evaluator's version (that of the last answer if it keeps none)."""
+        version = getattr(self.inner, "weights_version", None)
+        if version is None:
+            version = self.cache.version or 0
+        return int(version)
+
+    def __getattr__(self, name: str) -> Any:
+        # load_state_dict, device, ... of the wrapped evaluator stay reachable. (Only called
+        # for names not found otherwise; "inner" itself must not recurse before __init__.)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
+        b, a = legal.shape
+        cache, stats = self.cache, self.stats
+        known = getattr(self.inner, "weights_version", None)
+        if known is not None and cache.version is not None and int(known) != cache.version:
+            self._invalidate(int(known))
+        keys = position_keys(obs, legal)
+        stats.lookups += b
+        slots = cache.get(keys) if cache.version is not None else [-1] * b
+        # First row of each distinct missing key: only these go to the network.
+        first: dict[bytes, int] = {}
+        source = np.empty(b, np.int64)  # row of `fresh` answering each row, or -1: table
+        misses: list[int] = []
+        for i, (key, slot) in enumerate(zip(keys, slots, strict=True)):
+            if slot >= 0:
+                source[i] = -1
+                continue
+            j = first.get(key)
+            if j is None:
+                j = first[key] = len(misses)
+                misses.append(i)
+            source[i] = j
+        stats.hits += b - len(misses)
+        from_table = source < 0
+        logits = np.empty((b, a), np.float32)
+        values = np.empty(b, np.float32)
+        version = cache.version if cache.version is not None else int(known or 0)
+        if from_table.any():
+            logits[from_table], values[from_table] = cache.rows(
+                [s for s in slots if s >= 0])
+        if misses:
+            rows = np.asarray(misses, np.int64)
+            ev = check_evaluation(self.inner.evaluate(obs[rows], legal[rows]), rows.size, a)
+            fresh_logits = np.asarray(ev.policy_logits, np.float32)
+            fresh_values = np.asarray(ev.value, np.float32)
+            version = int(ev.weights_version)
+            if cache.version is not None and version != cache.version:
+                self._invalidate(version)
+                if from_table.any():
+                    # Those rows were of the old weights: the whole batch must be of one.
+                    stats.hits -= b - len(misses)
+                    stats.evaluated += rows.size
+                    return self._evaluate_all(obs, legal, keys)
+            cache.version = version
+            cache.put([keys[i] for i in misses], fresh_logits, fresh_values)
+            stats.evaluated += rows.size
+            taken = ~from_table
+            logits[taken] = fresh_logits[source[taken]]
+            values[taken] = fresh_values[source[taken]]
+        return Evaluation(logits, values, version)
+
+    def _invalidate(self, version: int) -> None:
+        self.cache.clear(version)
+        self.stats.invalidations += 1
+
+    def _evaluate_all(self, obs: np.ndarray, legal: np.ndarray,
+                      keys: list[bytes]) -> Evaluation:
+        """The rare path after a weights change seen mid-batch: evaluate every row anew."""
+        b, a = legal.shape
+        ev = check_evaluation(self.inner.evaluate(obs, legal), b, a)
+        logits = np.asarray(ev.policy_logits, np.float32)
+        values = np.asarray(ev.value, np.float32)
+        self.stats.evaluated += b
+        if int(ev.weights_version) != self.cache.version:
+            self._invalidate(int(ev.weights_version))
+        self.cache.put(keys, logits, values)
+        return Evaluation(logits, values, int(ev.weights_version))
