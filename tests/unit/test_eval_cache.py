@@ -140,16 +140,32 @@ def test_new_weights_seen_only_in_an_answer_never_mix_versions_in_one_batch():
     assert inner.rows == 0
 
 
-def test_the_key_covers_dtype_shape_and_legal_mask():
+def test_the_key_covers_every_bit_of_the_observation_and_the_legal_mask():
     obs, legal = _batch([5, 5])
     legal[1, 0] = False
     a, b = position_keys(obs, legal)
     assert a != b
-    (c,) = position_keys(obs[:1].astype(np.float32), legal[:1])
-    (d,) = position_keys(obs[:1].reshape(1, 2, 9, 1), legal[:1])
-    assert len({a, c, d}) == 3
     (e,) = position_keys(obs[:1].copy(), legal[:1].copy())
     assert e == a
+    keys = set()
+    for bit in range(obs[0].size):  # each plane bit on its own changes the key
+        flipped = obs[:1].copy()
+        flipped.reshape(-1)[bit] ^= 1
+        keys.update(position_keys(flipped, legal[:1]))
+    assert len(keys) == obs[0].size and a not in keys
+
+
+def test_non_binary_observations_are_keyed_by_a_digest_of_dtype_shape_and_bytes():
+    obs, legal = _batch([5])
+    wide = obs.astype(np.float32) * 0.5
+    (f,) = position_keys(wide, legal)
+    (g,) = position_keys(wide.reshape(1, 2, 9, 1), legal)
+    (h,) = position_keys(wide.astype(np.float64), legal)
+    (u,) = position_keys(obs, legal)
+    assert len({f, g, h, u}) == 4
+    assert position_keys(wide.copy(), legal.copy()) == [f]
+    twos = obs * 2  # uint8 but not 0/1: digested
+    assert position_keys(twos, legal) != position_keys(obs, legal)
 
 
 def test_bad_inner_output_is_reported_and_not_stored():
