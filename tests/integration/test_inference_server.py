@@ -154,3 +154,55 @@ def test_remote_evaluator_fails_over_when_a_server_dies(
         for server in (first, second, third):
             if server is not None:
                 ray.kill(server)
+
+
+def test_server_cache_hits_move_under_real_selfplay(ray_cluster: None) -> None:
+    """Two self-play workers behind one server with an evaluation cache: repeated positions
+    (within a worker's batches, across its moves and across the two workers) are answered
+    from the cache, and only the rest reach the network."""
+    config = InferenceServerConfig(num_cpus=0.5, max_wait_ms=20, weights_poll_s=0.2,
+                                   cache_entries=5000)
+    server = start_server(config)
+    try:
+        client = ray.remote(num_cpus=0.5)(selfplay_client)
+        results = ray.get([client.remote([server], seed) for seed in (1, 2)], timeout=300)
+        assert all(len(r["obs"]) >= 4 for r in results)
+        snap = ray.get(server.stats.remote())
+        [[_, hist]] = snap["hists"]["inference_batch_size"]
+        lookups = stat(snap, "eval_cache_lookups_total")
+        hits = stat(snap, "eval_cache_hits_total")
+        assert lookups == hist[-1]  # every position served was looked up
+        assert 0 < hits < lookups
+        assert stat(snap, "nn_evaluations_total") == lookups - hits
+    finally:
+        ray.kill(server)
+
+
+def test_server_cache_is_emptied_by_published_weights(ray_cluster: None,
+                                                      redis_server: RedisServer,
+                                                      run_id: str) -> None:
+    store = WeightStore(connect(redis_server.url), run_id)
+    config = InferenceServerConfig(num_cpus=0.5, max_wait_ms=1, weights_poll_s=30,
+                                   cache_entries=1000)
+    server = start_server(config, redis_server.url, run_id)
+    try:
+        evaluator = RemoteEvaluator([server])
+        obs, legal = leaves(5, 1)
+        first = evaluator.evaluate(obs, legal)
+        again = evaluator.evaluate(obs, legal)  # from the cache: the same numbers
+        np.testing.assert_array_equal(first.policy_logits, again.policy_logits)
+        torch.manual_seed(6)
+        net = build_net(NET, SPEC)
+        store.publish(net, 1)
+        published = time.monotonic()
+        while (ev := evaluator.evaluate(obs, legal)).weights_version != 1:
+            assert time.monotonic() - published < 10, "version 1 never reached the server"
+            time.sleep(0.02)
+        want = TorchEvaluator(net).evaluate(obs, legal)
+        np.testing.assert_allclose(ev.policy_logits, want.policy_logits, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ev.value, want.value, rtol=1e-4, atol=1e-5)
+        assert not np.allclose(ev.policy_logits, first.policy_logits, atol=1e-3)
+        snap = ray.get(server.stats.remote())
+        assert stat(snap, "eval_cache_hits_total") >= 5
+    finally:
+        ray.kill(server)
