@@ -286,3 +286,49 @@ def test_inference_server_cache_answers_repeats_and_counts_hits():
     assert total(merged, "eval_cache_lookups_total", source="server") == 6
     assert total(merged, "eval_cache_hits_total", source="server") == 5
     assert total(merged, "nn_evaluations_total", source="server") == 1
+
+
+def test_selfplay_service_counts_worker_cache_hits_and_empties_it_on_new_weights(tmp_path):
+    """The worker side as a run builds it: its own network, weights from the run's
+    (in-process) weight store, the cache in front of the network."""
+    import torch
+
+    from actors.selfplay_service import SelfPlayService
+    from shared.metrics import merge, total
+    from shared.nets import NetConfig, build_net
+    from shared.search.config import SearchConfig
+    from shared.train_config import RunContext, SelfPlayConfig
+    from shared.transport.memory import MemoryTransport
+
+    transport = MemoryTransport("cache-test")
+    store = transport.weights()
+    net_config = NetConfig.preset("tiny")
+    spec = make_game("tictactoe").spec
+    torch.manual_seed(0)
+    store.publish(build_net(net_config, spec), 0)
+    ctx = RunContext(run_id="cache-test", run_dir=str(tmp_path / "run"),
+                     transport="memory://", game="tictactoe")
+    service = SelfPlayService(ctx, net_config, SearchConfig(num_simulations=16),
+                              SelfPlayConfig(games_in_parallel=8, eval_cache_entries=2000),
+                              transport.samples(), store, worker_id="w0", seed=1)
+    service.run_once(6)
+    merged = merge([service.recorder.snapshot()])
+    lookups = total(merged, "eval_cache_lookups_total", source="worker")
+    hits = total(merged, "eval_cache_hits_total", source="worker")
+    assert 0 < hits < lookups
+    assert total(merged, "nn_evaluations_total", source="local") == lookups - hits
+    assert service.cache is not None and service.cache.stats.invalidations == 0
+    torch.manual_seed(1)
+    store.publish(build_net(net_config, spec), 1)
+    service.refresh_weights()
+    service.run_once(1)
+    assert service.cache.stats.invalidations == 1 and service.cache.cache.version == 1
+
+
+def test_cache_sizes_must_not_be_negative():
+    from shared.train_config import InferenceServerConfig, SelfPlayConfig
+
+    with pytest.raises(ValueError, match="eval_cache_entries must be >= 0"):
+        SelfPlayConfig(eval_cache_entries=-1)
+    with pytest.raises(ValueError, match="cache_entries must be >= 0"):
+        InferenceServerConfig(cache_entries=-1)
