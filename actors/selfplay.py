@@ -30,7 +30,15 @@ class SelfPlayStats:
 
     games: int = 0
     positions: int = 0
+    """Moves played, summed over the batch (every position is a value sample)."""
+    policy_targets: int = 0
+    """Positions recorded with a policy target: all of them without playout-cap
+    randomisation, only the full-search ones with it."""
     simulations: int = 0
+    """Simulations run, summed over the batch (fast and full moves alike)."""
+    reused_visits: int = 0
+    """Root child visits carried over from the previous move's tree (tree reuse), summed
+    over the batch: the search work reuse saved."""
     search_seconds: float = 0.0
     outcomes: dict[int, int] = field(default_factory=lambda: {1: 0, -1: 0, 0: 0})
 
@@ -47,11 +55,15 @@ class SelfPlayWorker:
         self.worker_id = worker_id
         self.run_id = run_id
         self.rng = np.random.default_rng(seed)
+        # A generator of its own for the playout cap: with the cap off nothing is drawn
+        # from it, so searches stay exactly those of a worker without the feature.
+        self._cap_rng = np.random.default_rng([seed, 0xCA9])
         self.mcts = MCTS(game, evaluator, search)
         b = config.games_in_parallel
         self.state = game.init(b)
         self._obs: list[list[np.ndarray]] = [[] for _ in range(b)]
         self._policy: list[list[np.ndarray]] = [[] for _ in range(b)]
+        self._recorded: list[list[bool]] = [[] for _ in range(b)]
         self._to_play: list[list[int]] = [[] for _ in range(b)]
         self._moves: list[list[int]] = [[] for _ in range(b)]
         self.records: list[tuple[str, list[int]]] = []
@@ -64,25 +76,42 @@ class SelfPlayWorker:
     def play_moves(self, num_moves: int) -> list[GameSamples]:
         """Advance every game ``num_moves`` moves; return the games that finished."""
         finished: list[GameSamples] = []
-        sims = self.mcts.config.num_simulations
         for _ in range(num_moves):
             obs = self.game.observe(self.state)
+            full, sims, noise = self._budget()
             start = time.perf_counter()
-            result = self.mcts.search(self.state, self.rng)
+            result = self.mcts.search(self.state, self.rng, num_simulations=sims,
+                                      add_noise=noise)
             self.stats.search_seconds += time.perf_counter() - start
+            # A fast move's visits are too few to teach the policy: it is kept as a value
+            # sample with an all-zero policy row and the flag saying so.
+            policy = result.visit_policy if full else np.zeros_like(result.visit_policy)
             for i in range(self.state.batch_size):
                 self._obs[i].append(obs[i])
-                self._policy[i].append(result.visit_policy[i])
+                self._policy[i].append(policy[i])
+                self._recorded[i].append(full)
                 self._to_play[i].append(int(self.state.to_play[i]))
                 self._moves[i].append(int(result.action[i]))
             self.state = self.game.step(self.state, result.action)
             self.mcts.advance(result.action)
             self.stats.positions += self.state.batch_size
+            self.stats.policy_targets += self.state.batch_size if full else 0
             self.stats.simulations += sims * self.state.batch_size
+            self.stats.reused_visits += int(result.visit_counts.sum()) - sims * len(result.action)
             done = np.flatnonzero(self.state.terminal)
             if done.size:
                 finished.extend(self._finish(done))
         return finished
+
+    def _budget(self) -> tuple[bool, int, bool]:
+        """(full search?, simulations, root noise?) of the next move (playout-cap
+        randomisation, ``SearchConfig.full_search_prob``)."""
+        cfg = self.mcts.config
+        if not cfg.playout_cap or self._cap_rng.random() < cfg.full_search_prob:
+            return True, cfg.num_simulations, cfg.add_noise
+        # Fast moves drop the Dirichlet noise (KataGo): they only pick the move played.
+        # Gumbel search keeps its Gumbel noise, which is what samples its moves.
+        return False, cfg.fast_budget, cfg.add_noise and cfg.gumbel
 
     def play_games(self, num_games: int) -> list[GameSamples]:
         """Play until at least ``num_games`` games have finished."""
@@ -96,6 +125,7 @@ class SelfPlayWorker:
         games = []
         for i in slots:
             outcome = int(self.state.outcome[i])
+            recorded = np.array(self._recorded[i], bool)
             games.append(GameSamples(
                 game=self.game.spec.spec_string,
                 game_version=self.game.spec.version,
@@ -107,11 +137,13 @@ class SelfPlayWorker:
                 run_id=self.run_id,
                 worker_id=self.worker_id,
                 game_id=f"{self.worker_id}-{self._prefix}-{next(self._game_ids)}",
+                policy_recorded=None if recorded.all() else recorded,
             ))
             every = self.config.record_every
             if every and self.stats.games % every == 0:
                 self.records.append((games[-1].game_id, self._moves[i]))
             self._obs[i], self._policy[i], self._to_play[i], self._moves[i] = [], [], [], []
+            self._recorded[i] = []
             self.stats.games += 1
             self.stats.outcomes[outcome] += 1
         self.state.put(slots, self.game.init(len(slots)))

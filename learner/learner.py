@@ -62,7 +62,14 @@ class Learner:
     # --- data in ---------------------------------------------------------------------------
     def add(self, games: list[GameSamples]) -> None:
         for g in games:
-            self.replay.add(g)
+            if g.policy_recorded is None:
+                self.replay.add(g)
+            else:
+                # Positions without a policy target (playout-cap fast moves) enter the
+                # window with an all-zero policy row, which ``step`` leaves out of the
+                # policy loss; whatever their ``policy`` rows held is ignored.
+                policy = np.where(g.policy_mask[:, None], g.policy, 0.0).astype(np.float32)
+                self.replay.add_arrays(g.obs, policy, g.value_targets())
         self.games_seen += len(games)
 
     # --- training --------------------------------------------------------------------------
@@ -97,7 +104,11 @@ class Learner:
         self.net.train()
         logits, v = self.net(x)
         log_p = F.log_softmax(logits, dim=1)
-        policy_loss = -(pi * log_p).sum(dim=1).mean()
+        # Mean over the positions with a policy target; an all-zero row (a playout-cap fast
+        # move, see ``add``) trains the value only.
+        has_target = (pi.sum(dim=1) > 0).to(pi.dtype)
+        targets = has_target.sum().clamp_min(1.0)
+        policy_loss = -(pi * log_p).sum(dim=1).sum() / targets
         value_loss = F.mse_loss(v, z)
         loss = policy_loss + self.config.value_loss_weight * value_loss
         self.optimizer.zero_grad(set_to_none=True)
@@ -107,7 +118,7 @@ class Learner:
         self.samples_trained += self.config.batch_size
         with torch.no_grad():
             # entropy of the targets: the floor of the policy loss, to read progress against
-            target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(dim=1).mean()
+            target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(dim=1).sum() / targets
         return {"loss": loss.item(), "policy_loss": policy_loss.item(),
                 "value_loss": value_loss.item(), "target_entropy": float(target_entropy),
                 "lr": self.optimizer.param_groups[0]["lr"]}

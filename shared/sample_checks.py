@@ -19,7 +19,9 @@ a win claimed from a position where no move wins. ``check_game`` rejects those w
     side has fewer than 2 or more than 5 stones.
 ``bad_policy``
     a policy row that is not a distribution: non-finite, negative, or not summing to 1
-    within ``POLICY_SUM_TOL``.
+    within ``POLICY_SUM_TOL``. Only positions recorded with a policy target are checked
+    (``GameSamples.policy_recorded``: the fast moves of playout-cap randomisation carry
+    none, and the learner trains only their value).
 ``illegal_policy``
     more than ``ILLEGAL_MASS_TOL`` of a position's policy on moves that are illegal there.
     The legal moves are derived from the observation (``legal_superset``): exactly for
@@ -76,13 +78,21 @@ def check_game(game: Game, samples: GameSamples) -> None:
     if policy.shape[0] != t or to_play.shape != (t,):
         raise SampleFormatError("bad_length", f"{t} observations, {policy.shape[0]} policy "
                                 f"rows and {to_play.shape[0]} movers")
+    recorded = samples.policy_mask
+    if recorded.shape != (t,):
+        raise SampleFormatError("bad_length", f"{t} positions but {recorded.shape} "
+                                "policy_recorded flags")
     expected = np.arange(t) % 2
     if not np.array_equal(to_play, expected):
         bad = int(np.flatnonzero(to_play != expected)[0])
         raise SampleFormatError("bad_to_play", f"position {bad} has mover {int(to_play[bad])}, "
                                 f"but players alternate from the first (expected {bad % 2})")
     _check_observations(game, obs, to_play)
-    _check_policy(game, obs, policy)
+    if recorded.all():
+        _check_policy(game, obs, policy, np.arange(t))
+    elif recorded.any():
+        rows = np.flatnonzero(recorded)
+        _check_policy(game, obs[rows], policy[rows], rows)
     _check_outcome(game, obs, to_play, samples.outcome)
 
 
@@ -178,21 +188,23 @@ def _check_observations(game: Game, obs: np.ndarray, to_play: np.ndarray) -> Non
                                     f"{theirs_n[i]} stones; a running game has 2 to 5 a side")
 
 
-def _check_policy(game: Game, obs: np.ndarray, policy: np.ndarray) -> None:
+def _check_policy(game: Game, obs: np.ndarray, policy: np.ndarray,
+                  positions: np.ndarray) -> None:
+    """Check the policy rows of ``obs``/``policy``; ``positions`` numbers them in the game."""
     if not np.isfinite(policy).all() or (policy < 0).any():
         raise SampleFormatError("bad_policy", "policy has negative or non-finite entries")
     sums = policy.sum(axis=1, dtype=np.float64)
     off = np.abs(sums - 1.0) > POLICY_SUM_TOL
     if off.any():
         i = int(np.argmax(off))
-        raise SampleFormatError("bad_policy", f"policy of position {i} sums to {sums[i]:.6g}, "
-                                f"not 1 (+-{POLICY_SUM_TOL})")
+        raise SampleFormatError("bad_policy", f"policy of position {positions[i]} sums to "
+                                f"{sums[i]:.6g}, not 1 (+-{POLICY_SUM_TOL})")
     illegal = np.where(legal_superset(game, obs), 0.0, policy).sum(axis=1, dtype=np.float64)
     bad = illegal > ILLEGAL_MASS_TOL
     if bad.any():
         i = int(np.argmax(bad))
-        raise SampleFormatError("illegal_policy", f"position {i} puts {illegal[i]:.4g} of its "
-                                "policy on illegal moves")
+        raise SampleFormatError("illegal_policy", f"position {positions[i]} puts "
+                                f"{illegal[i]:.4g} of its policy on illegal moves")
 
 
 def _check_outcome(game: Game, obs: np.ndarray, to_play: np.ndarray, outcome: int) -> None:

@@ -3,6 +3,12 @@
 One entry per finished game (not per position). Observations travel as bit-packed binary
 planes, visit policies as float16, movers as int8; a decoder checks every field before it
 trusts it, so a malformed entry is rejected with a reason instead of poisoning training.
+
+Schema 1 carries a policy target for every position. Schema 2 (written only for a game
+with positions without one: the fast moves of playout-cap randomisation) adds
+``policy_recorded``, one 0/1 byte per position, and carries policy rows only for the
+recorded positions. Readers take both; a game with every position recorded is still
+written as schema 1, byte for byte as before, so older readers keep reading it.
 """
 
 from __future__ import annotations
@@ -12,7 +18,11 @@ from dataclasses import dataclass
 import msgpack
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Newest schema this module writes and reads."""
+SCHEMA_VERSIONS = (1, 2)
+"""Schemas ``decode`` accepts: 1 (every position has a policy target) and 2 (adds
+``policy_recorded``)."""
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 """Entries above this are rejected: no legitimate game comes near it."""
 
@@ -47,10 +57,22 @@ class GameSamples:
     worker_id: str = ""
     game_id: str = ""
     """Unique per game within a run; the learner counts games by it."""
+    policy_recorded: np.ndarray | None = None
+    """[T] bool: which positions carry a policy target (full searches under playout-cap
+    randomisation); the others train the value only and their ``policy`` rows are zeros.
+    None: every position does."""
 
     @property
     def num_positions(self) -> int:
         return int(self.obs.shape[0])
+
+    @property
+    def policy_mask(self) -> np.ndarray:
+        """[T] bool: positions with a policy target (all of them if ``policy_recorded``
+        is None)."""
+        if self.policy_recorded is None:
+            return np.ones(self.num_positions, bool)
+        return np.asarray(self.policy_recorded, bool)
 
     def value_targets(self) -> np.ndarray:
         """[T] float32 z: the outcome from the view of the player to move at each position."""
@@ -59,10 +81,18 @@ class GameSamples:
 
 
 def encode(samples: GameSamples) -> bytes:
-    """msgpack bytes of one game (schema ``SCHEMA_VERSION``)."""
+    """msgpack bytes of one game: schema 1 if every position has a policy target, else 2."""
     t = samples.num_positions
-    return msgpack.packb({
-        "schema": SCHEMA_VERSION,
+    mask = samples.policy_mask
+    if mask.shape != (t,):
+        raise ValueError(f"encode: policy_recorded has shape {mask.shape}, expected ({t},)")
+    extra: dict = {}
+    policy = samples.policy
+    if not mask.all():
+        extra = {"policy_recorded": mask.astype(np.uint8).tobytes()}
+        policy = policy[mask]
+    entry = {
+        "schema": 1 if not extra else 2,
         "run_id": samples.run_id,
         "worker_id": samples.worker_id,
         "game_id": samples.game_id,
@@ -74,9 +104,11 @@ def encode(samples: GameSamples) -> bytes:
         "obs_shape": list(samples.obs.shape[1:]),
         "obs": np.packbits(samples.obs.astype(bool).reshape(t, -1), axis=1).tobytes(),
         "num_actions": int(samples.policy.shape[1]),
-        "policy": samples.policy.astype(np.float16).tobytes(),
+        "policy": policy.astype(np.float16).tobytes(),
         "to_play": samples.to_play.astype(np.int8).tobytes(),
-    }, use_bin_type=True)
+        **extra,
+    }
+    return msgpack.packb(entry, use_bin_type=True)
 
 
 def _field(entry: dict, name: str, kind: type | tuple[type, ...]):
@@ -99,8 +131,9 @@ def decode(data: bytes) -> GameSamples:
     if not isinstance(entry, dict):
         raise SampleFormatError("not_a_map", f"entry is a {type(entry).__name__}")
     schema = entry.get("schema")
-    if type(schema) is not int or schema != SCHEMA_VERSION:  # True and 1.0 equal 1, too
-        raise SampleFormatError("unknown_schema", f"schema {schema!r}, expected {SCHEMA_VERSION}")
+    if type(schema) is not int or schema not in SCHEMA_VERSIONS:  # True and 1.0 equal 1, too
+        raise SampleFormatError("unknown_schema",
+                                f"schema {schema!r}, expected one of {SCHEMA_VERSIONS}")
     t = _field(entry, "positions", int)
     shape = _field(entry, "obs_shape", list)
     a = _field(entry, "num_actions", int)
@@ -115,11 +148,25 @@ def decode(data: bytes) -> GameSamples:
     to_play_bytes = _field(entry, "to_play", bytes)
     if len(obs_bytes) != t * ((plane_bits + 7) // 8):
         raise SampleFormatError("bad_length", f"obs has {len(obs_bytes)} bytes for {t} positions")
-    if len(policy_bytes) != t * a * 2 or len(to_play_bytes) != t:
+    recorded = None
+    if schema >= 2:
+        flags = np.frombuffer(_field(entry, "policy_recorded", bytes), np.uint8)
+        if flags.size != t:
+            raise SampleFormatError("bad_length", f"policy_recorded has {flags.size} bytes for "
+                                    f"{t} positions")
+        if (flags > 1).any():
+            raise SampleFormatError("bad_field", "policy_recorded entries must be 0 or 1")
+        recorded = flags.astype(bool)
+    rows = t if recorded is None else int(recorded.sum())
+    if len(policy_bytes) != rows * a * 2 or len(to_play_bytes) != t:
         raise SampleFormatError("bad_length", "policy or to_play length does not match positions")
     packed = np.frombuffer(obs_bytes, np.uint8).reshape(t, -1)
     obs = np.unpackbits(packed, axis=1, count=plane_bits).reshape(t, *shape)
-    policy = np.frombuffer(policy_bytes, np.float16).reshape(t, a).astype(np.float32)
+    policy = np.frombuffer(policy_bytes, np.float16).reshape(rows, a).astype(np.float32)
+    if recorded is not None:
+        full = np.zeros((t, a), np.float32)
+        full[recorded] = policy
+        policy = full
     to_play = np.frombuffer(to_play_bytes, np.int8).copy()
     if not np.isfinite(policy).all() or (policy < 0).any():
         raise SampleFormatError("bad_policy", "policy has negative or non-finite entries")
@@ -136,4 +183,5 @@ def decode(data: bytes) -> GameSamples:
         run_id=_field(entry, "run_id", str),
         worker_id=_field(entry, "worker_id", str),
         game_id=_field(entry, "game_id", str),
+        policy_recorded=recorded,
     )

@@ -76,7 +76,23 @@ class SearchConfig:
     policy either way."""
 
     reuse_tree: bool = False
-    """Keep the subtree under the played move for the next search (``MCTS.advance``)."""
+    """Keep the subtree under the played move for the next search (``MCTS.advance``). The
+    kept root gets fresh root noise on top of its clean network priors at each search (the
+    previous move's noise is never stored in the tree). Off by default: not yet measured to
+    win strength at equal wall clock."""
+
+    full_search_prob: float = 1.0
+    """Self-play playout-cap randomisation (KataGo): the probability that a move is searched
+    with the full ``num_simulations`` and its search policy recorded as a policy target.
+    The other moves get ``fast_simulations``, no Dirichlet noise (Gumbel search keeps its
+    Gumbel noise: it is what samples the move), and their positions train the value only. 1.0 (the default) searches every move in full: no randomisation.
+    One draw per search call decides for all B games of a worker (a batched search runs
+    its rounds in lock-step, so mixing budgets in one call would cost the full budget)."""
+
+    fast_simulations: int | None = None
+    """Simulations of a fast move under playout-cap randomisation; None means
+    ``num_simulations // 6`` (KataGo's 600 / 100), at least 1. Must not exceed
+    ``num_simulations``. Unused while ``full_search_prob`` is 1."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -92,7 +108,25 @@ class SearchConfig:
             (self.gumbel_max_considered >= 1, "gumbel_max_considered must be >= 1"),
             (self.gumbel_c_visit >= 0, "gumbel_c_visit must be >= 0"),
             (self.gumbel_c_scale >= 0, "gumbel_c_scale must be >= 0"),
+            (0.0 < self.full_search_prob <= 1.0,
+             f"full_search_prob must be in (0, 1], got {self.full_search_prob}"),
+            (self.fast_simulations is None
+             or 1 <= self.fast_simulations <= self.num_simulations,
+             f"fast_simulations must be in [1, num_simulations={self.num_simulations}] or "
+             f"None, got {self.fast_simulations}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(f"SearchConfig: {message}")
+
+    @property
+    def playout_cap(self) -> bool:
+        """Whether self-play randomises the playout cap (``full_search_prob`` below 1)."""
+        return self.full_search_prob < 1.0
+
+    @property
+    def fast_budget(self) -> int:
+        """Simulations of a fast move: ``fast_simulations`` or ``num_simulations // 6``."""
+        if self.fast_simulations is not None:
+            return self.fast_simulations
+        return max(1, self.num_simulations // 6)

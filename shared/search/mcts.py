@@ -208,18 +208,28 @@ class MCTS:
         self.evaluator = evaluator
         self.config = config
         self.tree: Tree | None = None
+        self.root_prior: np.ndarray | None = None
+        """[B, A] float32: the root priors the last search used, noise included (the
+        tree's stored priors stay clean network priors)."""
         self.timings: dict[str, float] = {"tree": 0.0, "step": 0.0, "evaluate": 0.0,
                                           "rollout": 0.0}
 
     # --- public -----------------------------------------------------------------------
-    def search(self, states: State, rng: RngLike) -> SearchResult:
+    def search(self, states: State, rng: RngLike, num_simulations: int | None = None,
+               add_noise: bool | None = None) -> SearchResult:
         """Search the B running games of ``states`` and choose a move for each.
 
         ``rng``: one generator per game (batch-independent results, see the module
         docstring) or a single generator from which per-game ones are seeded.
+        ``num_simulations`` and ``add_noise`` override the config's for this call (the
+        fast moves of playout-cap randomisation).
         Raises ValueError for finished games, EvaluationError for bad evaluator output.
         """
         cfg = self.config
+        sims = cfg.num_simulations if num_simulations is None else int(num_simulations)
+        noise = cfg.add_noise if add_noise is None else bool(add_noise)
+        if sims < 1:
+            raise ValueError(f"search: num_simulations must be >= 1, got {sims}")
         batch = states.batch_size
         over = np.flatnonzero(self.game.terminal(states))
         if over.size:
@@ -230,7 +240,7 @@ class MCTS:
         if cfg.rollout_mix > 0:
             rollout_rng = np.random.default_rng([int(r.integers(2**63)) for r in rngs])
 
-        tree = self._prepare_tree(states)
+        tree = self._prepare_tree(states, sims)
         fresh = np.flatnonzero(tree.num_nodes == 0)
         if fresh.size:
             root = np.zeros(fresh.size, np.int64)
@@ -241,23 +251,25 @@ class MCTS:
                             backup=(fresh, root))
 
         legal = tree.children[:, 0, :] != ILLEGAL
+        # The stored root priors are the network's, also for a root kept from the last
+        # move: noise is added afresh to a copy each search and never written to the tree.
         clean_prior = tree.prior[:, 0, :]
         halving = None
         if cfg.gumbel:
-            if cfg.add_noise:
+            if noise:
                 g = np.stack([r.gumbel(size=legal.shape[1]) for r in rngs])
             else:
                 g = np.zeros(legal.shape)
-            halving = GumbelRoot(clean_prior, legal, g, cfg.gumbel_max_considered,
-                                 cfg.num_simulations)
+            halving = GumbelRoot(clean_prior, legal, g, cfg.gumbel_max_considered, sims)
             root_prior = np.ascontiguousarray(clean_prior)  # unused: halving picks the root move
-        elif cfg.add_noise:
+        elif noise:
             root_prior = dirichlet_noise(clean_prior, legal, rngs, cfg.dirichlet_alpha,
                                          cfg.dirichlet_fraction)
         else:
             root_prior = np.ascontiguousarray(clean_prior)
 
-        self._simulate(tree, root_prior, halving, rollout_rng)
+        self.root_prior = root_prior
+        self._simulate(tree, root_prior, halving, rollout_rng, sims)
         return self._result(tree, states, rngs, halving)
 
     def advance(self, actions: np.ndarray) -> None:
@@ -285,34 +297,39 @@ class MCTS:
             self.tree.num_nodes[slice(None) if index is None else np.asarray(index)] = 0
 
     # --- one search --------------------------------------------------------------------
-    def _prepare_tree(self, states: State) -> Tree:
-        """Trees with room for this search; roots that cannot be reused are emptied."""
+    def _prepare_tree(self, states: State, sims: int) -> Tree:
+        """Trees with room for a search of ``sims`` simulations; roots that cannot be
+        reused are emptied."""
         cfg = self.config
         tree = self.tree
         if (tree is None or tree.batch_size != states.batch_size
                 or type(tree.states) is not type(states)):
             # With reuse a kept subtree (up to one search's nodes) comes on top: room for two.
-            capacity = cfg.num_simulations * (2 if cfg.reuse_tree else 1) + 1
+            most = max(cfg.num_simulations, sims)
+            capacity = most * (2 if cfg.reuse_tree else 1) + 1
             tree = Tree.allocate(states, capacity, self.game.spec.num_actions)
         elif not cfg.reuse_tree:
             tree.num_nodes[:] = 0
+            if sims + 1 > tree.capacity:  # a per-call budget above the config's
+                tree = Tree.allocate(states, sims + 1, self.game.spec.num_actions)
         else:
             # Reuse only a tree whose stored root is exactly this position: a caller that
             # swaps in a new game without ``reset`` still gets a correct (fresh) search.
             kept = np.flatnonzero(tree.num_nodes > 0)
+            assert tree.states is not None  # MCTS allocates its trees with their states stored
             if kept.size:
                 match = same_states(tree.states.take(tree.flat(kept, np.zeros_like(kept))),
                                     states.take(kept))
                 tree.num_nodes[kept[~match]] = 0
-            need = max(1, int(tree.num_nodes.max())) + cfg.num_simulations
+            need = max(1, int(tree.num_nodes.max())) + sims
             if need > tree.capacity:
                 # Headroom of one more search, so a growing kept tree rarely reallocates.
-                tree = tree.grown(need + cfg.num_simulations)
+                tree = tree.grown(need + max(cfg.num_simulations, sims))
         self.tree = tree
         return tree
 
     def _simulate(self, tree: Tree, root_prior: np.ndarray, halving: GumbelRoot | None,
-                  rollout_rng: np.random.Generator | None) -> None:
+                  rollout_rng: np.random.Generator | None, sims: int) -> None:
         cfg = self.config
         batch = tree.batch_size
         games = np.arange(batch)
@@ -326,7 +343,7 @@ class MCTS:
         t = tree.packed
         store = tree.states
         assert store is not None  # MCTS allocates its trees with their states stored
-        for _ in range(cfg.num_simulations):
+        for _ in range(sims):
             t0 = time.perf_counter()
             if halving is not None:
                 root_actions_kernel(t, halving.packed, cfg.gumbel_c_visit, cfg.gumbel_c_scale,
