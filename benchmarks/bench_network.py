@@ -14,9 +14,11 @@ steps/s; and the stream backlog at the end. Needs root (the bed).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -87,34 +89,47 @@ def main() -> None:
                         help="added latency each way, ms (0: the relay without delay)")
     parser.add_argument("--warmup", type=float, default=30.0)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="rounds over all paths (interleaved; the table has medians)")
     args = parser.parse_args()
-    rows = []
+    rows: dict[str, list[dict]] = collections.defaultdict(list)
     with Bed(BedConfig(worker_slots=2)) as bed:
         direct = f"redis://redis:{bed.config.redis_port}/0"
         plan: list[tuple[str, str, float | None]] = [("direct", direct, None)]
         plan += [(f"relay +{d:g} ms", f"redis://redis:{bed.config.relay_port}/0", d)
                  for d in (float(x) for x in args.delays.split(","))]
-        for label, url, delay in plan:
-            relay = bed.start_relay(delay) if delay is not None else None
-            try:
-                row = measure(bed, url, args.config, args.warmup, args.seconds)
-            finally:
-                if relay is not None:
-                    relay.kill()
-                    relay.wait(10)
-            rows.append((label, row))
-            print(f"{label}: {row}", flush=True)
+        for _ in range(args.repeat):
+            for label, url, delay in plan:
+                relay = bed.start_relay(delay) if delay is not None else None
+                try:
+                    port = int(url.rsplit(":", 1)[1].split("/")[0])
+                    rtt = bed.redis_rtt(port)
+                    row = measure(bed, url, args.config, args.warmup, args.seconds)
+                finally:
+                    if relay is not None:
+                        relay.kill()
+                        relay.wait(10)
+                row |= {"rtt_ms": 1000 * rtt, "load": os.getloadavg()[0]}
+                rows[label].append(row)
+                print(f"{label}: {row}", flush=True)
     print(f"\n{platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, {args.config}, 2 workers (node1, node2), learner "
-          f"on head, warm-up {args.warmup:g} s, window {args.seconds:g} s\n")
-    base = rows[0][1]["games"] or 1.0
-    print("| Redis path | self-play games/s | positions/s | learner games/s | "
-          "learner steps/s | vs direct | backlog at end |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for label, r in rows:
-        print(f"| {label} | {r['games']:.1f} | {r['positions']:.0f} | "
-              f"{r['games_received']:.1f} | {r['learner_steps']:.1f} | "
-              f"{100 * r['games'] / base:.0f}% | {r['backlog']:.0f} |")
+          f"on head, warm-up {args.warmup:g} s, window {args.seconds:g} s, medians of "
+          f"{args.repeat}\n")
+
+    def med(label: str, key: str) -> float:
+        return statistics.median(r[key] for r in rows[label])
+
+    base = med("direct", "games") or 1.0
+    print("| Redis path | PING round trip | self-play games/s | positions/s | "
+          "learner games/s | learner steps/s | games vs direct | load (1 min) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label in rows:
+        loads = ", ".join(f"{r['load']:.1f}" for r in rows[label])
+        print(f"| {label} | {med(label, 'rtt_ms'):.2f} ms | {med(label, 'games'):.1f} | "
+              f"{med(label, 'positions'):.0f} | {med(label, 'games_received'):.1f} | "
+              f"{med(label, 'learner_steps'):.1f} | "
+              f"{100 * med(label, 'games') / base:.0f}% | {loads} |")
 
 
 if __name__ == "__main__":

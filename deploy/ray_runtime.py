@@ -1313,11 +1313,21 @@ class RunHandle:
 
 def _controller_actor(run_id: str, spawn: dict, takeover: dict | None) -> Any:
     """A run's controller actor, named after the run; owned by its creator (the driver),
-    so it ends with the driver."""
+    so it ends with the driver. It runs on the driver's node: its metrics endpoint
+    (``run.metrics_host``, loopback by default) is then on the machine the user started the
+    run from, not on whichever node Ray picks for a 0-CPU actor. Hard affinity: Ray 2.60
+    placed soft-affine 0-CPU actors on other nodes about half the time (netns test bed);
+    the driver's own node is alive while the driver is, and the actor needs no resources."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    options: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # a driver without a node of its own: Ray's choice
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False)
     return ray.remote(Controller).options(
         name=controller_name(run_id), namespace=NAMESPACE, max_concurrency=16,
-        num_cpus=0).remote(spawn["config"], spawn["ctx"], spawn["resume"],
-                           spawn["max_crashes"], takeover)
+        num_cpus=0, **options).remote(
+            spawn["config"], spawn["ctx"], spawn["resume"], spawn["max_crashes"], takeover)
 
 
 def start_run(config: TrainConfig, ctx: RunContext, resume: bool = False,

@@ -197,7 +197,11 @@ class Bed:
         env = dict(os.environ)
         env.update({"ZEROFORGE_REDIS_PASSWORD": self.password, "RAY_AUTH_MODE": "token",
                     "RAY_AUTH_TOKEN_PATH": str(self.token_file),
-                    "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"})
+                    "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
+                    # the GCS declares a silent node dead after 5 missed 1 s checks (a
+                    # lost machine's actors are replaced within seconds, not minutes)
+                    "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+                    "RAY_health_check_failure_threshold": "5"})
         env.pop("RAY_ADDRESS", None)
         env.pop("RAY_AUTH_TOKEN", None)
         return env
@@ -367,6 +371,31 @@ class Bed:
 
         if not self.call_in(host, probe, timeout + 5):
             raise BedError(f"nothing listens on {host}:{port} after {timeout} s")
+
+    def redis_rtt(self, port: int | None = None, rounds: int = 20, host: str = "head"
+                  ) -> float:
+        """Median round trip, in seconds, of a Redis ``PING`` (after ``AUTH``) from ``host``
+        to the ``redis`` host on ``port`` (default: redis-server's; the relay's: its
+        added latency shows)."""
+        port = port or self.config.redis_port
+
+        def measure() -> float:
+            with socket.create_connection((self.ip("redis"), port), timeout=10) as s:
+                f = s.makefile("rb")
+                pw = self.password.encode()
+                s.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(pw), pw))
+                if f.readline() != b"+OK\r\n":
+                    raise BedError("redis refused the bed's password")
+                times = []
+                for _ in range(rounds):
+                    t = time.perf_counter()
+                    s.sendall(b"*1\r\n$4\r\nPING\r\n")
+                    if f.readline() != b"+PONG\r\n":
+                        raise BedError("redis did not answer PING")
+                    times.append(time.perf_counter() - t)
+                return sorted(times)[len(times) // 2]
+
+        return self.call_in(host, measure)
 
     # --- faults --------------------------------------------------------------------------
     def kill_host(self, host: str) -> list[int]:
