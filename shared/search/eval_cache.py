@@ -150,7 +150,14 @@ class CachedEvaluator:
     once); otherwise, and also for a remote evaluator whose server moves on by itself, the
     version of each answer counts: an answer of another version empties the table, and the
     rows of that batch that came from the table are evaluated again with the new weights.
-    With the same weights, outputs equal the inner evaluator's bit for bit.
+    With the same weights each row is what the inner evaluator answered for that position
+    (bit for bit) the first time it saw it. A network's outputs can differ in the last bits
+    with the batch a row is computed in (~1e-8 measured for our nets on CPU), which the
+    cache's smaller batches do not make any larger.
+
+    A remote evaluator reports its weights only with an answer, so a worker's table serves
+    the old weights until its next miss comes back with the new version: one leaf batch at
+    most, as nearly every batch of a search has new positions.
     """
 
     def __init__(self, inner: Evaluator, capacity: int) -> None:
@@ -175,6 +182,8 @@ class CachedEvaluator:
 
     def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
         b, a = legal.shape
+        if b == 0:
+            return self.inner.evaluate(obs, legal)
         cache, stats = self.cache, self.stats
         known = getattr(self.inner, "weights_version", None)
         if known is not None and cache.version is not None and int(known) != cache.version:

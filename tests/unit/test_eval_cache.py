@@ -39,7 +39,7 @@ class CountingEvaluator:
         self.calls += 1
         self.rows += obs.shape[0]
         self.batches.append(obs.shape[0])
-        flat = obs.reshape(obs.shape[0], -1).astype(np.float32)
+        flat = obs.reshape(obs.shape[0], int(np.prod(obs.shape[1:]))).astype(np.float32)
         weights = np.arange(1, flat.shape[1] + 1, dtype=np.float32)
         base = flat @ weights + 1000.0 * self._version
         logits = base[:, None] + np.arange(A, dtype=np.float32)[None, :]
@@ -178,6 +178,12 @@ def test_bad_inner_output_is_reported_and_not_stored():
     with pytest.raises(EvaluationError, match="policy_logits of shape"):
         cached.evaluate(*_batch([1]))
     assert len(cached.cache) == 0
+
+
+def test_an_empty_batch_passes_through():
+    cached = CachedEvaluator(CountingEvaluator(), capacity=10)
+    ev = cached.evaluate(np.zeros((0, 2, 3, 3), np.uint8), np.zeros((0, A), bool))
+    assert ev.policy_logits.shape == (0, A) and ev.value.shape == (0,)
 
 
 def test_capacity_must_be_positive():
