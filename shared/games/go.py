@@ -11,7 +11,8 @@ wins if black - white - komi > 0 (an exact 0, possible with an integer komi, is 
 The state carries everything the rules need so that ``step`` computes the next legal mask
 exactly, in one numba kernel (``go_kernels.py``): the board, its Zobrist hash, the hashes
 of all earlier positions (for superko), the simple-ko point, consecutive passes, capture
-counts and the last ``history`` boards (for observations).
+counts, the groups with their liberty counts (updated move by move, so no flood fill of
+the whole board is needed) and the last ``history`` boards (for observations).
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ class GoState(State):
     """[B] int8: consecutive passes just played (2 ends the game)."""
     captures: np.ndarray
     """[B, 2] int32: stones captured so far by black (column 0) and by white (column 1)."""
+    group: np.ndarray
+    """[B, N] int16: the group of each stone, named by one of its points (the root); any
+    in-range value on empty points. Kept up to date move by move (``go_kernels``)."""
+    liberties: np.ndarray
+    """[B, N] int16: at a group's root, the group's number of distinct liberties (elsewhere
+    meaningless)."""
 
 
 class Go(Game[GoState]):
@@ -109,8 +116,7 @@ class Go(Game[GoState]):
         )
         self._nbr, self._deg = K.neighbor_table(size)
         self._keys = K.zobrist_keys(self.num_points)
-        self._pkeys = K.padded_keys(self._keys, size)
-        self._tsize = K.table_size(self.num_points)
+        self._rev_key, self._rev_pt = K.reverse_keys(self._keys)
         self._symmetries = square_symmetries(size, size, extra_actions=1)
 
     def _spec_string(self) -> str:
@@ -165,6 +171,8 @@ class Go(Game[GoState]):
             passes=np.zeros(batch, np.int8),
             captures=(np.zeros((batch, 2), np.int32) if captures is None
                       else np.broadcast_to(np.asarray(captures, np.int32), (batch, 2)).copy()),
+            group=np.zeros((batch, self.num_points), np.int16),
+            liberties=np.zeros((batch, self.num_points), np.int16),
         )
         state.position_hashes[:, 0] = state.zobrist
         self._refresh(state)
@@ -200,17 +208,18 @@ class Go(Game[GoState]):
         return s
 
     def _refresh(self, state: GoState) -> None:
-        K.refresh_kernel(state.board, state.zobrist, state.position_hashes, state.repeat_limit,
-                         state.ko_point, state.to_play, state.terminal, state.legal,
-                         self.superko, self.size, self._pkeys, self._tsize)
+        K.refresh_kernel(state.board, state.group, state.liberties, state.zobrist,
+                         state.position_hashes, state.repeat_limit, state.ko_point,
+                         state.to_play, state.terminal, state.legal, self.superko, self._nbr,
+                         self._deg, self._keys, self._rev_key, self._rev_pt)
 
     def _step(self, state: GoState, actions: np.ndarray) -> GoState:
         s = state.copy()
-        K.step_kernel(actions, s.board, s.board_history, s.zobrist, s.position_hashes,
-                      s.num_positions, s.repeat_limit, s.ko_point, s.passes, s.captures,
-                      s.to_play, s.ply, s.terminal, s.outcome, s.legal, s.last_action,
-                      self.komi, self.max_moves, self.superko, self.size, self._nbr, self._deg,
-                      self._keys, self._pkeys, self._tsize)
+        K.step_kernel(actions, s.board, s.group, s.liberties, s.board_history, s.zobrist,
+                      s.position_hashes, s.num_positions, s.repeat_limit, s.ko_point, s.passes,
+                      s.captures, s.to_play, s.ply, s.terminal, s.outcome, s.legal,
+                      s.last_action, self.komi, self.max_moves, self.superko, self._nbr,
+                      self._deg, self._keys, self._rev_key, self._rev_pt)
         return s
 
     def score(self, state: GoState) -> np.ndarray:

@@ -1,10 +1,15 @@
 """Numba kernels for Go: placing stones with captures, exact legal masks, area scoring.
 
 Boards are flat ``[N]`` int8 rows (0 empty, 1 black, 2 white; point = row * size + col).
+The state also keeps its groups: ``group`` [N] names each stone's group by one of its
+points (the root) and ``libs`` [N] holds, at a root, the group's exact number of distinct
+liberties. A move updates only the groups it touches, so the legal mask needs no flood
+fill: a group in atari is one with ``libs == 1``.
 Positions are identified by a Zobrist hash: the xor of ``keys[point, colour]`` over all
 stones, so the empty board hashes to 0 and a capture is an xor of the captured group's
 stored hash. Every kernel loops over the batch itself; the scratch arrays are allocated
 once per call and reused from game to game, with "tick" stamps instead of clearing them.
+All flood fills (captures, liberties, group labels, scoring regions) go through ``flood``.
 """
 
 from __future__ import annotations
@@ -43,21 +48,74 @@ def zobrist_keys(num_points: int) -> np.ndarray:
     return np.ascontiguousarray(keys[:num_points])
 
 
-def padded_keys(keys: np.ndarray, size: int) -> np.ndarray:
-    """``keys`` [N, 3] re-indexed by the points of the (size+2)^2 padded frame (border: 0)."""
-    w = size + 2
-    out = np.zeros((w * w, 3), np.uint64)
-    rows, cols = np.divmod(np.arange(size * size), size)
-    out[(rows + 1) * w + cols + 1] = keys
-    return out
-
-
 def table_size(num_points: int) -> int:
-    """Slots of the per-game open-addressing table of candidate hashes (load factor <= 1/4)."""
+    """Slots of an open-addressing table of ``num_points`` keys (load factor <= 1/4)."""
     t = 1
     while t < 4 * num_points:
         t *= 2
     return t
+
+
+def reverse_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Open-addressing tables from a key back to its point, one row per colour (black,
+    white): ``rev_key`` [2, T] uint64 and ``rev_pt`` [2, T] int32 (-1: free slot), probed
+    linearly from ``key & (T - 1)``. A move that captures nothing turns hash z into
+    z ^ keys[p, colour], so an earlier hash h is recreated by it exactly when h ^ z is the
+    key of p: one probe per earlier position instead of one table insert per legal move."""
+    n = keys.shape[0]
+    t = table_size(n)
+    rev_key = np.zeros((2, t), np.uint64)
+    rev_pt = np.full((2, t), -1, np.int32)
+    for colour in (BLACK, WHITE):
+        for p in range(n):
+            k = keys[p, colour]
+            idx = int(k) & (t - 1)
+            while rev_pt[colour - 1, idx] >= 0:
+                idx = (idx + 1) & (t - 1)
+            rev_key[colour - 1, idx] = k
+            rev_pt[colour - 1, idx] = p
+    return rev_key, rev_pt
+
+
+@numba.njit(cache=True)
+def flood(board, start, nbr, deg, seen, stamp, queue, head, stop_at_liberty):
+    """Breadth-first search over the points connected to ``start`` that hold the same value
+    (a group of stones, or an empty region): the one search every kernel here uses.
+
+    Visited points, and the liberties found, get ``seen[q] = stamp`` (a value not used
+    before on ``seen``); the region's points are appended to ``queue[head:end]``. Returns
+    (end, liberties, reach): liberties is the number of distinct empty neighbours (always 0
+    for an empty region), reach has bit ``1 << v`` set for every other non-empty value ``v``
+    next to the region (2: black, 4: white). With ``stop_at_liberty`` the search ends at the
+    first liberty, so queue[head:end] is the whole group only when liberties is 0; most
+    groups have one next to their first stone.
+    """
+    c = board[start]
+    seen[start] = stamp
+    queue[head] = start
+    tail = head + 1
+    libs = 0
+    reach = 0
+    while head < tail:
+        q = queue[head]
+        head += 1
+        for j in range(deg[q]):
+            s = nbr[q, j]
+            v = board[s]
+            if v == c:
+                if seen[s] != stamp:
+                    seen[s] = stamp
+                    queue[tail] = s
+                    tail += 1
+            elif v == EMPTY:
+                if seen[s] != stamp:
+                    seen[s] = stamp
+                    libs += 1
+                    if stop_at_liberty:
+                        return tail, libs, reach
+            else:
+                reach |= 1 << v
+    return tail, libs, reach
 
 
 @numba.njit(cache=True)
@@ -77,27 +135,8 @@ def place_stone(board, p, me, nbr, deg, keys, seen, queue, tick):
         if board[r] != opp:
             continue  # also skips a group captured through an earlier neighbour
         tick += 1
-        seen[r] = tick
-        queue[0] = r
-        head = 0
-        tail = 1
-        free = False
-        # Breadth-first over the group, stopping at its first liberty: most groups have one
-        # next to their first stone, so this is usually a handful of reads.
-        while head < tail and not free:
-            q = queue[head]
-            head += 1
-            for j in range(deg[q]):
-                s = nbr[q, j]
-                v = board[s]
-                if v == EMPTY:
-                    free = True
-                    break
-                if v == opp and seen[s] != tick:
-                    seen[s] = tick
-                    queue[tail] = s
-                    tail += 1
-        if not free:  # the search ran to completion, so queue[:tail] is the whole group
+        tail, libs, _ = flood(board, r, nbr, deg, seen, tick, queue, 0, True)
+        if libs == 0:  # the search ran to completion, so queue[:tail] is the whole group
             for i in range(tail):
                 q = queue[i]
                 board[q] = EMPTY
@@ -110,25 +149,9 @@ def place_stone(board, p, me, nbr, deg, keys, seen, queue, tick):
 @numba.njit(cache=True)
 def group_has_liberty(board, p, nbr, deg, seen, queue, tick):
     """Whether the group through the stone at ``p`` has a liberty. Returns (bool, new tick)."""
-    c = board[p]
     tick += 1
-    seen[p] = tick
-    queue[0] = p
-    head = 0
-    tail = 1
-    while head < tail:
-        q = queue[head]
-        head += 1
-        for j in range(deg[q]):
-            s = nbr[q, j]
-            v = board[s]
-            if v == EMPTY:
-                return True, tick
-            if v == c and seen[s] != tick:
-                seen[s] = tick
-                queue[tail] = s
-                tail += 1
-    return False, tick
+    _, libs, _ = flood(board, p, nbr, deg, seen, tick, queue, 0, True)
+    return libs > 0, tick
 
 
 @numba.njit(cache=True)
@@ -150,132 +173,189 @@ def dead_stone_kernel(board, nbr, deg, out):
 
 
 @numba.njit(cache=True)
-def fill_legal(board, size, zhash, hashes, nrepeat, ko_point, me, superko, legal, pkeys,
-               pb, gid, glibs, gtaken, gsize, ghash, queue, slot_key, slot_pt, slot_tick,
-               tick):
-    """Write the exact legal mask ``legal`` [N+1] of player ``me`` on ``board`` [N].
-
-    The board is first copied into ``pb``, a (size+2)^2 frame whose border holds 3, so the
-    four neighbours of a padded point q are q-1, q+1, q-W, q+W with no edge tests. One flood
-    fill labels every group with its liberties (0, 1 or "2 or more"), size and hash; each
-    empty point then needs only its neighbours' groups to know captures, suicide and the
-    hash of the resulting position. For positional superko the candidate hashes go into a
-    small open-addressing table that the repeatable history ``hashes[:nrepeat]`` is probed
-    against: O(points + history), not O(points * history). Returns the new tick.
-    """
-    w = size + 2
-    for r in range(size):
-        for c in range(size):
-            q = (r + 1) * w + c + 1
-            pb[q] = board[r * size + c]
-            gid[q] = -1
-    dirs = (-w, -1, 1, w)
-    ng = 0
-    for r in range(size):
-        for cc in range(size):
-            p = (r + 1) * w + cc + 1
-            c = pb[p]
-            if c == EMPTY or gid[p] >= 0:
-                continue
-            gid[p] = ng
-            queue[0] = p
-            head = 0
-            tail = 1
-            lib1 = -1  # first liberty seen; a second, different one means "2 or more"
-            many = False
-            h = np.uint64(0)
-            while head < tail:
-                q = queue[head]
-                head += 1
-                h ^= pkeys[q, c]
-                for d in dirs:
-                    s = q + d
-                    v = pb[s]
-                    if v == EMPTY:
-                        if lib1 < 0:
-                            lib1 = s
-                        elif s != lib1:
-                            many = True
-                    elif v == c and gid[s] < 0:
-                        gid[s] = ng
-                        queue[tail] = s
-                        tail += 1
-            glibs[ng] = 2 if many else (1 if lib1 >= 0 else 0)
-            gtaken[ng] = -1
-            gsize[ng] = tail
-            ghash[ng] = h
-            ng += 1
-
-    check = superko and nrepeat > 0
-    tick += 1  # marks the table slots filled for this game; older stamps read as empty
-    tm = slot_key.shape[0] - 1
-    tmask = np.uint64(tm)
-    opp = 3 - me
-    for r in range(size):
-        for cc in range(size):
-            p = (r + 1) * w + cc + 1
-            a = r * size + cc
-            if pb[p] != EMPTY:
-                legal[a] = False
-                continue
-            ok = False
-            h = zhash ^ pkeys[p, me]
-            ncap = 0
-            for d in dirs:
-                v = pb[p + d]
-                if v == EMPTY:
-                    ok = True
-                elif v == me:
-                    # a friendly group in atari has p as its only liberty: joining it gives none
-                    if glibs[gid[p + d]] == 2:
-                        ok = True
-                elif v == opp:
-                    g = gid[p + d]
-                    # an enemy group with one liberty (necessarily p) is captured; the stamp
-                    # counts it once even when it touches p on several sides
-                    if glibs[g] == 1 and gtaken[g] != p:
-                        gtaken[g] = p
-                        ok = True
-                        h ^= ghash[g]
-                        ncap += gsize[g]
-            if ok and a == ko_point and ncap == 1:
-                ok = False  # immediate recapture of a single stone
-            legal[a] = ok
-            if ok and check:
-                idx = np.int64(h & tmask)
-                while slot_tick[idx] == tick:
-                    idx = (idx + 1) & tm
-                slot_tick[idx] = tick
-                slot_key[idx] = h
-                slot_pt[idx] = a
-    if check:
-        for i in range(nrepeat):
-            h = hashes[i]
-            idx = np.int64(h & tmask)
-            while slot_tick[idx] == tick:
-                if slot_key[idx] == h:
-                    legal[slot_pt[idx]] = False
-                    break
-                idx = (idx + 1) & tm
-    legal[size * size] = True  # passing is always allowed in a running game
+def label_groups(board, nbr, deg, group, libs, seen, queue, tick):
+    """Set ``group`` and ``libs`` [N] from scratch for ``board`` [N] (set-up positions);
+    empty points get group 0. Returns the new tick."""
+    n = board.shape[0]
+    group[:] = -1
+    for p in range(n):
+        if board[p] == EMPTY or group[p] >= 0:
+            continue
+        tick += 1  # a stamp per group: each counts its own liberties
+        end, count, _ = flood(board, p, nbr, deg, seen, tick, queue, 0, False)
+        for i in range(end):
+            group[queue[i]] = p
+        libs[p] = count
+    for p in range(n):
+        if group[p] < 0:
+            group[p] = 0  # any in-range value: an empty point's flag ignores liberties
+            libs[p] = 0
     return tick
 
 
 @numba.njit(cache=True)
-def _scratch(size, tsize):
-    """Per-call work arrays for ``fill_legal`` (padded frame and table)."""
-    w = size + 2
-    pb = np.full(w * w, 3, np.int8)  # the border stays 3: neither empty nor a colour
-    gid = np.empty(w * w, np.int32)
-    glibs = np.empty(w * w, np.int8)
-    gtaken = np.empty(w * w, np.int32)
-    gsize = np.empty(w * w, np.int32)
-    ghash = np.empty(w * w, np.uint64)
-    queue = np.empty(w * w, np.int32)
-    slot_key = np.empty(tsize, np.uint64)
-    slot_pt = np.empty(tsize, np.int32)
-    slot_tick = np.full(tsize, -1, np.int64)
-    return pb, gid, glibs, gtaken, gsize, ghash, queue, slot_key, slot_pt, slot_tick
+def play_stone(board, group, libs, p, me, nbr, deg, keys, seen, queue, tick):
+    """``place_stone`` that also keeps ``group`` and ``libs`` up to date: p was a liberty of
+    each distinct group next to it; enemy groups left with none are removed and give a
+    liberty to each distinct friendly group next to their stones; the new stone's group
+    (merging its friendly neighbours) is relabelled and its liberties counted afresh.
+
+    Returns (hash xor delta, stones captured, one captured point or -1, new tick).
+    """
+    opp = 3 - me
+    board[p] = me
+    delta = keys[p, me]
+    ncap = 0
+    cap_pt = -1
+    d = deg[p]
+    for k in range(d):
+        r = nbr[p, k]
+        if board[r] != opp:
+            continue
+        root = group[r]
+        dup = False
+        for j in range(k):
+            t = nbr[p, j]
+            if board[t] == opp and group[t] == root:
+                dup = True  # the same group seen through an earlier neighbour
+        if dup:
+            continue
+        libs[root] -= 1
+        if libs[root] > 0:
+            continue
+        tick += 1
+        tail, _, _ = flood(board, r, nbr, deg, seen, tick, queue, 0, False)
+        for i in range(tail):
+            board[queue[i]] = EMPTY
+            delta ^= keys[queue[i], opp]
+        for i in range(tail):
+            q = queue[i]
+            # each friendly group next to q gains q as a liberty, once
+            for j in range(deg[q]):
+                t = nbr[q, j]
+                if board[t] != me or t == p:
+                    continue  # p's own group is counted afresh below
+                root_t = group[t]
+                first = True
+                for m in range(j):
+                    u = nbr[q, m]
+                    if board[u] == me and u != p and group[u] == root_t:
+                        first = False
+                if first:
+                    libs[root_t] += 1
+        ncap += tail
+        cap_pt = queue[0]
+    tick += 1
+    tail, count, _ = flood(board, p, nbr, deg, seen, tick, queue, 0, False)
+    for i in range(tail):
+        group[queue[i]] = p
+    libs[p] = count
+    return delta, ncap, cap_pt, tick
+
+
+@numba.njit(cache=True)
+def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, me, superko,
+               legal, keys, rev_key, rev_pt, sc, tick):
+    """Write the exact legal mask ``legal`` [N+1] of player ``me`` on ``board`` [N].
+
+    With the liberties kept per group, a neighbour of an empty point reduces to a flag
+    (bit 0: it makes a move there legal: an empty point, a friendly group with two or more
+    liberties, an enemy group in atari; bit 1: an enemy group in atari, i.e. captured), so
+    most points are decided by or-ing their neighbours' flags. Only captures need the taken
+    groups' sizes and hashes (for ko and superko), found by ``flood`` once per group and
+    call. Positional superko probes each repeatable earlier hash once: against ``rev_key``
+    for moves that capture nothing (see ``reverse_keys``) and against the few capturing
+    moves' hashes. O(points + history). Returns the new tick.
+    """
+    seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash, cap_mark = sc
+    n = board.shape[0]
+    opp = 3 - me
+    # flag of a neighbour by (value, min(liberties, 2)): row EMPTY, row me, row opp
+    lut = np.zeros((3, 3), np.int8)
+    lut[EMPTY, :] = 1
+    lut[me, 2] = 1
+    lut[opp, 1] = 3
+    check = superko and nrepeat > 0
+    tick += 1  # marks this call's capturing moves (cap_mark) and group hashes (gstamp)
+    call = tick
+    ncm = 0
+    for a in range(n):
+        if board[a] != EMPTY:
+            legal[a] = False
+            continue
+        f = 0
+        for j in range(deg[a]):
+            s = nbr[a, j]
+            f |= lut[board[s], min(libs[group[s]], 2)]
+        if f & 2 == 0:
+            legal[a] = f != 0
+            continue
+        # a capture: never suicide; find what it takes (each group once, even when it
+        # touches a on several sides) for the ko rule and the new position's hash
+        h = zhash ^ keys[a, me]
+        ncap = 0
+        for j in range(deg[a]):
+            s = nbr[a, j]
+            if board[s] != opp:
+                continue
+            g = group[s]
+            if libs[g] != 1:
+                continue
+            if gstamp[g] != call:
+                gstamp[g] = call
+                tick += 1
+                end, _, _ = flood(board, g, nbr, deg, seen, tick, queue, 0, False)
+                hg = np.uint64(0)
+                for i in range(end):
+                    hg ^= keys[queue[i], opp]
+                ghash[g] = hg
+                gsize[g] = end
+                gtaken[g] = -1
+            if gtaken[g] != a:
+                gtaken[g] = a
+                h ^= ghash[g]
+                ncap += gsize[g]
+        ok = not (a == ko_point and ncap == 1)  # immediate recapture of a single stone
+        legal[a] = ok
+        cap_mark[a] = call
+        if ok and check:
+            cap_pt[ncm] = a
+            cap_hash[ncm] = h
+            ncm += 1
+    if check:
+        row = me - 1
+        tm = rev_pt.shape[1] - 1
+        for i in range(nrepeat):
+            h = hashes[i]
+            d = h ^ zhash
+            idx = np.int64(d & np.uint64(tm))
+            while rev_pt[row, idx] >= 0:
+                if rev_key[row, idx] == d:
+                    a = rev_pt[row, idx]
+                    if cap_mark[a] != call:  # a capture at a makes another position
+                        legal[a] = False
+                idx = (idx + 1) & tm
+            for k in range(ncm):
+                if cap_hash[k] == h:
+                    legal[cap_pt[k]] = False
+    legal[n] = True  # passing is always allowed in a running game
+    return tick
+
+
+@numba.njit(cache=True)
+def _scratch(n):
+    """Per-call work arrays for ``fill_legal`` (flood marks, per-group hashes of the groups
+    in atari, the capturing moves)."""
+    seen = np.full(n, -1, np.int64)
+    queue = np.empty(n, np.int32)
+    gstamp = np.full(n, -1, np.int64)
+    gsize = np.zeros(n, np.int32)
+    ghash = np.zeros(n, np.uint64)
+    gtaken = np.full(n, -1, np.int32)
+    cap_pt = np.empty(n, np.int32)
+    cap_hash = np.empty(n, np.uint64)
+    cap_mark = np.full(n, -1, np.int64)
+    return seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash, cap_mark
 
 
 @numba.njit(cache=True)
@@ -285,43 +365,19 @@ def area_score(board, nbr, deg, seen, queue, tick):
     n = board.shape[0]
     black = 0
     white = 0
-    tick += 1
-    region_tick = tick  # one stamp marks every empty point visited in this call
+    tick += 1  # one stamp marks every empty point visited in this call
     for p in range(n):
         c = board[p]
         if c == BLACK:
             black += 1
-            continue
-        if c == WHITE:
+        elif c == WHITE:
             white += 1
-            continue
-        if seen[p] == region_tick:
-            continue
-        seen[p] = region_tick
-        queue[0] = p
-        head = 0
-        tail = 1
-        reach_b = False
-        reach_w = False
-        while head < tail:
-            q = queue[head]
-            head += 1
-            for j in range(deg[q]):
-                s = nbr[q, j]
-                v = board[s]
-                if v == EMPTY:
-                    if seen[s] != region_tick:
-                        seen[s] = region_tick
-                        queue[tail] = s
-                        tail += 1
-                elif v == BLACK:
-                    reach_b = True
-                else:
-                    reach_w = True
-        if reach_b and not reach_w:
-            black += tail
-        elif reach_w and not reach_b:
-            white += tail
+        elif seen[p] != tick:
+            tail, _, reach = flood(board, p, nbr, deg, seen, tick, queue, 0, False)
+            if reach == 1 << BLACK:
+                black += tail
+            elif reach == 1 << WHITE:
+                white += tail
     return black, white, tick
 
 
@@ -347,32 +403,33 @@ def _outcome_of(margin):
 
 
 @numba.njit(cache=True)
-def refresh_kernel(board, zhash, hashes, repeat_limit, ko_point, to_play, terminal, legal,
-                   superko, size, pkeys, tsize):
-    """Recompute the legal mask [B, N+1] of every game from the rest of its state."""
-    pb, gid, glibs, gtaken, gsize, ghash, queue, slot_key, slot_pt, slot_tick = _scratch(
-        size, tsize)
+def refresh_kernel(board, group, libs, zhash, hashes, repeat_limit, ko_point, to_play, terminal,
+                   legal, superko, nbr, deg, keys, rev_key, rev_pt):
+    """Recompute the groups [B, N], liberties [B, N] and legal mask [B, N+1] of every game
+    from its board and the rest of its state."""
+    sc = _scratch(board.shape[1])
+    seen, queue = sc[0], sc[1]
     tick = 0
     for b in range(board.shape[0]):
+        tick = label_groups(board[b], nbr, deg, group[b], libs[b], seen, queue, tick)
         if terminal[b]:
             legal[b, :] = False
             continue
-        tick = fill_legal(board[b], size, zhash[b], hashes[b], repeat_limit[b], ko_point[b],
-                          to_play[b] + 1, superko, legal[b], pkeys, pb, gid, glibs, gtaken,
-                          gsize, ghash, queue, slot_key, slot_pt, slot_tick, tick)
+        tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], hashes[b],
+                          repeat_limit[b], ko_point[b], to_play[b] + 1, superko, legal[b],
+                          keys, rev_key, rev_pt, sc, tick)
 
 
 @numba.njit(cache=True)
-def step_kernel(actions, board, board_history, zhash, hashes, nhashes, repeat_limit, ko_point,
-                passes, captures, to_play, ply, terminal, outcome, legal, last_action,
-                komi, max_moves, superko, size, nbr, deg, keys, pkeys, tsize):
+def step_kernel(actions, board, group, libs, board_history, zhash, hashes, nhashes,
+                repeat_limit, ko_point, passes, captures, to_play, ply, terminal, outcome,
+                legal, last_action, komi, max_moves, superko, nbr, deg, keys, rev_key, rev_pt):
     """Apply legal ``actions`` [B] (pass = N, -1 = finished game, skipped) in place, then
-    update history, terminal flags, outcomes and the next legal masks."""
+    update groups, history, terminal flags, outcomes and the next legal masks."""
     n = board.shape[1]
     nhist = board_history.shape[1]
-    pb, gid, glibs, gtaken, gsize, ghash, queue, slot_key, slot_pt, slot_tick = _scratch(
-        size, tsize)
-    seen = np.full(n, -1, np.int64)
+    sc = _scratch(n)
+    seen, queue = sc[0], sc[1]
     tick = 0
     for b in range(actions.shape[0]):
         a = actions[b]
@@ -385,8 +442,8 @@ def step_kernel(actions, board, board_history, zhash, hashes, nhashes, repeat_li
             passes[b] += 1
         else:
             passes[b] = 0
-            delta, ncap, cap_pt, tick = place_stone(board[b], a, me, nbr, deg, keys, seen,
-                                                    queue, tick)
+            delta, ncap, cap_pt, tick = play_stone(board[b], group[b], libs[b], a, me, nbr,
+                                                   deg, keys, seen, queue, tick)
             zhash[b] ^= delta
             if ncap > 0:
                 captures[b, to_play[b]] += ncap
@@ -407,10 +464,13 @@ def step_kernel(actions, board, board_history, zhash, hashes, nhashes, repeat_li
         if nhashes[b] < hashes.shape[1]:
             hashes[b, nhashes[b]] = zhash[b]
             nhashes[b] += 1
+        # element loops rather than row slices: no array views made per row
         for t in range(nhist - 1, 0, -1):
-            board_history[b, t, :] = board_history[b, t - 1, :]
+            for p in range(n):
+                board_history[b, t, p] = board_history[b, t - 1, p]
         if nhist > 0:
-            board_history[b, 0, :] = board[b]
+            for p in range(n):
+                board_history[b, 0, p] = board[b, p]
         ply[b] += 1
         last_action[b] = a
         to_play[b] = 1 - to_play[b]
@@ -420,6 +480,6 @@ def step_kernel(actions, board, board_history, zhash, hashes, nhashes, repeat_li
             black, white, tick = area_score(board[b], nbr, deg, seen, queue, tick)
             outcome[b] = _outcome_of(black - white - komi)
         else:
-            tick = fill_legal(board[b], size, zhash[b], hashes[b], repeat_limit[b],
-                              ko_point[b], opp, superko, legal[b], pkeys, pb, gid, glibs,
-                              gtaken, gsize, ghash, queue, slot_key, slot_pt, slot_tick, tick)
+            tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], hashes[b],
+                              repeat_limit[b], ko_point[b], opp, superko, legal[b], keys,
+                              rev_key, rev_pt, sc, tick)
