@@ -38,7 +38,7 @@ class SelfPlayStats:
     """Simulations run, summed over the batch (fast and full moves alike)."""
     reused_visits: int = 0
     """Root child visits carried over from the previous move's tree (tree reuse), summed
-    over the batch: the search work reuse saved."""
+    over the batch: visits the policy targets got on top of the simulations run."""
     search_seconds: float = 0.0
     outcomes: dict[int, int] = field(default_factory=lambda: {1: 0, -1: 0, 0: 0})
 
