@@ -267,7 +267,7 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, m
     for moves that capture nothing (see ``reverse_keys``) and against the few capturing
     moves' hashes. O(points + history). Returns the new tick.
     """
-    seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash, cap_mark = sc
+    seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash = sc
     n = board.shape[0]
     opp = 3 - me
     # flag of a neighbour by (value, min(liberties, 2)): row EMPTY, row me, row opp
@@ -276,7 +276,7 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, m
     lut[me, 2] = 1
     lut[opp, 1] = 3
     check = superko and nrepeat > 0
-    tick += 1  # marks this call's capturing moves (cap_mark) and group hashes (gstamp)
+    tick += 1  # marks the group hashes found in this call (gstamp)
     call = tick
     ncm = 0
     for a in range(n):
@@ -317,7 +317,6 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, m
                 ncap += gsize[g]
         ok = not (a == ko_point and ncap == 1)  # immediate recapture of a single stone
         legal[a] = ok
-        cap_mark[a] = call
         if ok and check:
             cap_pt[ncm] = a
             cap_hash[ncm] = h
@@ -331,9 +330,9 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, m
             idx = np.int64(d & np.uint64(tm))
             while rev_pt[row, idx] >= 0:
                 if rev_key[row, idx] == d:
-                    a = rev_pt[row, idx]
-                    if cap_mark[a] != call:  # a capture at a makes another position
-                        legal[a] = False
+                    # A move at that point recreates h if it captures nothing. (If it did
+                    # capture, h would be the board with a group of no liberties: never.)
+                    legal[rev_pt[row, idx]] = False
                 idx = (idx + 1) & tm
             for k in range(ncm):
                 if cap_hash[k] == h:
@@ -354,8 +353,7 @@ def _scratch(n):
     gtaken = np.full(n, -1, np.int32)
     cap_pt = np.empty(n, np.int32)
     cap_hash = np.empty(n, np.uint64)
-    cap_mark = np.full(n, -1, np.int64)
-    return seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash, cap_mark
+    return seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash
 
 
 @numba.njit(cache=True)

@@ -669,3 +669,115 @@ def test_batched_random_play_keeps_invariants():
     assert (s.ply <= g.spec.max_moves).all()
     margin = g.score(s)
     np.testing.assert_array_equal(s.outcome, np.sign(margin).astype(np.int8))
+
+
+# --- batched play against the reference, move by move ------------------------------------------
+def check_groups_against_reference(game: Go, s: GoState, i: int, board: list[int]) -> None:
+    """The groups and liberty counts the state keeps for game ``i`` match a recount."""
+    visited: set[int] = set()
+    for p in range(game.num_points):
+        if board[p] == EMPTY or p in visited:
+            continue
+        stones, libs = ref_group(board, p, game.size)
+        visited |= stones
+        roots = {int(s.group[i, q]) for q in stones}
+        assert len(roots) == 1, f"game {i}: one group, several roots {roots}"
+        root = roots.pop()
+        assert root in stones
+        assert int(s.liberties[i, root]) == len(libs), f"game {i}: liberties of {p}"
+
+
+def check_batch_against_reference(game: Go, seed: int, batch: int, plies: int,
+                                  start: GoState | None = None, greedy: float = 0.5,
+                                  count_bans: bool = False) -> tuple[int, int]:
+    """Play ``batch`` games at once, checking every running game's legal mask, board,
+    captures, hash, groups and liberties against the reference after every move, and the
+    scores at the end. A ``greedy`` share of the games captures whenever it can and passes
+    only when nothing else is legal (which keeps kos going). Returns (positions checked,
+    moves superko forbade beyond simple ko, if ``count_bans``)."""
+    size, n = game.size, game.num_points
+    rng = np.random.default_rng(seed)
+    s = game.init(batch) if start is None else start.take(np.zeros(batch, int))
+    boards = [s.board[i].tolist() for i in range(batch)]
+    earlier = [{tuple(b)} for b in boards]
+    last_take: list[tuple[int, int] | None] = [None] * batch
+    captures = s.captures.tolist()
+    capturer = rng.random(batch) < greedy
+    checked = bans = 0
+    for _ in range(plies):
+        running = np.flatnonzero(~s.terminal)
+        if running.size == 0:
+            break
+        for i in running:
+            colour = int(s.to_play[i]) + 1
+            mask = ref_mask(boards[i], colour, size, game.ko, earlier[i], last_take[i])
+            np.testing.assert_array_equal(s.legal[i], mask, err_msg=f"game {i}")
+            if count_bans:
+                simple = ref_mask(boards[i], colour, size, "simple", earlier[i], last_take[i])
+                bans += int((simple & ~mask).sum())
+            check_groups_against_reference(game, s, i, boards[i])
+            checked += 1
+        choice = s.legal.copy()
+        for i in running[capturer[running]]:
+            # captures: empty points next to an enemy group in atari (the state's own counts
+            # only steer the choice; the reference checks the outcome)
+            opp = 2 - int(s.to_play[i])
+            takes = [p for p in np.flatnonzero(choice[i, :n])
+                     if any(boards[i][q] == opp and s.liberties[i, s.group[i, q]] == 1
+                            for q in ref_neighbors(int(p), size))]
+            if takes:
+                choice[i] = False
+                choice[i, takes] = True
+            elif choice[i, :n].any():
+                choice[i, n] = False
+        actions = sample_legal(choice, rng)
+        s = game.step(s, actions)
+        for i in running:
+            a, colour = int(actions[i]), 2 - int(s.to_play[i])
+            last_take[i] = None
+            if a < n:
+                boards[i], captured, _ = ref_play(boards[i], a, colour, size)
+                captures[i][colour - 1] += len(captured)
+                if len(captured) == 1:
+                    last_take[i] = (next(iter(captured)), a)
+            earlier[i].add(tuple(boards[i]))
+        assert s.board.tolist() == boards
+        assert s.captures.tolist() == captures
+        np.testing.assert_array_equal(s.zobrist, game.board_hash(s.board))
+    score = game.score(s)
+    for i in range(batch):
+        b, w = ref_score(boards[i], size)
+        assert score[i] == pytest.approx(b - w - game.komi)
+        if s.terminal[i]:
+            assert int(s.outcome[i]) == int(np.sign(b - w - game.komi))
+    return checked, bans
+
+
+@pytest.mark.parametrize("size,ko,batch,plies", [
+    (9, "superko", 8, 200), (9, "simple", 8, 200), (19, "superko", 2, 110),
+    (19, "simple", 2, 110)])
+def test_batched_games_agree_with_the_reference_move_by_move(size, ko, batch, plies):
+    # Thousands of positions in batches: the group and liberty counts carried from move to
+    # move, and the per-call scratch shared by the games of a batch, must never drift.
+    game = make_go(size=size, ko=ko)
+    checked, _ = check_batch_against_reference(game, seed=size, batch=batch, plies=plies)
+    assert checked >= batch * min(plies, 60)
+
+
+def test_batched_greedy_games_from_the_triple_ko_agree_on_every_superko_ban():
+    game = make_go(size=9)
+    start = position(game, TRIPLE_KO)
+    checked, bans = check_batch_against_reference(game, seed=3, batch=6, plies=60,
+                                                  start=start, greedy=1.0, count_bans=True)
+    assert bans > 0 and checked == 6 * 60
+
+
+def test_set_up_positions_and_with_to_play_recount_groups():
+    game = make_go(size=9)
+    s = position(game, TRIPLE_KO)
+    check_groups_against_reference(game, s, 0, s.board[0].tolist())
+    s = play(game, s, "C7", "G7")
+    t = game.with_to_play(s, 1 - int(s.to_play[0]))
+    check_groups_against_reference(game, t, 0, t.board[0].tolist())
+    np.testing.assert_array_equal(t.liberties[0, t.group[0, t.board[0] > 0]],
+                                  s.liberties[0, s.group[0, s.board[0] > 0]])
