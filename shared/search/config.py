@@ -85,7 +85,8 @@ class SearchConfig:
     """Self-play playout-cap randomisation (KataGo): the probability that a move is searched
     with the full ``num_simulations`` and its search policy recorded as a policy target.
     The other moves get ``fast_simulations``, no Dirichlet noise (Gumbel search keeps its
-    Gumbel noise: it is what samples the move), and their positions train the value only. 1.0 (the default) searches every move in full: no randomisation.
+    Gumbel noise: it is what samples the move), and their positions train the value only.
+    1.0 (the default) searches every move in full: no randomisation.
     One draw per search call decides for all B games of a worker (a batched search runs
     its rounds in lock-step, so mixing budgets in one call would cost the full budget)."""
 
