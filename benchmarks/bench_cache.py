@@ -18,8 +18,10 @@ its own worker(s), which keep their games (and caches) between rounds, so all se
 load drift; the order rotates by round. The table gives positions/s (moves played summed
 over the batch, totals over the rounds), the median over rounds of its ratio to the base of
 the same round, the hit rate (positions answered without the network / positions asked,
-over the measured rounds) and network evaluations per position. A warm-up move of every
-worker (numba, oneDNN primitives, a first cache fill) is not measured.
+over the measured rounds) and network evaluations per position. The ``--warmup`` moves of
+every worker (numba, oneDNN primitives, a first cache fill) are not measured: all B games
+start from the same empty board, so the first moves repeat far more positions (46% hits on
+gomoku 6x6's second move) than games spread over all stages do.
 
 The network has random weights: a trained net's trees are narrower, so its searches repeat
 more positions and the hit rates here are a lower bound on that count.
@@ -105,7 +107,7 @@ def make_setups(cfg, game, evaluator: TorchEvaluator, entries: int, reuse: bool,
 
 
 def run_section(preset: str, rounds: int, moves: int, entries: int, reuse: bool,
-                seed: int) -> None:
+                seed: int, warmup: int) -> None:
     cfg = load_train_config(preset, warn=False)
     game = make_game(cfg.game)
     torch.manual_seed(seed)
@@ -114,7 +116,7 @@ def run_section(preset: str, rounds: int, moves: int, entries: int, reuse: bool,
     setups = make_setups(cfg, game, evaluator, entries, reuse, seed)
     for setup in setups:  # warm-up, not counted
         for w in setup.workers:
-            w.play_moves(1)
+            w.play_moves(warmup)
     loads = [os.getloadavg()[0]]
     for r in range(rounds):
         order = setups[r % len(setups):] + setups[:r % len(setups)]
@@ -126,7 +128,8 @@ def run_section(preset: str, rounds: int, moves: int, entries: int, reuse: bool,
     print(f"\n### {preset}: {game.spec.spec_string}, obs {tuple(game.spec.obs_shape)}, net of "
           f"{num_parameters(net):,} parameters, B={cfg.selfplay.games_in_parallel}, "
           f"{search.num_simulations} simulations a move, cache of {entries:,} entries\n")
-    print(f"{rounds} rounds x {moves} moves per setup, interleaved; load average (1 min) "
+    print(f"{warmup} warm-up moves, then {rounds} rounds x {moves} moves per setup, "
+          f"interleaved; load average (1 min) "
           f"{min(loads):.2f}-{max(loads):.2f} during the section\n")
     print("| setup | positions/s | × base (median of rounds) | hit rate | "
           "network evaluations per position |")
@@ -152,6 +155,9 @@ def main() -> None:
                         help="cache capacity in positions")
     parser.add_argument("--reuse", action="store_true",
                         help="also rows with search.reuse_tree on")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="moves every worker plays before the measured rounds (the B "
+                             "games start together, so their first moves repeat the most)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -160,7 +166,8 @@ def main() -> None:
     print(f"machine: {machine}, {os.cpu_count()} cores, load average {load_avg} (1/5/15 min), "
           f"python {platform.python_version()}, torch {torch.__version__} on CPU, 1 thread")
     for preset in args.games:
-        run_section(preset, args.rounds, args.moves, args.entries, args.reuse, args.seed)
+        run_section(preset, args.rounds, args.moves, args.entries, args.reuse, args.seed,
+                    max(1, args.warmup))
 
 
 if __name__ == "__main__":
