@@ -325,15 +325,16 @@ class Bed:
     def popen(self, host: str, argv: Sequence[str], log: Path | None = None,
               **kwargs: Any) -> subprocess.Popen:
         """Start ``argv`` on ``host`` in its own session; ``down`` kills it."""
-        if log is not None:
-            out = open(log, "ab")  # noqa: SIM115 - handed to the child
-            kwargs.setdefault("stdout", out)
-            kwargs.setdefault("stderr", subprocess.STDOUT)
-        else:
-            kwargs.setdefault("stdout", subprocess.DEVNULL)
-            kwargs.setdefault("stderr", subprocess.DEVNULL)
-        proc = subprocess.Popen(self._argv(host, argv), env=kwargs.pop("env", self.env()),
-                                start_new_session=True, **kwargs)
+        with contextlib.ExitStack() as files:
+            if log is not None:
+                kwargs.setdefault("stdout", files.enter_context(open(log, "ab")))
+                kwargs.setdefault("stderr", subprocess.STDOUT)
+            else:
+                kwargs.setdefault("stdout", subprocess.DEVNULL)
+                kwargs.setdefault("stderr", subprocess.DEVNULL)
+            proc = subprocess.Popen(self._argv(host, argv),
+                                    env=kwargs.pop("env", self.env()),
+                                    start_new_session=True, **kwargs)
         self.procs.append(proc)
         return proc
 
