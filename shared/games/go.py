@@ -214,12 +214,15 @@ class Go(Game[GoState]):
                          self._deg, self._keys, self._rev_key, self._rev_pt)
 
     def _step(self, state: GoState, actions: np.ndarray) -> GoState:
-        s = state.copy()
-        K.step_kernel(actions, s.board, s.group, s.liberties, s.board_history, s.zobrist,
-                      s.position_hashes, s.num_positions, s.repeat_limit, s.ko_point, s.passes,
-                      s.captures, s.to_play, s.ply, s.terminal, s.outcome, s.legal,
-                      s.last_action, self.komi, self.max_moves, self.superko, self._nbr,
-                      self._deg, self._keys, self._rev_key, self._rev_pt)
+        # every array copied but the history, which the kernel writes whole from the old one
+        s = GoState(**{k: np.empty_like(v) if k == "board_history" else v.copy()
+                       for k, v in state.arrays().items()})
+        K.step_kernel(actions, s.board, s.group, s.liberties, state.board_history,
+                      s.board_history, s.zobrist, s.position_hashes, s.num_positions,
+                      s.repeat_limit, s.ko_point, s.passes, s.captures, s.to_play, s.ply,
+                      s.terminal, s.outcome, s.legal, s.last_action, self.komi, self.max_moves,
+                      self.superko, self._nbr, self._deg, self._keys, self._rev_key,
+                      self._rev_pt)
         return s
 
     def score(self, state: GoState) -> np.ndarray:

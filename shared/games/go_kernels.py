@@ -419,11 +419,15 @@ def refresh_kernel(board, group, libs, zhash, hashes, repeat_limit, ko_point, to
 
 
 @numba.njit(cache=True)
-def step_kernel(actions, board, group, libs, board_history, zhash, hashes, nhashes,
-                repeat_limit, ko_point, passes, captures, to_play, ply, terminal, outcome,
-                legal, last_action, komi, max_moves, superko, nbr, deg, keys, rev_key, rev_pt):
+def step_kernel(actions, board, group, libs, old_history, board_history, zhash, hashes,
+                nhashes, repeat_limit, ko_point, passes, captures, to_play, ply, terminal,
+                outcome, legal, last_action, komi, max_moves, superko, nbr, deg, keys, rev_key,
+                rev_pt):
     """Apply legal ``actions`` [B] (pass = N, -1 = finished game, skipped) in place, then
-    update groups, history, terminal flags, outcomes and the next legal masks."""
+    update groups, history, terminal flags, outcomes and the next legal masks.
+
+    ``board_history`` is written whole from ``old_history`` (shifted by one for the games
+    that move), so the caller need not copy it first: one pass over it instead of two."""
     n = board.shape[1]
     nhist = board_history.shape[1]
     sc = _scratch(n)
@@ -432,6 +436,9 @@ def step_kernel(actions, board, group, libs, board_history, zhash, hashes, nhash
     for b in range(actions.shape[0]):
         a = actions[b]
         if a < 0:
+            for t in range(nhist):
+                for p in range(n):
+                    board_history[b, t, p] = old_history[b, t, p]
             continue
         me = to_play[b] + 1
         opp = 3 - me
@@ -465,7 +472,7 @@ def step_kernel(actions, board, group, libs, board_history, zhash, hashes, nhash
         # element loops rather than row slices: no array views made per row
         for t in range(nhist - 1, 0, -1):
             for p in range(n):
-                board_history[b, t, p] = board_history[b, t - 1, p]
+                board_history[b, t, p] = old_history[b, t - 1, p]
         if nhist > 0:
             for p in range(n):
                 board_history[b, 0, p] = board[b, p]
