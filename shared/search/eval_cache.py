@@ -106,15 +106,34 @@ class EvalCache:
         self._slots.clear()
         self.version = version
 
-    def get(self, keys: list[bytes]) -> list[int]:
-        """Slot of each key (-1 where absent); found keys become most recently used."""
-        slots, found = self._slots, []
-        for key in keys:
-            slot = slots.get(key, -1)
-            if slot >= 0:
-                slots.move_to_end(key)
-            found.append(slot)
-        return found
+    def lookup(self, keys: list[bytes]) -> tuple[list[int], list[int], list[int],
+                                                 list[int], list[int]]:
+        """One pass over a batch's keys (found keys become most recently used). Returns
+        (rows found, their slots, rows to evaluate: the first row of each distinct absent
+        key, rows repeating such a key, for each the index of its key's row among those to
+        evaluate)."""
+        get, touch = self._slots.get, self._slots.move_to_end
+        found: list[int] = []
+        slots: list[int] = []
+        fresh: list[int] = []
+        repeats: list[int] = []
+        of: list[int] = []
+        first: dict[bytes, int] = {}
+        for i, key in enumerate(keys):
+            slot = get(key)
+            if slot is not None:
+                touch(key)
+                found.append(i)
+                slots.append(slot)
+                continue
+            j = first.get(key)
+            if j is None:
+                first[key] = len(fresh)
+                fresh.append(i)
+            else:
+                repeats.append(i)
+                of.append(j)
+        return found, slots, fresh, repeats, of
 
     def rows(self, slots: list[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(logits [K, A], values [K]) of the given slots (copies)."""
@@ -190,48 +209,32 @@ class CachedEvaluator:
             self._invalidate(int(known))
         keys = position_keys(obs, legal)
         stats.lookups += b
-        slots = cache.get(keys) if cache.version is not None else [-1] * b
-        # First row of each distinct missing key: only these go to the network.
-        first: dict[bytes, int] = {}
-        rows_of: list[int] = []  # row of the fresh answer for each row, or -1: the table's
-        misses: list[int] = []
-        for i, (key, slot) in enumerate(zip(keys, slots, strict=True)):
-            if slot >= 0:
-                rows_of.append(-1)
-                continue
-            j = first.get(key)
-            if j is None:
-                j = first[key] = len(misses)
-                misses.append(i)
-            rows_of.append(j)
-        source = np.array(rows_of, np.int64)
+        found, slots, misses, repeats, repeat_of = cache.lookup(keys)
         stats.hits += b - len(misses)
-        from_table = source < 0
         logits = np.empty((b, a), np.float32)
         values = np.empty(b, np.float32)
         version = cache.version if cache.version is not None else int(known or 0)
-        if from_table.any():
-            logits[from_table], values[from_table] = cache.rows(
-                [s for s in slots if s >= 0])
+        if found:
+            logits[found], values[found] = cache.rows(slots)
         if misses:
-            rows = np.asarray(misses, np.int64)
-            ev = check_evaluation(self.inner.evaluate(obs[rows], legal[rows]), rows.size, a)
+            ev = check_evaluation(self.inner.evaluate(obs[misses], legal[misses]),
+                                  len(misses), a)
             fresh_logits = np.asarray(ev.policy_logits, np.float32)
             fresh_values = np.asarray(ev.value, np.float32)
             version = int(ev.weights_version)
             if cache.version is not None and version != cache.version:
                 self._invalidate(version)
-                if from_table.any():
+                if found:
                     # Those rows were of the old weights: the whole batch must be of one.
                     stats.hits -= b - len(misses)
-                    stats.evaluated += rows.size
+                    stats.evaluated += len(misses)
                     return self._evaluate_all(obs, legal, keys)
             cache.version = version
             cache.put([keys[i] for i in misses], fresh_logits, fresh_values)
-            stats.evaluated += rows.size
-            taken = ~from_table
-            logits[taken] = fresh_logits[source[taken]]
-            values[taken] = fresh_values[source[taken]]
+            stats.evaluated += len(misses)
+            logits[misses], values[misses] = fresh_logits, fresh_values
+            if repeats:
+                logits[repeats], values[repeats] = fresh_logits[repeat_of], fresh_values[repeat_of]
         return Evaluation(logits, values, version)
 
     def _invalidate(self, version: int) -> None:
