@@ -356,11 +356,20 @@ def _worker_options(d: DistributedConfig) -> dict:
     return options
 
 
+def _run_dir_options(d: DistributedConfig, options: dict) -> dict:
+    """``options`` of an actor that writes the run directory (learner, evaluator), plus
+    one unit of ``run_dir_resource`` when set, which keeps it on the machine holding it."""
+    if d.run_dir_resource:
+        options["resources"] = {d.run_dir_resource: 1.0}
+    return options
+
+
 KINDS: dict[str, ActorKind] = {k.name: k for k in (
     ActorKind(
         "learner", desired=lambda c, inf: 1,
-        options=lambda c: {"num_cpus": c.distributed.learner_cpus,
-                           "num_gpus": c.distributed.learner_gpus, "max_concurrency": 4},
+        options=lambda c: _run_dir_options(c.distributed, {
+            "num_cpus": c.distributed.learner_cpus, "num_gpus": c.distributed.learner_gpus,
+            "max_concurrency": 4}),
         build=lambda c, ctx, i, resume, ev: build_learner(c, ctx, _transport(ctx), resume),
         stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3),
     ActorKind(
@@ -369,7 +378,8 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         options=lambda c: {}, stop_phase=2, is_server=True),
     ActorKind(
         "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
-        options=lambda c: {"num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4},
+        options=lambda c: _run_dir_options(c.distributed, {
+            "num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4}),
         build=lambda c, ctx, i, resume, ev: build_evaluator(c, ctx, _transport(ctx))),
     ActorKind(
         "selfplay", desired=lambda c, inf: c.selfplay.workers,

@@ -251,12 +251,18 @@ class DistributedConfig:
     worker_spread: bool = False
     """Place self-play workers with Ray's SPREAD strategy (across nodes) instead of packing
     them onto the fewest nodes."""
+    run_dir_resource: str = ""
+    """A custom Ray resource that marks the machine holding the run directory ("" : none).
+    The learner and the evaluator, which write the checkpoint, snapshots, ladder and game
+    records there, each take one unit of it, so they run on that machine (on KubeRay: the
+    head pod, whose PVC holds RUN_DIR; k8s/base/raycluster.yaml gives it 2 units)."""
 
     def __post_init__(self) -> None:
-        if self.worker_resource and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*",
-                                                     self.worker_resource):
-            raise ValueError("worker_resource must be a Ray resource name (letters, digits, "
-                             f"_), got {self.worker_resource!r}")
+        for name in ("worker_resource", "run_dir_resource"):
+            value = getattr(self, name)
+            if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+                raise ValueError(f"{name} must be a Ray resource name (letters, digits, _), "
+                                 f"got {value!r}")
         if self.inference not in ("auto", "local", "server"):
             raise ValueError(f"inference must be auto, local or server, got {self.inference!r}")
         if self.inference_servers < 0 or self.monitor_interval_s <= 0:

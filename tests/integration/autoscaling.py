@@ -49,8 +49,9 @@ def free_port() -> int:
 
 def autoscaling_config(worker_type: str, cpus: float, max_nodes: int,
                        idle_timeout_s: float, gcs_address: str) -> dict:
-    """The autoscaler config: a head with no CPUs (as ``num-cpus: "0"`` in
-    k8s/base/raycluster.yaml) and one worker type, ``min_workers`` 0."""
+    """The autoscaler config: a head with no CPUs, so every actor of the run needs a
+    worker node (on KubeRay the head holds the learner and the evaluator, which this test
+    does not need), and one worker type, ``min_workers`` 0."""
     return {
         "cluster_name": "zeroforge-autoscaling-test",
         "max_workers": max_nodes,

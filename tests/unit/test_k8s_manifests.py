@@ -238,6 +238,33 @@ def test_every_container_has_requests_and_limits(target):
     assert seen >= 4
 
 
+def _custom_resources(group: dict) -> dict:
+    """The custom resources of a group's ``rayStartParams`` (KubeRay's quoted-JSON form)."""
+    import json
+
+    text = group.get("rayStartParams", {}).get("resources")
+    return json.loads(json.loads(text)) if text else {}
+
+
+@ALL
+def test_placement_resources_exist_where_the_run_config_sends_actors(target, tmp_path):
+    """Self-play workers need ``worker_resource`` (only worker pods have it); the learner
+    and evaluator need ``run_dir_resource`` (only the head, with the run dir's PVC)."""
+    objs = render(target)
+    d = load_train_config(str(config_file(objs, tmp_path)), []).distributed
+    spec = one(objs, "RayCluster")["spec"]
+    head = spec["headGroupSpec"]
+    assert d.run_dir_resource and _custom_resources(head).get(d.run_dir_resource, 0) >= 2
+    assert float(head["rayStartParams"]["num-cpus"]) >= d.learner_cpus + d.evaluator_cpus
+    mounts = {m["mountPath"] for m in head["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert "/data/runs" in mounts
+    selfplay = [g for g in spec["workerGroupSpecs"] if g["groupName"] == "selfplay-cpu"]
+    assert d.worker_resource and _custom_resources(selfplay[0]).get(d.worker_resource, 0) >= 1
+    for g in spec["workerGroupSpecs"]:
+        assert d.run_dir_resource not in _custom_resources(g), g["groupName"]
+    assert d.worker_resource not in _custom_resources(head)
+
+
 @ALL
 def test_autoscaling_on_with_bounds(target):
     spec = one(render(target), "RayCluster")["spec"]

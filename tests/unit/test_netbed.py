@@ -97,3 +97,14 @@ def test_worker_resource_and_spread_reach_the_actor_options():
 def test_a_bad_worker_resource_name_is_refused():
     with pytest.raises(ValueError, match="worker_resource"):
         DistributedConfig(worker_resource="zf selfplay")
+    with pytest.raises(ValueError, match="run_dir_resource"):
+        DistributedConfig(run_dir_resource="run-dir")
+
+
+def test_run_dir_resource_keeps_the_writers_of_the_run_dir_together():
+    placed = cfg.from_dict(TrainConfig, {"distributed": {
+        "worker_resource": "zf_selfplay", "run_dir_resource": "zf_run_dir"}})
+    for kind in ("learner", "evaluator"):
+        assert KINDS[kind].options(placed)["resources"] == {"zf_run_dir": 1.0}, kind
+    assert KINDS["selfplay"].options(placed)["resources"] == {"zf_selfplay": 1.0}
+    assert "resources" not in KINDS["evaluator"].options(TrainConfig())
