@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from deploy import commands
+from deploy.arg_types import nonneg, positive, seconds_between
 
 __version__ = "0.1.0"
 
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--host", default="127.0.0.1",
                       help="--web: address to bind (default 127.0.0.1; any other needs a "
                            "token, kept in a 0600 file whose path is printed)")
-    play.add_argument("--port", type=_nonneg, default=8090,
+    play.add_argument("--port", type=nonneg, default=8090,
                       help="--web: port (default 8090; 0 picks a free one)")
     play.set_defaults(func=commands.cmd_play)
 
@@ -103,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address of the run's dashboard (default: run.dashboard_host, "
                             "127.0.0.1); any other address requires a token, written to "
                             "RUN_DIR/dashboard.token")
-    train.add_argument("--dashboard-port", type=_nonneg, default=None,
+    train.add_argument("--dashboard-port", type=nonneg, default=None,
                        help="port of the run's dashboard (default: run.dashboard_port, 0: "
                             "any free one)")
     train.add_argument("--set", dest="overrides", action="append", default=[],
@@ -120,9 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--sgf", required=True, help="directory searched for *.sgf files")
     pre.add_argument("--config", default=None, help="config file or preset (net, learner)")
     pre.add_argument("--game", default=None, help="game spec of the records, e.g. go9")
-    pre.add_argument("--steps", type=_positive, default=1000, help="SGD steps")
+    pre.add_argument("--steps", type=positive, default=1000, help="SGD steps")
     pre.add_argument("--holdout", type=float, default=0.1, help="share of games held out")
-    pre.add_argument("--limit", type=_nonneg, default=0, help="use at most this many games")
+    pre.add_argument("--limit", type=nonneg, default=0, help="use at most this many games")
     pre.add_argument("--run-dir", default=None, help="where the checkpoint goes")
     pre.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="SECTION.KEY=VALUE", help="override any config field")
@@ -154,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--run-dir", default=None, help="the run whose run directory this is")
     top.add_argument("--run-id", default=None, help="which live run, if several are going")
-    top.add_argument("--interval", type=_seconds, default=1.0,
+    top.add_argument("--interval", type=seconds_between(0.1, 60), default=1.0,
                      help="seconds between refreshes (default: 1)")
     top.set_defaults(func=commands.cmd_top)
 
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("--run-dir", default=None, help="the run whose run directory this is")
     dash.add_argument("--run-id", default=None, help="which live run, if several are going")
     dash.add_argument("--open", action="store_true", help="open the page in a web browser")
-    dash.add_argument("--port", type=_nonneg, default=0,
+    dash.add_argument("--port", type=nonneg, default=0,
                       help="port for a finished run's page (default: any free one)")
     dash.set_defaults(func=commands.cmd_dashboard)
 
@@ -195,38 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "scale":
-            p.add_argument("--workers", type=_nonneg, default=None, help="self-play workers")
-            p.add_argument("--inference-servers", type=_positive, default=None,
+            p.add_argument("--workers", type=nonneg, default=None, help="self-play workers")
+            p.add_argument("--inference-servers", type=positive, default=None,
                            help="inference servers")
         p.set_defaults(func=getattr(commands, f"cmd_{name}"))
     return parser
 
 
-def _nonneg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
 
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.1 <= value <= 60:
-        raise argparse.ArgumentTypeError(f"{value:g} is not between 0.1 and 60 seconds")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _nonneg(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from deploy.arg_types import positive
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds the engine subcommands to the CLI's subparsers ``sub``."""
@@ -48,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     match.add_argument("--game", default="go9", help="game spec (default: go9)")
     match.add_argument("--black", required=True, metavar="SPEC", help="player A, Black first")
     match.add_argument("--white", required=True, metavar="SPEC", help="player B, White first")
-    match.add_argument("--games", type=_positive, default=1, help="games to play (default: 1)")
+    match.add_argument("--games", type=positive, default=1, help="games to play (default: 1)")
     match.add_argument("--alternate", action="store_true",
                        help="swap colours every other game")
     match.add_argument("--sgf-dir", default=None, metavar="DIR",
@@ -56,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     match.add_argument("--referee", default=None, metavar="gtp:COMMAND",
                        help="a GTP engine that scores Go games ended by two passes with its "
                             "final_score (e.g. gtp:\"gnugo --mode gtp --chinese-rules\")")
-    match.add_argument("--simulations", type=_positive, default=None,
+    match.add_argument("--simulations", type=positive, default=None,
                        help="search simulations a move of net: players without their own")
     match.add_argument("--seed", type=int, default=0, help="seed of the players' choices")
     match.set_defaults(func=_match)
@@ -66,9 +68,9 @@ def _net_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--checkpoint", required=True, metavar="PATH",
                         help=f"a learner checkpoint of a {what} net (it names its game "
                              "and net config)")
-    parser.add_argument("--simulations", type=_positive, default=200,
+    parser.add_argument("--simulations", type=positive, default=200,
                         help="simulations a move without time limits (default: 200)")
-    parser.add_argument("--max-simulations", type=_positive, default=20000,
+    parser.add_argument("--max-simulations", type=positive, default=20000,
                         help="most simulations a move under a time budget (default: 20000)")
     parser.add_argument("--game", default=None, metavar="SPEC",
                         help="game spec to play (default: the checkpoint's own); it must "
@@ -100,12 +102,3 @@ def _match(args: argparse.Namespace) -> int:
               args.referee, args.simulations, args.seed)
     return 0
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from deploy.arg_types import nonneg, positive, seconds_between
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds the rating subcommands to the CLI's subparsers ``sub``."""
@@ -20,16 +22,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "between the pair that informs the ratings most, and saves them.",
     )
     rate.add_argument("run_dir", metavar="RUN_DIR", help="the run's run directory")
-    rate.add_argument("--games", type=_nonneg, default=40,
+    rate.add_argument("--games", type=nonneg, default=40,
                       help="games to play this time, in all (default: 40)")
-    rate.add_argument("--per-pair", type=_positive, default=10,
+    rate.add_argument("--per-pair", type=positive, default=10,
                       help="games per chosen pair before the next choice (default: 10)")
     rate.add_argument("--anchors", nargs="+", default=None, metavar="SPEC",
                       help="fixed players (make_player specs; default: random and the run's "
                            "evaluation.anchors, plus GnuGo over GTP for Go where available)")
     rate.add_argument("--anchor", default=None,
                       help="the player held at 0 Elo (default: random)")
-    rate.add_argument("--simulations", type=_positive, default=None,
+    rate.add_argument("--simulations", type=positive, default=None,
                       help="search simulations a move of the snapshots (default: the run's "
                            "evaluation.simulations, else search.num_simulations)")
     rate.add_argument("--plot", default=None, metavar="FILE",
@@ -51,9 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("--game", default=None, metavar="SPEC",
                         help="game spec to replay with (default: the file's own, from its "
                              "ZG/GM/SZ/KM properties)")
-    replay.add_argument("--delay", type=_delay, default=0.0, metavar="S",
+    replay.add_argument("--delay", type=seconds_between(0.0, 60.0), default=0.0, metavar="S",
                         help="seconds to wait after each move (default: 0)")
-    replay.add_argument("--move", type=_nonneg, default=None, metavar="N",
+    replay.add_argument("--move", type=nonneg, default=None, metavar="N",
                         help="show only the position after move N (0: the start)")
     replay.set_defaults(func=_replay)
 
@@ -70,28 +72,4 @@ def _replay(args: argparse.Namespace) -> int:
     return cmd_replay(args)
 
 
-def _nonneg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
 
-
-def _positive(text: str) -> int:
-    value = _nonneg(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _delay(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 60.0:
-        raise argparse.ArgumentTypeError(f"{value:g} is not between 0 and 60 seconds")
-    return value
