@@ -43,7 +43,11 @@ def _manifest_group() -> tuple[dict, dict]:
 
 def _node_cpus() -> float:
     head, group = _manifest_group()
-    assert head["rayStartParams"]["num-cpus"] == "0"  # the head takes no actors
+    # Self-play workers never go to the head: only worker pods advertise zf_selfplay (the
+    # head holds the learner and evaluator, which this test's head-without-CPUs leaves to
+    # the added nodes, so that the first worker node comes up at once).
+    assert "zf_selfplay" not in head["rayStartParams"].get("resources", "")
+    assert "zf_selfplay" in group["rayStartParams"]["resources"]
     assert group["minReplicas"] == 0 and group["maxReplicas"] >= MAX_NODES
     (container,) = group["template"]["spec"]["containers"]
     return float(container["resources"]["requests"]["cpu"])
