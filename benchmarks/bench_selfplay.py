@@ -32,12 +32,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import platform
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from machine import machine_line  # benchmarks/machine.py (scripts run from here)
 
 from actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from shared.games import make_game
@@ -336,11 +336,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     quick = args.quick
-    machine = platform.processor() or platform.machine()
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"machine: {machine}, {os.cpu_count()} cores, load average {load} (1/5/15 min), "
-          f"python {platform.python_version()}, torch {torch.__version__} "
-          f"on CPU with {torch.get_num_threads()} thread")
+    print(machine_line())
     print(f"mode: {'quick' if quick else 'full'}; positions/s = moves played per second "
           "(summed over the batch); network bound = evaluations/s alone ÷ simulations")
     for spec in args.games:

@@ -33,12 +33,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import platform
 import statistics
 import time
 
 import numpy as np
 import torch
+from machine import machine_line  # benchmarks/machine.py (scripts run from here)
 
 from actors.selfplay import SelfPlayWorker
 from deploy.config import load_train_config
@@ -127,10 +127,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    machine = platform.processor() or platform.machine()
-    load_avg = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"machine: {machine}, {os.cpu_count()} cores, load average {load_avg} (1/5/15 min), "
-          f"python {platform.python_version()}, torch {torch.__version__} on CPU, 1 thread")
+    print(machine_line())
     for preset in args.games:
         run_section(preset, args.rounds, args.moves, args.full_prob, args.fast, args.seed)
 
