@@ -61,6 +61,22 @@ def selfplay_client(servers: list, seed: int) -> dict:
             "simulations": worker.stats.simulations}
 
 
+def publish_and_await(store, evaluator, seed: int, obs: np.ndarray, legal: np.ndarray):
+    """Publishes a fresh net (torch seed ``seed``) as version 1, evaluates ``obs`` until
+    the answer comes from it and checks its numbers against that net; the answer."""
+    torch.manual_seed(seed)
+    net = build_net(NET, SPEC)
+    store.publish(net, 1)
+    published = time.monotonic()
+    while (ev := evaluator.evaluate(obs, legal)).weights_version != 1:
+        assert time.monotonic() - published < 10, "version 1 never reached the server"
+        time.sleep(0.02)
+    want = TorchEvaluator(net).evaluate(obs, legal)
+    np.testing.assert_allclose(ev.policy_logits, want.policy_logits, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ev.value, want.value, rtol=1e-4, atol=1e-5)
+    return ev
+
+
 def stat(snapshot: dict, name: str) -> float:
     return sum(v for _, v in snapshot["values"].get(name, []))
 
@@ -102,16 +118,7 @@ def test_published_weights_reach_the_server(ray_cluster: None, redis_server: Red
         evaluator = RemoteEvaluator([server])
         obs, legal = leaves(5, 0)
         assert evaluator.evaluate(obs, legal).weights_version == 0
-        torch.manual_seed(5)
-        net = build_net(NET, SPEC)
-        store.publish(net, 1)
-        published = time.monotonic()
-        while (ev := evaluator.evaluate(obs, legal)).weights_version != 1:
-            assert time.monotonic() - published < 10, "version 1 never reached the server"
-            time.sleep(0.02)
-        want = TorchEvaluator(net).evaluate(obs, legal)
-        np.testing.assert_allclose(ev.policy_logits, want.policy_logits, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(ev.value, want.value, rtol=1e-4, atol=1e-5)
+        publish_and_await(store, evaluator, 5, obs, legal)
         assert evaluator.weights_version == 1
         assert stat(ray.get(server.stats.remote()), "weights_version") == 1
         # A server started after the publish begins with the run's weights.
@@ -191,16 +198,7 @@ def test_server_cache_is_emptied_by_published_weights(ray_cluster: None,
         first = evaluator.evaluate(obs, legal)
         again = evaluator.evaluate(obs, legal)  # from the cache: the same numbers
         np.testing.assert_array_equal(first.policy_logits, again.policy_logits)
-        torch.manual_seed(6)
-        net = build_net(NET, SPEC)
-        store.publish(net, 1)
-        published = time.monotonic()
-        while (ev := evaluator.evaluate(obs, legal)).weights_version != 1:
-            assert time.monotonic() - published < 10, "version 1 never reached the server"
-            time.sleep(0.02)
-        want = TorchEvaluator(net).evaluate(obs, legal)
-        np.testing.assert_allclose(ev.policy_logits, want.policy_logits, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(ev.value, want.value, rtol=1e-4, atol=1e-5)
+        ev = publish_and_await(store, evaluator, 6, obs, legal)
         assert not np.allclose(ev.policy_logits, first.policy_logits, atol=1e-3)
         snap = ray.get(server.stats.remote())
         assert stat(snap, "eval_cache_hits_total") >= 5
