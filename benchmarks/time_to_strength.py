@@ -1,0 +1,217 @@
+"""Time to strength: wall-clock minutes of training until a run's net scores at least
+``--target`` against an anchor (default: 90% against pure MCTS with 1,000 playouts).
+
+Each (config, seed) is a real run started as a user starts it (``zeroforge train --local``)
+with a weight snapshot every ``--snapshot-every`` seconds. This process evaluates the
+snapshots as they appear (the agent plays ``--sims`` simulations a move, no noise, against
+the anchor, colours alternating) and stops the run cleanly at the first snapshot that reaches
+the target; that snapshot's training time is the run's time to strength. A run that never
+gets there counts as "more than ``--minutes``". The headline is the median over seeds.
+
+    # before/after a change: the same command with the change's settings, one label each
+    python benchmarks/time_to_strength.py --config gomoku6 --config gomoku8 --seeds 0 1 2 \\
+        --minutes 60 --label before --json runs/tts-before.json
+    python benchmarks/time_to_strength.py --config gomoku6 --config gomoku8 --seeds 0 1 2 \\
+        --minutes 60 --label after --json runs/tts-after.json \\
+        --set search.full_search_prob=0.25 --set search.fast_simulations=32
+
+On a 2-core machine give the run one core and the evaluation the other (``--train-cpus 1
+--eval-cpus 0``): the evaluation then takes nothing from the run it measures. Rows already
+in the ``--json`` file (same measurement) are not run again, so an interrupted table goes on
+where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from learn_vs_uct import load_net, match_table  # benchmarks/ (scripts run from here)
+from machine import machine_line
+
+from deploy.config import load_train_config
+from shared.games import make_game
+from shared.run_record import snapshot_files
+from shared.torch_evaluator import TorchEvaluator
+
+POLL_S = 2.0
+"""How often the run dir is looked at for new snapshots while nothing is left to evaluate."""
+
+
+@dataclass
+class SeedResult:
+    """One run: the snapshots it made, their scores, and when it first reached the target."""
+
+    config: str
+    seed: int
+    minutes_to_target: float | None = None
+    """Training minutes of the first snapshot at or above the target; None: never reached."""
+    points: list[dict] = field(default_factory=list)
+    """``{"minutes", "score", "wins", "draws", "losses"}`` of each evaluated snapshot."""
+    run_minutes: float = 0.0
+    """Wall-clock minutes the run was alive (it stops early when the target is reached)."""
+
+
+def cells(result: SeedResult, limit: float) -> str:
+    """``12.0`` or ``>60`` for the table."""
+    if result.minutes_to_target is None:
+        return f">{limit:g}"
+    return f"{result.minutes_to_target:.1f}"
+
+
+def median_minutes(results: list[SeedResult], limit: float) -> str:
+    """Median of the seeds' minutes, a run that never reached the target counting as more
+    than any that did; ``>limit`` when the median itself is such a run."""
+    ranked = sorted(r.minutes_to_target if r.minutes_to_target is not None else float("inf")
+                    for r in results)
+    mid = statistics.median_low(ranked) if len(ranked) % 2 == 0 else statistics.median(ranked)
+    return f">{limit:g}" if mid == float("inf") else f"{mid:.1f}"
+
+
+def start_run(args, config_name: str, seed: int, run_dir: Path) -> subprocess.Popen:
+    """``zeroforge train --local`` for one seed, its output in ``run_dir/train.log``."""
+    cmd = [sys.executable, "-m", "deploy.cli", "train", "--local", "--config", config_name,
+           "--seed", str(seed), "--run-dir", str(run_dir), "--minutes", str(args.minutes),
+           "--set", f"learner.snapshot_every_s={args.snapshot_every}",
+           "--set", "evaluation.every_s=0"]
+    for override in args.overrides:
+        cmd += ["--set", override]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = open(run_dir / "train.log", "w")  # noqa: SIM115 - closed when the run ends
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cpus = args.train_cpus
+
+    def pin() -> None:  # in the child, before exec: the run gets only its own cores
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            preexec_fn=pin, cwd=Path(__file__).resolve().parents[1])
+
+
+def stop_run(proc: subprocess.Popen) -> None:
+    """Ctrl-C for the run (final checkpoint), then wait; kill if it hangs."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResult:
+    """Run one seed, evaluating its snapshots as they come, until the target or the end."""
+    config = load_train_config(config_name, list(args.overrides))
+    game = make_game(config.game)
+    run_dir = out_root / f"{Path(config_name).stem}-seed{seed}"
+    result = SeedResult(config_name, seed)
+    start = time.monotonic()
+    proc = start_run(args, config_name, seed, run_dir)
+    seen: set[Path] = set()
+    try:
+        while True:
+            alive = proc.poll() is None
+            fresh = [(s, p) for s, p in snapshot_files(run_dir) if p not in seen]
+            if not fresh:
+                if not alive:
+                    break
+                time.sleep(POLL_S)
+                continue
+            seconds, path = fresh[0]
+            seen.add(path)
+            evaluator = TorchEvaluator(load_net(game, config, path, seed))
+            match, _ = match_table(game, evaluator, config, args.sims, args.anchor,
+                                   args.games, seed)
+            minutes = seconds / 60
+            result.points.append({"minutes": minutes, "score": match.score,
+                                  "wins": match.wins, "draws": match.draws,
+                                  "losses": match.losses})
+            print(f"  {config_name} seed {seed}: {minutes:5.1f} min  score "
+                  f"{match.score:.0%} (+{match.wins} ={match.draws} -{match.losses})",
+                  flush=True)
+            if match.score >= args.target:
+                result.minutes_to_target = minutes
+                break
+    finally:
+        stop_run(proc)
+        result.run_minutes = (time.monotonic() - start) / 60
+    if proc.returncode not in (0, -signal.SIGINT, 130):
+        raise SystemExit(f"time_to_strength: the run {run_dir} failed (exit "
+                         f"{proc.returncode}); its log: {run_dir / 'train.log'}")
+    return result
+
+
+def load_rows(path: str | None, header: dict) -> list[dict]:
+    """Rows of an earlier ``--json`` measured the same way; [] if none."""
+    if not path or not Path(path).exists():
+        return []
+    old = json.loads(Path(path).read_text())
+    if {k: old.get(k) for k in header} != header:
+        raise SystemExit(f"time_to_strength: {path} was measured differently; "
+                         "move it away to start over")
+    return list(old["rows"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", dest="configs", action="append", required=True,
+                        help="preset name or config file (repeatable)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--minutes", type=float, default=60.0, help="longest run")
+    parser.add_argument("--snapshot-every", type=float, default=120.0, metavar="SECONDS")
+    parser.add_argument("--anchor", default="uct:1000", help="a player spec")
+    parser.add_argument("--games", type=int, default=20, help="games per snapshot")
+    parser.add_argument("--sims", type=int, default=400, help="agent simulations a move")
+    parser.add_argument("--target", type=float, default=0.9, help="score to reach")
+    parser.add_argument("--label", default="", help="name of this variant in the table")
+    parser.add_argument("--out", default="runs/time-to-strength", help="where runs go")
+    parser.add_argument("--json", default=None, help="rows also here (and resumed from)")
+    parser.add_argument("--train-cpus", type=int, nargs="*", default=None)
+    parser.add_argument("--eval-cpus", type=int, nargs="*", default=None)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    args = parser.parse_args(argv)
+    if not 0 < args.target <= 1:
+        parser.error("--target must be in (0, 1]")
+    if args.eval_cpus:
+        os.sched_setaffinity(0, args.eval_cpus)
+    torch.set_num_threads(1)
+    print(machine_line())
+    header = {"anchor": args.anchor, "games": args.games, "sims": args.sims,
+              "target": args.target, "minutes": args.minutes,
+              "snapshot_every": args.snapshot_every, "overrides": args.overrides}
+    rows = load_rows(args.json, header)
+    out_root = Path(args.out) / (args.label or "run")
+    for config_name in args.configs:
+        for seed in args.seeds:
+            if any(r["config"] == config_name and r["seed"] == seed for r in rows):
+                continue
+            r = measure_seed(args, config_name, seed, out_root)
+            rows.append(r.__dict__)
+            if args.json:
+                Path(args.json).write_text(json.dumps({**header, "rows": rows}, indent=1)
+                                           + "\n")
+    label = f" ({args.label})" if args.label else ""
+    print(f"\nminutes of training until >= {args.target:.0%} against {args.anchor}{label}, "
+          f"{args.games} games a snapshot, agent {args.sims} simulations")
+    print("| config | " + " | ".join(f"seed {s}" for s in args.seeds) + " | median |")
+    print("|---|" + "---:|" * (len(args.seeds) + 1))
+    for config_name in args.configs:
+        mine = [SeedResult(**r) for r in rows if r["config"] == config_name]
+        by_seed = {r.seed: r for r in mine}
+        row = [cells(by_seed[s], args.minutes) if s in by_seed else "-" for s in args.seeds]
+        print(f"| {config_name} | " + " | ".join(row) + f" | "
+              f"{median_minutes(mine, args.minutes)} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""benchmarks/time_to_strength.py as its user runs it: a real tic-tac-toe run whose
+snapshots are evaluated as they appear, stopped at the first that reaches the target; and a
+target no snapshot can reach (50% is the best anyone scores against minimax)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from shared.run_record import snapshot_files
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def run_bench(tmp_path: Path, *extra: str) -> tuple[str, dict]:
+    rows = tmp_path / "rows.json"
+    proc = subprocess.run(
+        [sys.executable, "time_to_strength.py", "--config", "tictactoe", "--seeds", "0",
+         "--snapshot-every", "6", "--games", "4", "--sims", "16", "--label", "t",
+         "--out", str(tmp_path / "runs"), "--json", str(rows), *extra],
+        cwd=BENCH, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout, json.loads(rows.read_text())
+
+
+def test_stops_the_run_at_the_first_snapshot_that_reaches_the_target(tmp_path):
+    out, data = run_bench(tmp_path, "--minutes", "3", "--anchor", "random",
+                          "--target", "0.75")
+    (row,) = data["rows"]
+    reached = row["minutes_to_target"]
+    assert reached is not None
+    # the time reported is that of a snapshot the run wrote, and it scored the target
+    run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
+    assert any(abs(s / 60 - reached) < 1e-9 for s, _ in snapshot_files(run_dir))
+    assert row["points"][-1]["minutes"] == reached and row["points"][-1]["score"] >= 0.75
+    assert all(p["score"] < 0.75 for p in row["points"][:-1])
+    # stopped there, not at the 3-minute limit: a clean stop with a final checkpoint
+    assert row["run_minutes"] < 2.5
+    assert "stopping (final checkpoint)" in (run_dir / "train.log").read_text()
+    assert (run_dir / "checkpoint.pt").exists()
+    assert f"| tictactoe | {reached:.1f} | {reached:.1f} |" in out
+
+
+def test_a_target_never_reached_counts_as_more_than_the_limit(tmp_path):
+    out, data = run_bench(tmp_path, "--minutes", "0.5", "--anchor", "minimax",
+                          "--target", "0.9")
+    (row,) = data["rows"]
+    assert row["minutes_to_target"] is None
+    assert row["points"] and all(p["score"] <= 0.5 for p in row["points"])
+    assert "| tictactoe | >0.5 | >0.5 |" in out
+    # a second call finds the row in --json and runs nothing again
+    again, _ = run_bench(tmp_path, "--minutes", "0.5", "--anchor", "minimax",
+                         "--target", "0.9")
+    assert "seed 0:" not in again and "| tictactoe | >0.5 | >0.5 |" in again

@@ -1,0 +1,37 @@
+"""The time-to-strength table's cells and median: runs that never reached the target rank
+above every run that did, and a median that lands on one says so."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(_DIR))  # the script imports its neighbours by plain name
+_spec = importlib.util.spec_from_file_location("time_to_strength", _DIR / "time_to_strength.py")
+tts = importlib.util.module_from_spec(_spec)
+sys.modules["time_to_strength"] = tts  # dataclasses look their module up there
+_spec.loader.exec_module(tts)
+
+
+def _results(*minutes):
+    return [tts.SeedResult("gomoku6", i, m) for i, m in enumerate(minutes)]
+
+
+def test_median_of_reached_runs():
+    assert tts.median_minutes(_results(12.0, 4.0, 8.0), 60) == "8.0"
+
+
+def test_a_run_that_never_got_there_ranks_last():
+    assert tts.median_minutes(_results(None, 4.0, 8.0), 60) == "8.0"
+    assert tts.median_minutes(_results(None, None, 8.0), 60) == ">60"
+
+
+def test_even_count_takes_the_lower_middle():
+    assert tts.median_minutes(_results(10.0, 2.0, None, 6.0), 30) == "6.0"
+
+
+def test_cells():
+    assert tts.cells(tts.SeedResult("c", 0, 7.26), 60) == "7.3"
+    assert tts.cells(tts.SeedResult("c", 0, None), 45) == ">45"
