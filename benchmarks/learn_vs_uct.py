@@ -105,6 +105,10 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
     points = curve_points(run_dir, config.run.minutes)
     if not args.final:
         points = [p for p in points if p[2] is None or p[2].name != CHECKPOINT_NAME]
+    if not args.untrained:
+        points = [p for p in points if p[2] is not None]
+    if args.only is not None:  # an expensive anchor at a few points of the curve
+        points = [p for p in points if any(abs(p[0] - m) < 0.5 for m in args.only)]
     header = {"game": config.game, "agent_simulations": args.sims, "games": args.games,
               "anchors": anchors}
     rows = earlier_rows(args.json, header)
@@ -155,6 +159,11 @@ def main() -> None:
                         help="with --curve: also write the rows here (and skip those in it)")
     parser.add_argument("--no-final", dest="final", action="store_false",
                         help="with --curve: leave out RUN_DIR/checkpoint.pt (run still going)")
+    parser.add_argument("--no-untrained", dest="untrained", action="store_false",
+                        help="with --curve: leave out the untrained net (a run that started "
+                        "from a pre-trained net has it as its 0-minute snapshot instead)")
+    parser.add_argument("--only", type=float, nargs="+", default=None, metavar="MINUTES",
+                        help="with --curve: only the points at these minutes of training")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     torch.set_num_threads(1)
