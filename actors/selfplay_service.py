@@ -101,12 +101,14 @@ class SelfPlayService:
         many were appended."""
         kind = {"worker_kind": "selfplay", "worker": self.worker_label}
         stats = self.worker.stats
-        before = (stats.positions, stats.simulations)
+        before = (stats.positions, stats.simulations, stats.policy_targets)
         cache = self.cache.stats if self.cache is not None else None
         cached = (cache.lookups, cache.hits, cache.evaluated) if cache is not None else None
         games = self.worker.play_moves(moves)
         self.recorder.inc("selfplay_positions_total", stats.positions - before[0], **kind)
         self.recorder.inc("selfplay_simulations_total", stats.simulations - before[1], **kind)
+        self.recorder.inc("selfplay_policy_targets_total", stats.policy_targets - before[2],
+                          **kind)
         if cache is not None and cached is not None:
             self.recorder.inc("eval_cache_lookups_total", cache.lookups - cached[0],
                               source="worker")

@@ -50,6 +50,9 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            ("worker_kind", "worker")),
     Metric("selfplay_simulations_total", "counter", "MCTS simulations run by self-play.",
            ("worker_kind", "worker")),
+    Metric("selfplay_policy_targets_total", "counter",
+           "Self-play positions recorded with a policy target (all of them unless the "
+           "playout cap is on).", ("worker_kind", "worker")),
     Metric("nn_evaluations_total", "counter",
            "Positions evaluated by a network (in-process or by an inference server).",
            ("source",)),

@@ -329,3 +329,37 @@ def test_the_policy_loss_is_the_mean_over_positions_with_a_target():
     log_p = torch.log_softmax(logits, dim=1).numpy()
     expected = -(pi * log_p).sum(axis=1)[has].mean()
     assert learner.step()["policy_loss"] == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("full_search_prob", [1.0, 0.3])
+def test_the_service_counts_policy_targets_beside_positions(tmp_path, full_search_prob):
+    """selfplay_policy_targets_total: every position without the cap, only the full
+    searches with it (counted from the samples the worker recorded)."""
+    from actors.selfplay_service import SelfPlayService
+    from shared.metrics import merge, total
+    from shared.nets import build_net
+    from shared.train_config import RunContext
+    from shared.transport.memory import MemoryTransport
+
+    transport = MemoryTransport("cap-metric")
+    store = transport.weights()
+    net_config = NetConfig.preset("tiny")
+    torch.manual_seed(0)
+    store.publish(build_net(net_config, make_game("tictactoe").spec), 0)
+    ctx = RunContext(run_id="cap-metric", run_dir=str(tmp_path / "run"),
+                     transport="memory://", game="tictactoe")
+    search = SearchConfig(num_simulations=8, fast_simulations=2,
+                          full_search_prob=full_search_prob)
+    service = SelfPlayService(ctx, net_config, search, SelfPlayConfig(games_in_parallel=8),
+                              transport.samples(), store, worker_id="w0", seed=3)
+    service.run_once(12)
+    merged = merge([service.recorder.snapshot()])
+    kind = {"worker_kind": "selfplay"}
+    positions = total(merged, "selfplay_positions_total", **kind)
+    targets = total(merged, "selfplay_policy_targets_total", **kind)
+    stats = service.worker.stats
+    assert positions == stats.positions == 96 and targets == stats.policy_targets
+    if full_search_prob == 1.0:
+        assert targets == positions
+    else:
+        assert 0 < targets < positions and targets % 8 == 0  # a move is full for all games
