@@ -4,6 +4,8 @@
 
 The input is the JSON that ``learn_vs_uct.py --curve ... --json FILE`` writes; several
 files (e.g. one per anchor, measured by processes side by side) are merged by minutes.
+Curves of different runs go in one picture as ``NAME=FILE``: their anchors become
+"NAME: anchor", one line each (``... scratch=a.json pretrained=b.json``).
 The picture is the one ``zeroforge curve`` draws from a run's own evaluations
 (``deploy.curve``, matplotlib): score per anchor and the Elo it implies.
 """
@@ -32,6 +34,15 @@ def merge_curves(curves: list[dict]) -> dict:
             into["results"].update(row["results"])
     merged.update(anchors=anchors, rows=[rows[m] for m in sorted(rows)])
     return merged
+
+
+def tag_curve(curve: dict, name: str) -> dict:
+    """``curve`` with every anchor renamed ``name: anchor``, so the curves of several runs
+    against the same anchors merge into separate lines."""
+    tagged = {**curve, "anchors": [f"{name}: {a}" for a in curve["anchors"]]}
+    tagged["rows"] = [{**row, "results": {f"{name}: {a}": r for a, r in row["results"].items()}}
+                      for row in curve["rows"]]
+    return tagged
 
 
 def markdown_table(curve: dict, labels: dict[str, str] | None = None) -> str:
@@ -71,7 +82,7 @@ def to_curve(curve: dict, title: str | None = None,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("curves", nargs="+", help="JSON written by learn_vs_uct.py --curve "
-                        "--json (several are merged)")
+                        "--json (several are merged); NAME=FILE names the run it measured")
     parser.add_argument("--out", required=True, help="picture to write (.svg, .png or .pdf)")
     parser.add_argument("--table", action="store_true",
                         help="also print the merged curve as a Markdown table")
@@ -81,11 +92,15 @@ def main() -> None:
     args = parser.parse_args()
     labels = dict(item.partition("=")[::2] for item in args.label)
     curves = []
-    for name in args.curves:
+    for item in args.curves:
+        run, sep, name = item.partition("=")
+        if not sep:
+            run, name = "", item
         try:
-            curves.append(json.loads(Path(name).read_text()))
+            curve = json.loads(Path(name).read_text())
         except (OSError, ValueError) as err:
             parser.exit(1, f"plot_curve: {name}: {err}\n")
+        curves.append(tag_curve(curve, run) if run else curve)
     try:
         merged = merge_curves(curves)
         drawn = to_curve(merged, args.title, labels)

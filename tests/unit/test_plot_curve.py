@@ -90,3 +90,13 @@ def test_labels_name_anchors_in_legend_and_table():
     assert texts == ["vs pure MCTS"]
     assert plot_curve.markdown_table(curve_json, labels).startswith(
         "| training wall clock | vs pure MCTS | vs `uctsolver:1000` |")
+
+
+def test_curves_of_two_runs_against_the_same_anchor_stay_two_lines():
+    scratch = plot_curve.tag_curve(_curve([(0, {"uct:1000": 0.0}), (10, {"uct:1000": 0.3})]),
+                                   "scratch")
+    pre = plot_curve.tag_curve(_curve([(0, {"uct:1000": 0.4}), (10, {"uct:1000": 0.7})]),
+                               "pretrained")
+    series = _series(plot_curve.to_curve(plot_curve.merge_curves([scratch, pre])))
+    assert series["scratch: uct:1000"] == [(0, 0.0), (10, 0.3)]
+    assert series["pretrained: uct:1000"] == [(0, 0.4), (10, 0.7)]
