@@ -1,0 +1,168 @@
+"""CPU inference backends (shared/inference_backends.py) against the torch path.
+
+Tolerances, max absolute error against ``TorchEvaluator`` on the same net and inputs:
+float32 backends (onnxruntime, openvino) 1e-4 on logits, legal-move probabilities and
+values; reduced-precision backends (openvino-bf16, torch-int8) 2e-2 on probabilities
+and values (their logits move by up to ~1e-2 on random nets).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from shared.games import GameSpec, make_game
+from shared.inference_backends import (
+    BACKENDS,
+    BackendError,
+    ExportedEvaluator,
+    export_onnx,
+    make_evaluator,
+)
+from shared.nets import PRESETS, build_net, fuse_for_inference
+from shared.search.evaluator import check_evaluation
+from shared.torch_evaluator import TorchEvaluator
+
+GO_LIKE = GameSpec(name="go-like", version=0, board_shape=(9, 9), num_actions=82,
+                   obs_shape=(17, 9, 9), spec_string="go-like", max_moves=200)
+TTT = make_game("tictactoe").spec
+EXACT = ("onnxruntime", "openvino")
+EXACT_TOL = 1e-4
+LOOSE_TOL = 2e-2
+
+
+def trained_like(preset: str, spec: GameSpec, seed: int = 0) -> torch.nn.Module:
+    """A random net with non-trivial batch-norm statistics, in eval mode."""
+    torch.manual_seed(seed)
+    net = build_net(preset, spec)
+    net.train()
+    with torch.no_grad():
+        net(torch.rand(32, *spec.obs_shape))
+    return net.eval()
+
+
+def batch(spec: GameSpec, b: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    obs = (rng.random((b, *spec.obs_shape)) < 0.3).astype(np.uint8)
+    legal = rng.random((b, spec.num_actions)) < 0.5
+    legal[:, -1] = True
+    return obs, legal
+
+
+def legal_probs(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    z = np.where(legal, logits.astype(np.float64), -np.inf)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def assert_matches(backend: str, got, want, legal: np.ndarray) -> None:
+    tol = EXACT_TOL if backend in EXACT else LOOSE_TOL
+    if backend in EXACT:
+        # Raw logits, illegal entries included: no backend applies the mask.
+        np.testing.assert_allclose(got.policy_logits, want.policy_logits, atol=tol, rtol=0)
+    np.testing.assert_allclose(legal_probs(got.policy_logits, legal),
+                               legal_probs(want.policy_logits, legal), atol=tol, rtol=0)
+    np.testing.assert_allclose(got.value, want.value, atol=tol, rtol=0)
+
+
+def check_backend(backend: str, preset: str, spec: GameSpec, batches: tuple[int, ...]) -> None:
+    net = trained_like(preset, spec)
+    ref = TorchEvaluator(net, device="cpu")
+    ev = make_evaluator(net, backend, threads=1, weights_version=3)
+    for b in batches:
+        obs, legal = batch(spec, b, seed=b)
+        want = ref.evaluate(obs, legal)
+        got = check_evaluation(ev.evaluate(obs, legal), b, spec.num_actions)
+        assert got.policy_logits.dtype == np.float32 and got.value.dtype == np.float32
+        assert got.weights_version == 3
+        assert_matches(backend, got, want, legal)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("preset,spec", [("tiny", TTT), ("small", GO_LIKE)],
+                         ids=["tiny-ttt", "small-go9"])
+def test_backend_matches_torch(backend: str, preset: str, spec: GameSpec) -> None:
+    check_backend(backend, preset, spec, (1, 37))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"])
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_backend_matches_torch_every_preset(backend: str, preset: str) -> None:
+    # The big towers on the 3x3 board keep this cheap; the 9x9 board for the smaller ones.
+    spec = TTT if preset.startswith(("resnet10", "resnet20")) else GO_LIKE
+    check_backend(backend, preset, spec, (1, 64))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_weight_swap_and_state_dict(backend: str) -> None:
+    old, new = trained_like("tiny", TTT, seed=0), trained_like("tiny", TTT, seed=1)
+    ev = make_evaluator(old, backend, threads=1)
+    obs, legal = batch(TTT, 5)
+    before = ev.evaluate(obs, legal)
+    ev.load_state_dict(new.state_dict(), version=7)
+    got = ev.evaluate(obs, legal)
+    assert got.weights_version == 7 and ev.weights_version == 7
+    assert_matches(backend, got, TorchEvaluator(new, device="cpu").evaluate(obs, legal), legal)
+    assert np.abs(got.value - before.value).max() > 1e-3  # the swap changed the outputs
+    for k, v in ev.state_dict().items():
+        assert torch.equal(v, new.state_dict()[k]), k
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
+def test_exported_evaluator_shapes(backend: str) -> None:
+    ev = make_evaluator(trained_like("tiny", TTT), backend, threads=1)
+    assert isinstance(ev, ExportedEvaluator)
+    empty = ev.evaluate(np.zeros((0, *TTT.obs_shape), np.uint8),
+                        np.zeros((0, TTT.num_actions), bool))
+    assert empty.policy_logits.shape == (0, TTT.num_actions) and empty.value.shape == (0,)
+    with pytest.raises(ValueError, match=r"observations of shape \(2, 9, 9\)"):
+        ev.evaluate(np.zeros((2, 9, 9), np.uint8), np.ones((2, TTT.num_actions), bool))
+    with pytest.raises(ValueError, match="3 legal masks for 2 observations"):
+        ev.evaluate(np.zeros((2, *TTT.obs_shape), np.uint8),
+                    np.ones((3, TTT.num_actions), bool))
+
+
+def test_onnx_export_has_a_dynamic_batch_axis() -> None:
+    import onnx
+
+    model = onnx.load_from_string(export_onnx(fuse_for_inference(trained_like("tiny", TTT))))
+    onnx.checker.check_model(model)
+    dims = {v.name: v.type.tensor_type.shape.dim for v in [*model.graph.input,
+                                                           *model.graph.output]}
+    assert set(dims) == {"obs", "policy_logits", "value"}
+    assert all(d[0].dim_param == "batch" for d in dims.values())
+    assert [d.dim_value for d in dims["obs"][1:]] == list(TTT.obs_shape)
+
+
+def test_unknown_backend_is_a_one_line_error() -> None:
+    with pytest.raises(BackendError, match=r"^unknown inference backend 'tensorrt'; known: "
+                                           r"torch, onnxruntime, openvino"):
+        make_evaluator(trained_like("tiny", TTT), "tensorrt")
+    with pytest.raises(BackendError, match="threads must be >= 1"):
+        make_evaluator(trained_like("tiny", TTT), "onnxruntime", threads=0)
+
+
+@pytest.mark.parametrize("backend,package", [("onnxruntime", "onnxruntime"),
+                                             ("openvino", "openvino"),
+                                             ("openvino-bf16", "openvino")])
+def test_missing_package_names_the_install_command(backend: str, package: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes `import package` raise ImportError, as when the
+    # package is not installed.
+    monkeypatch.setitem(sys.modules, package, None)
+    with pytest.raises(BackendError) as info:
+        make_evaluator(trained_like("tiny", TTT), backend)
+    assert str(info.value) == (f"inference backend {backend!r} needs the {package} package: "
+                               "pip install 'zeroforge[backends]'")
+
+
+def test_int8_is_cpu_only() -> None:
+    from shared.torch_evaluator import InferenceConfig
+
+    with pytest.raises(BackendError, match="'torch-int8' runs on the CPU only"):
+        make_evaluator(trained_like("tiny", TTT), "torch-int8",
+                       config=InferenceConfig(device="cpu", compile=True))
