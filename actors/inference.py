@@ -77,16 +77,19 @@ class InferenceServer:
     def __init__(self, game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
                  redis_url: str | None, run_id: str, server: str = "0") -> None:
         """``server``: the ``server`` label of this server's metrics (its index)."""
+        from shared.inference_backends import make_evaluator
         from shared.nets import build_net
-        from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+        from shared.torch_evaluator import InferenceConfig
 
         self.config = config
         spec = make_game(game_spec).spec
         self.obs_shape: tuple[int, ...] = tuple(spec.obs_shape)
         self.num_actions = int(spec.num_actions)
-        self._evaluator = TorchEvaluator(build_net(net_config, spec), config=InferenceConfig(
-            device=config.device, compile=config.compile,
-            num_threads=config.num_threads or None))
+        # inference.backend: "torch" unless a CPU backend is asked for (off by default).
+        self._evaluator = make_evaluator(
+            build_net(net_config, spec), config.backend,
+            threads=config.num_threads or None,
+            config=InferenceConfig(device=config.device, compile=config.compile))
         self.device = str(self._evaluator.device)
         # One cache for every worker's requests; used on the network thread only, like the
         # network, so a weights swap and the cache's invalidation follow the same order.

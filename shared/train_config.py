@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared import config as cfg
+from shared.inference_backends import BACKENDS
 from shared.nets import NetConfig
 from shared.search.config import SearchConfig
 
@@ -166,8 +167,20 @@ class InferenceServerConfig:
     """Positions the server's evaluation cache holds (``shared.search.eval_cache``: LRU,
     emptied on new weights), shared by all the workers it serves: a position any of them
     sent before is answered without the network. 0: no cache."""
+    backend: str = "torch"
+    """How the server runs its network (``shared.inference_backends``): ``"torch"``
+    (TorchEvaluator, any device) or a CPU-only backend: ``"onnxruntime"``,
+    ``"openvino"``, ``"openvino-bf16"`` (bfloat16, ~1e-3 error; 3-8x torch on CPUs with
+    AMX, docs/benchmarks.md "CPU inference backends"), ``"torch-int8"``. The others need
+    ``pip install 'zeroforge[backends]'`` and rebuild the model on every weight swap."""
 
     def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"InferenceServerConfig.backend must be one of "
+                             f"{', '.join(BACKENDS)}, not {self.backend!r}")
+        if self.backend != "torch" and self.device not in ("auto", "cpu"):
+            raise ValueError(f"InferenceServerConfig: backend {self.backend!r} runs on the "
+                             f"CPU, not on device {self.device!r}")
         if self.max_batch < 1:
             raise ValueError(f"InferenceServerConfig.max_batch must be >= 1, got {self.max_batch}")
         if self.max_wait_ms < 0 or self.weights_poll_s <= 0:

@@ -166,3 +166,47 @@ def test_int8_is_cpu_only() -> None:
     with pytest.raises(BackendError, match="'torch-int8' runs on the CPU only"):
         make_evaluator(trained_like("tiny", TTT), "torch-int8",
                        config=InferenceConfig(device="cpu", compile=True))
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
+def test_inference_server_runs_a_chosen_backend(backend: str) -> None:
+    import asyncio
+
+    from actors.inference import InferenceServer
+    from shared.formats.weights import weights_to_bytes
+    from shared.nets import NetConfig
+    from shared.train_config import InferenceServerConfig
+
+    net = trained_like("tiny", TTT, seed=2)
+    obs, legal = batch(TTT, 6)
+
+    async def main() -> tuple:
+        server = InferenceServer("tictactoe", NetConfig.preset("tiny"),
+                                 InferenceServerConfig(backend=backend, device="cpu"),
+                                 None, "unit")
+        assert isinstance(server._evaluator, ExportedEvaluator)
+        assert await server.load_weights(weights_to_bytes(net), 5) == 5
+        answer = await server.evaluate(obs, legal)
+        server.close()
+        return answer
+
+    logits, value, version = asyncio.run(main())
+    want = TorchEvaluator(net, device="cpu").evaluate(obs, legal)
+    assert version == 5
+    np.testing.assert_allclose(logits, want.policy_logits, atol=EXACT_TOL, rtol=0)
+    np.testing.assert_allclose(value, want.value, atol=EXACT_TOL, rtol=0)
+
+
+def test_inference_server_config_checks_the_backend() -> None:
+    from shared import config as cfg
+    from shared.train_config import InferenceServerConfig, TrainConfig
+
+    assert InferenceServerConfig().backend == "torch"
+    loaded = cfg.load(TrainConfig, None, ["inference.backend=openvino-bf16"])
+    assert loaded.inference.backend == "openvino-bf16"
+    with pytest.raises(cfg.ConfigError, match="inference"):
+        cfg.load(TrainConfig, None, ["inference.backend=tensorrt"])
+    with pytest.raises(ValueError, match="backend must be one of torch, onnxruntime"):
+        InferenceServerConfig(backend="tensorrt")
+    with pytest.raises(ValueError, match="backend 'openvino' runs on the CPU, not on device"):
+        InferenceServerConfig(backend="openvino", device="cuda")
