@@ -170,8 +170,9 @@ class InferenceServerConfig:
     backend: str = "torch"
     """How the server runs its network (``shared.inference_backends``): ``"torch"``
     (TorchEvaluator, any device) or a CPU-only backend: ``"onnxruntime"``,
-    ``"openvino"``, ``"openvino-bf16"`` (bfloat16, ~1e-3 error; 3-8x torch on CPUs with
-    AMX, docs/benchmarks.md "CPU inference backends"), ``"torch-int8"``. The others need
+    ``"openvino"``, ``"openvino-bf16"`` (bfloat16: values of a trained net up to 2e-2
+    off; 3-8x torch with AMX, docs/benchmarks.md "CPU inference backends"),
+    ``"torch-int8"``. The others need
     ``pip install 'zeroforge[backends]'`` and rebuild the model on every weight swap."""
 
     def __post_init__(self) -> None:
