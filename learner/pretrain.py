@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from learner.learner import Learner
+from learner.replay import ReplayWindow
 from shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
 from shared.games import make_game
 from shared.games.base import Game, IllegalMoveError
@@ -125,8 +126,14 @@ def pretrain(config: TrainConfig, sgf_dir: str | Path, steps: int, holdout: floa
                   f"v {m['value_loss']:.3f}) | held-out move accuracy {acc:.1%}, value mse "
                   f"{mse:.3f}", file=out, flush=True)
     learner.publish()
-    path = learner.save(Path(config.run.run_dir) / "checkpoint.pt")
     acc, mse, n = evaluate_holdout(learner, held)
+    # The self-play run that resumes this checkpoint starts its own window. Kept, the
+    # records would count as inserted positions and owe that run samples-per-insert
+    # budget: its learner would first train on them for minutes while its self-play
+    # waited (seen on Go 9x9: ~15 minutes). They stay in their SGF files.
+    learner.replay = ReplayWindow(1, game.spec.obs_shape, game.spec.num_actions)
+    learner.samples_trained = 0
+    path = learner.save(Path(config.run.run_dir) / "checkpoint.pt")
     print(f"checkpoint: {path}", file=out, flush=True)
     return PretrainReport(len(train) + len(held), skipped, positions, steps, n, acc, mse,
                           time.monotonic() - start)

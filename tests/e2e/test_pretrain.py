@@ -49,6 +49,10 @@ def test_pretrain_learns_the_rule_and_resumes(tmp_path):
     learner = Learner(config.learner, "gomoku6", config.net)
     learner.restore(tmp_path / "run" / "checkpoint.pt")
     assert learner.steps == 300 and learner.version == 1
+    # the self-play run starts its own window: no records in it, and no samples-per-insert
+    # budget owed for them (its learner waits for its own games, then trains at the ratio)
+    assert len(learner.replay) == 0 and learner.replay.inserted == 0
+    assert learner.samples_trained == 0 and not learner.can_train()
 
 
 def test_pretrain_cli_reports_and_rejects(tmp_path):
