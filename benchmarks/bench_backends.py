@@ -25,20 +25,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bench_nets import game_spec, inputs, time_evals  # noqa: E402
 from benchmarks.machine import machine_line  # noqa: E402
-from shared.inference_backends import BACKENDS, BackendError, make_evaluator  # noqa: E402
+from shared.inference_backends import (  # noqa: E402
+    BACKENDS,
+    BackendError,
+    legal_move_probabilities,
+    make_evaluator,
+)
 from shared.nets import build_net, num_parameters  # noqa: E402
 
 DEFAULT_CASES = ("tiny:tictactoe,small:gomoku6,small:go9,resnet6x64:go9,resnet6x64:gomoku15,"
                  "resnet10x128:go9,resnet10x128:gomoku15")
 QUICK_CASES = "tiny:tictactoe,small:gomoku6,resnet6x64:go9"
-
-
-def legal_probs(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
-    """Softmax of the logits over the legal moves (what search uses as priors)."""
-    z = np.where(legal, logits.astype(np.float64), -np.inf)
-    z -= z.max(axis=1, keepdims=True)
-    p = np.exp(z)
-    return p / p.sum(axis=1, keepdims=True)
 
 
 def main() -> None:
@@ -97,7 +94,7 @@ def main() -> None:
                 print(f"| {label} | {backend} | {err} |")
                 continue
             built[backend] = time.perf_counter() - t0
-            probs = legal_probs(out.policy_logits, acc_legal)
+            probs = legal_move_probabilities(out.policy_logits, acc_legal)
             if ref is None:  # the first backend (torch by default) is the reference
                 ref = (probs, out.value)
             errs[backend] = (np.abs(probs - ref[0]).max(), np.abs(out.value - ref[1]).max())

@@ -43,9 +43,10 @@ from torch import nn
 from shared.formats.weights import StateDict
 from shared.nets import fuse_for_inference
 from shared.search.evaluator import Evaluation
-from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+from shared.torch_evaluator import InferenceConfig, TorchEvaluator, check_batch
 
-__all__ = ["BACKENDS", "BackendError", "make_evaluator", "export_onnx", "ExportedEvaluator"]
+__all__ = ["BACKENDS", "BackendError", "make_evaluator", "export_onnx", "ExportedEvaluator",
+           "legal_move_probabilities"]
 
 BACKENDS: tuple[str, ...] = ("torch", "onnxruntime", "openvino", "openvino-bf16", "torch-int8")
 """Names ``make_evaluator`` accepts; ``"torch"`` is the default everywhere."""
@@ -55,6 +56,14 @@ _PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "openvino-bf1
 
 # A model run: float32 observations [B, C, H, W] -> (logits [B, A], value [B]) as numpy.
 Runner = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def legal_move_probabilities(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """Softmax of logits [B, A] over the legal moves (legal [B, A] bool; at least one a
+    row), float64 [B, A]: the priors search uses, on which backends' errors are stated."""
+    z = np.where(legal, logits.astype(np.float64), -np.inf)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
 
 
 class BackendError(ValueError):
@@ -180,17 +189,11 @@ class ExportedEvaluator:
         """Evaluate obs [B, C, H, W] with legal [B, A] bool (the mask is not applied, as
         in TorchEvaluator: search ignores illegal logits)."""
         obs = np.asarray(obs)
-        if obs.ndim != 4 or obs.shape[1:] != self.obs_shape:
-            raise ValueError(f"{self.backend} evaluator: observations of shape {obs.shape}, "
-                             f"expected [B, {', '.join(map(str, self.obs_shape or ()))}]")
+        empty = check_batch(f"{self.backend} evaluator", obs, legal, self.obs_shape,
+                            self.num_actions, self.weights_version)
+        if empty is not None:
+            return empty
         b = obs.shape[0]
-        if legal.shape[0] != b:
-            raise ValueError(f"{self.backend} evaluator: {legal.shape[0]} legal masks for "
-                             f"{b} observations")
-        if b == 0:
-            a = self.num_actions if self.num_actions is not None else legal.shape[1]
-            return Evaluation(np.zeros((0, a), np.float32), np.zeros(0, np.float32),
-                              self.weights_version)
         x = np.ascontiguousarray(obs, dtype=np.float32)
         with self._lock:
             logits, value = self._run(x)

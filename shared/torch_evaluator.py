@@ -78,6 +78,25 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+def check_batch(who: str, obs: np.ndarray, legal: np.ndarray,
+                obs_shape: tuple[int, ...] | None, num_actions: int | None,
+                weights_version: int) -> Evaluation | None:
+    """The checks every evaluator makes of a batch: obs [B, C, H, W] of the net's shape
+    (when known), legal [B, A] with the same B. ValueError naming ``who`` if not; the
+    empty Evaluation for B = 0 (nothing to run); None for a batch to evaluate."""
+    if obs.ndim != 4 or (obs_shape is not None and obs.shape[1:] != obs_shape):
+        raise ValueError(f"{who}: observations of shape {obs.shape}, "
+                         f"expected [B, {', '.join(map(str, obs_shape or ()))}]")
+    b = obs.shape[0]
+    if legal.shape[0] != b:
+        raise ValueError(f"{who}: {legal.shape[0]} legal masks for {b} observations")
+    if b == 0:
+        a = num_actions if num_actions is not None else legal.shape[1]
+        return Evaluation(np.zeros((0, a), np.float32), np.zeros(0, np.float32),
+                          weights_version)
+    return None
+
+
 class TorchEvaluator:
     """Evaluator over a ``PolicyValueNet`` (or any module with the same forward).
 
@@ -144,16 +163,11 @@ class TorchEvaluator:
         """Evaluate obs [B, C, H, W] with legal [B, A] bool (the mask is not applied:
         search ignores illegal logits)."""
         obs = np.asarray(obs)
-        if obs.ndim != 4 or (self.obs_shape is not None and obs.shape[1:] != self.obs_shape):
-            raise ValueError(f"TorchEvaluator: observations of shape {obs.shape}, "
-                             f"expected [B, {', '.join(map(str, self.obs_shape or ()))}]")
+        empty = check_batch("TorchEvaluator", obs, legal, self.obs_shape, self.num_actions,
+                            self.weights_version)
+        if empty is not None:
+            return empty
         b = obs.shape[0]
-        if legal.shape[0] != b:
-            raise ValueError(f"TorchEvaluator: {legal.shape[0]} legal masks for {b} observations")
-        if b == 0:
-            a = self.num_actions if self.num_actions is not None else legal.shape[1]
-            return Evaluation(np.zeros((0, a), np.float32), np.zeros(0, np.float32),
-                              self.weights_version)
         x = torch.from_numpy(np.ascontiguousarray(obs))
         if self.config.compile and _next_pow2(b) != b:
             # Few distinct shapes -> few compilations; the padding rows are discarded.

@@ -20,6 +20,7 @@ from shared.inference_backends import (
     BackendError,
     ExportedEvaluator,
     export_onnx,
+    legal_move_probabilities,
     make_evaluator,
 )
 from shared.nets import PRESETS, build_net, fuse_for_inference
@@ -52,19 +53,15 @@ def batch(spec: GameSpec, b: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray
     return obs, legal
 
 
-def legal_probs(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
-    z = np.where(legal, logits.astype(np.float64), -np.inf)
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    return p / p.sum(axis=1, keepdims=True)
-
 
 def assert_matches(backend: str, got, want, legal: np.ndarray) -> None:
     tol = EXACT_TOL if backend in EXACT else LOOSE_TOL
     if backend in EXACT:
         # Raw logits, illegal entries included: no backend applies the mask.
         np.testing.assert_allclose(got.policy_logits, want.policy_logits, atol=tol, rtol=0)
-    np.testing.assert_allclose(legal_probs(got.policy_logits, legal),
-                               legal_probs(want.policy_logits, legal), atol=tol, rtol=0)
+    np.testing.assert_allclose(legal_move_probabilities(got.policy_logits, legal),
+                               legal_move_probabilities(want.policy_logits, legal),
+                               atol=tol, rtol=0)
     np.testing.assert_allclose(got.value, want.value, atol=tol, rtol=0)
 
 
