@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.bench_nets import game_spec, inputs, time_evals  # noqa: E402
+from benchmarks.bench_nets import game_spec, inputs, time_evals, trained_like_net  # noqa: E402
 from benchmarks.machine import machine_line  # noqa: E402
 from shared.inference_backends import (  # noqa: E402
     BACKENDS,
@@ -31,7 +31,7 @@ from shared.inference_backends import (  # noqa: E402
     legal_move_probabilities,
     make_evaluator,
 )
-from shared.nets import build_net, num_parameters  # noqa: E402
+from shared.nets import num_parameters  # noqa: E402
 
 DEFAULT_CASES = ("tiny:tictactoe,small:gomoku6,small:go9,resnet6x64:go9,resnet6x64:gomoku15,"
                  "resnet10x128:go9,resnet10x128:gomoku15")
@@ -70,13 +70,7 @@ def main() -> None:
     for case in cases.split(","):
         preset, game = case.split(":")
         spec = game_spec(game)
-        torch.manual_seed(0)
-        net = build_net(preset, spec)
-        # Non-trivial BN statistics, as after training.
-        net.train()
-        with torch.no_grad():
-            net(torch.rand(64, *spec.obs_shape))
-        net.eval()
+        net = trained_like_net(preset, spec)
         label = f"`{preset}` ({num_parameters(net) / 1e6:.2f}M), {game}"
         # Accuracy inputs: random observations, random legal masks (at least one legal).
         rng = np.random.default_rng(1)

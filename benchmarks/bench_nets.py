@@ -63,6 +63,17 @@ def variants(device: torch.device, with_compile: bool) -> dict[str, InferenceCon
     return out
 
 
+def trained_like_net(preset: str, spec: GameSpec) -> torch.nn.Module:
+    """``build_net(preset, spec)``, seeded, in eval mode with non-trivial batch-norm
+    statistics, as after training, so fused and plain variants do equal work."""
+    torch.manual_seed(0)
+    net = build_net(preset, spec)
+    net.train()
+    with torch.no_grad():
+        net(torch.rand(64, *spec.obs_shape))
+    return net.eval()
+
+
 def time_evals(ev: TorchEvaluator, obs: np.ndarray, legal: np.ndarray,
                min_time: float) -> float:
     """Evaluations per second at obs's batch size over at least ``min_time`` seconds."""
@@ -118,13 +129,7 @@ def main() -> None:
         # Dynamo's recompile limit counts per code object (PolicyValueNet.forward) across
         # all instances; start each case afresh so earlier cases cannot use it up.
         torch._dynamo.reset()
-        torch.manual_seed(0)
-        net = build_net(preset, spec)
-        # Non-trivial BN statistics, as after training, so fused and plain do equal work.
-        net.train()
-        with torch.no_grad():
-            net(torch.rand(64, *spec.obs_shape))
-        net.eval()
+        net = trained_like_net(preset, spec)
         print(f"\n{preset} on {spec.spec_string} obs {spec.obs_shape} A={spec.num_actions}, "
               f"{num_parameters(net) / 1e6:.2f}M params")
         # Reference outputs: the unfused float32 net on the CPU; "max err" is each

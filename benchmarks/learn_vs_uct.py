@@ -81,19 +81,20 @@ def load_net(game, config, path: Path | None, seed: int) -> torch.nn.Module:
     return players.load_net(path, game, config.net)
 
 
-def earlier_rows(path: str | None, header: dict) -> list[dict]:
-    """Rows of an earlier ``--json`` file measured the same way (same game, agent, games
-    and anchors), so an interrupted or growing curve goes on where it stopped; [] if none."""
+def earlier_rows(path: str | None, header: dict, prog: str = "learn_vs_uct") -> list[dict]:
+    """Rows of an earlier ``--json`` file measured the same way (every ``header`` field
+    equal), so an interrupted or growing table goes on where it stopped; [] if none.
+    ``prog`` names the script in its one-line errors."""
     if not path or not Path(path).exists():
         return []
     try:
         old = json.loads(Path(path).read_text())
     except ValueError as err:
-        raise SystemExit(f"learn_vs_uct: {path}: not JSON ({err}); "
+        raise SystemExit(f"{prog}: {path}: not JSON ({err}); "
                          "move it away to start over") from None
     measured = {k: old.get(k) for k in header}
     if measured != header:
-        raise SystemExit(f"learn_vs_uct: {path} was measured differently ({measured}); "
+        raise SystemExit(f"{prog}: {path} was measured differently ({measured}); "
                          "move it away to start over")
     return list(old["rows"])
 

@@ -35,7 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from learn_vs_uct import load_net, match_table  # benchmarks/ (scripts run from here)
+from learn_vs_uct import (  # benchmarks/ (scripts run from here)
+    earlier_rows,
+    load_net,
+    match_table,
+)
 from machine import machine_line
 
 from deploy.config import load_train_config
@@ -151,17 +155,6 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
     return result
 
 
-def load_rows(path: str | None, header: dict) -> list[dict]:
-    """Rows of an earlier ``--json`` measured the same way; [] if none."""
-    if not path or not Path(path).exists():
-        return []
-    old = json.loads(Path(path).read_text())
-    if {k: old.get(k) for k in header} != header:
-        raise SystemExit(f"time_to_strength: {path} was measured differently; "
-                         "move it away to start over")
-    return list(old["rows"])
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", dest="configs", action="append", required=True,
@@ -189,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     header = {"anchor": args.anchor, "games": args.games, "sims": args.sims,
               "target": args.target, "minutes": args.minutes,
               "snapshot_every": args.snapshot_every, "overrides": args.overrides}
-    rows = load_rows(args.json, header)
+    rows = earlier_rows(args.json, header, prog="time_to_strength")
     out_root = Path(args.out) / (args.label or "run")
     for config_name in args.configs:
         for seed in args.seeds:
