@@ -95,13 +95,23 @@ def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (``kill``, a scheduler ending the job) is handled like Ctrl-C: the first
     one raises KeyboardInterrupt in the main thread (drain, final checkpoint, report);
     later ones are ignored so that the clean stop can finish. ``install_sigterm`` puts the
-    handler back after a library (``ray.init``) replaced it."""
+    handler back after a library (``ray.init``) replaced it.
+
+    SIGINT too stops the run cleanly when it arrives, even if this process was started with
+    it ignored: a shell without job control starts ``cmd &`` that way (so ``nohup zeroforge
+    train ... &`` from a script), and Python then leaves it ignored, so ``kill -INT`` or a
+    supervisor's Ctrl-C would do nothing. Such a run now stops as a foreground one does."""
     previous = signal.getsignal(signal.SIGTERM)
+    previous_int = signal.getsignal(signal.SIGINT)
     install_sigterm()
+    if previous_int == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def install_sigterm() -> None:

@@ -1,18 +1,22 @@
 """`zeroforge train` fails loudly and loses nothing (docs/reliability.md): bad input is one
 line on stderr and exit 1 before anything starts or moves; SIGTERM stops a distributed run
-like Ctrl-C (final checkpoint, exit 0); actors that cannot be scheduled are reported."""
+like Ctrl-C (final checkpoint, exit 0), and SIGINT stops a run that a script started in
+the background; actors that cannot be scheduled are reported."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
 from shared.transport import RedisServer
 from tests.e2e.runs import TrainProcess
-from tests.e2e.test_cli import zf
+from tests.e2e.test_cli import EXE, zf
 
 
 def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
@@ -79,3 +83,39 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
         from learner.learner import load_checkpoint
 
         assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] > 0
+
+
+def test_sigint_stops_a_run_a_script_started_in_the_background(tmp_path):
+    """A shell without job control (``sh -c``, a script) starts ``cmd &`` with SIGINT
+    ignored, and Python keeps it so: ``kill -INT`` did nothing. The run must still stop
+    cleanly on SIGINT (final checkpoint, exit 0), as in the foreground."""
+    run_dir = tmp_path / "run"
+    train = [EXE] if EXE else [sys.executable, "-m", "deploy.cli"]
+    train += ["train", "--local", "--config", "tictactoe", "--minutes", "5",
+              "--run-dir", str(run_dir), "--set", "net=tiny",
+              "--set", "search.num_simulations=8", "--set", "run.progress_every_s=1"]
+    script = f"{shlex.join(train)} & echo pid=$!; wait $!"
+    proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("pid="), first
+        pid = int(first.removeprefix("pid="))
+        lines = []
+        for line in proc.stdout:  # the first progress line: the run is under way
+            lines.append(line)
+            if "positions/s" in line or "steps" in line:
+                break
+        with open(f"/proc/{pid}/status") as f:
+            ignored = int(next(x for x in f if x.startswith("SigIgn:")).split()[1], 16)
+        assert ignored & (1 << (signal.SIGINT - 1)) == 0, "SIGINT still ignored"
+        os.kill(pid, signal.SIGINT)
+        rest, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = "".join(lines) + rest
+    assert proc.returncode == 0, out[-3000:]  # `wait $!` passes on the run's exit status
+    assert "stopping (final checkpoint)" in out and "Traceback" not in out, out[-3000:]
+    assert (run_dir / "checkpoint.pt").exists()
