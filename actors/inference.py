@@ -89,7 +89,8 @@ class InferenceServer:
         self._evaluator = make_evaluator(
             build_net(net_config, spec), config.backend,
             threads=config.num_threads or None,
-            config=InferenceConfig(device=config.device, compile=config.compile))
+            config=InferenceConfig(device=config.device, compile=config.compile,
+                                   precision=config.precision))  # type: ignore[arg-type]
         self.device = str(self._evaluator.device)
         # One cache for every worker's requests; used on the network thread only, like the
         # network, so a weights swap and the cache's invalidation follow the same order.

@@ -30,6 +30,7 @@ import platform
 import time
 
 import numpy as np
+from server_stats import batching  # benchmarks/ (scripts run from here)
 
 from actors.inference import InferenceServer, InferenceServerConfig
 from deploy.ray_runtime import RemoteEvaluator, make_inference_actor
@@ -106,16 +107,6 @@ class SelfPlayClient:
         return np.array(self.evaluator.latencies), self.evaluator.positions
 
 
-def hist_totals(snapshot: dict, name: str) -> tuple[float, float]:
-    """(count, sum) of an unlabelled histogram of a server snapshot."""
-    [[_, hist]] = snapshot["hists"].get(name, [[[], [0.0, 0.0]]])
-    return sum(hist[:-1]), hist[-1]
-
-
-def counter(snapshot: dict, name: str) -> float:
-    return sum(v for _, v in snapshot["values"].get(name, []))
-
-
 def in_process(game: str, net: NetConfig, batch: int, seconds: float) -> list[tuple]:
     """Positions/s of a TorchEvaluator in this process at batch B, 4B and 16B (one
     thread)."""
@@ -138,13 +129,9 @@ def in_process(game: str, net: NetConfig, batch: int, seconds: float) -> list[tu
 def summarise(args: argparse.Namespace, clients: int, before: dict, after: dict,
               results: list[tuple[np.ndarray, int]], wall: float) -> dict:
     """One table row from server snapshots around the window and the clients' results."""
-    calls = hist_totals(after, "inference_batch_size")[0] - hist_totals(
-        before, "inference_batch_size")[0]
-    waits = np.subtract(hist_totals(after, "inference_queue_wait_seconds"),
-                        hist_totals(before, "inference_queue_wait_seconds"))
-    positions = counter(after, "nn_evaluations_total") - counter(before, "nn_evaluations_total")
-    requests = (counter(after, "inference_requests_total")
-                - counter(before, "inference_requests_total"))
+    totals = batching(before, after)
+    calls, positions, requests = totals["calls"], totals["positions"], totals["requests"]
+    waits = totals["waits"]
     latencies = np.concatenate([lat for lat, _ in results])
     return {
         "clients": clients, "calls": int(calls),

@@ -31,9 +31,11 @@ from shared.formats.weights import StateDict
 from shared.nets import fuse_for_inference
 from shared.search.evaluator import Evaluation
 
-__all__ = ["InferenceConfig", "TorchEvaluator", "resolve_device"]
+__all__ = ["PRECISIONS", "InferenceConfig", "TorchEvaluator", "resolve_device"]
 
 _PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PRECISIONS = ("auto", *_PRECISIONS)
+"""The names ``InferenceConfig.precision`` accepts (``"auto"``: bfloat16 on CUDA)."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,8 @@ class InferenceConfig:
     are float32 either way."""
 
     def __post_init__(self) -> None:
-        if self.precision != "auto" and self.precision not in _PRECISIONS:
-            raise ValueError(
-                f"InferenceConfig.precision must be 'auto' or one of {list(_PRECISIONS)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"InferenceConfig.precision must be one of {list(PRECISIONS)}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError("InferenceConfig.num_threads must be >= 1 or None")
 

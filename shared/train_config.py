@@ -19,6 +19,7 @@ from shared import config as cfg
 from shared.inference_backends import BACKENDS
 from shared.nets import NetConfig
 from shared.search.config import SearchConfig
+from shared.torch_evaluator import PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,10 @@ class InferenceServerConfig:
     the store's pub/sub channel is picked up at once."""
     compile: bool = False
     """``torch.compile`` the network (GPUs; slow first calls, pays off for small batches)."""
+    precision: str = "auto"
+    """Dtype of the network on a GPU: ``"auto"`` (bfloat16), ``"float32"``, ``"bfloat16"``
+    or ``"float16"``; outputs are float32 either way. The CPU always runs float32 (torch's
+    CPU convolutions are not faster in lower precision unless a CPU backend says so)."""
     num_threads: int = 1
     """torch intra-op threads of the server process (0: torch's default). One is fastest
     when the server shares cores with self-play workers."""
@@ -182,6 +187,9 @@ class InferenceServerConfig:
         if self.backend != "torch" and self.device not in ("auto", "cpu"):
             raise ValueError(f"InferenceServerConfig: backend {self.backend!r} runs on the "
                              f"CPU, not on device {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"InferenceServerConfig.precision must be one of "
+                             f"{', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.max_batch < 1:
             raise ValueError(f"InferenceServerConfig.max_batch must be >= 1, got {self.max_batch}")
         if self.max_wait_ms < 0 or self.weights_poll_s <= 0:

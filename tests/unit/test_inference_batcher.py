@@ -290,3 +290,13 @@ def test_config_is_validated() -> None:
         InferenceServerConfig(max_batch=0)
     with pytest.raises(ValueError, match="max_wait_ms"):
         InferenceServerConfig(max_wait_ms=-1)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        InferenceServerConfig(precision="fp8")
+
+
+def test_precision_reaches_the_network_and_the_cpu_keeps_float32() -> None:
+    """``inference.precision`` is handed to the TorchEvaluator; on the CPU it runs float32
+    whatever is asked (CUDA honours it: checked on a lent GPU, docs/benchmarks.md)."""
+    server = make_server(precision="bfloat16", device="cpu")
+    assert server._evaluator.config.precision == "bfloat16"
+    assert server._evaluator.dtype == torch.float32
