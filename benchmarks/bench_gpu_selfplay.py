@@ -149,6 +149,8 @@ async def measure_mode(args: argparse.Namespace, game: str, mode: str, holder: d
                                   np.ones((size, spec.num_actions), bool))
             size *= 2
     old, holder["server"] = holder.get("server"), server
+    while any(c.value == 0 for c in counters):  # workers still starting (imports, JIT)
+        await asyncio.sleep(0.1)
     await asyncio.sleep(args.warmup)
     if old is not None:
         old.close()  # its last requests were answered long ago
