@@ -19,7 +19,8 @@ Per mode, over the timed window: self-play positions/s (moves played, summed ove
 games), network evaluations/s, mean positions per network call, requests merged per call,
 mean queue wait, and the mean request latency inside the server (wait + network call).
 
-    python benchmarks/bench_gpu_selfplay.py --game go9 --game gomoku15 --net resnet10x128
+    python benchmarks/bench_gpu_selfplay.py --game go9 --game gomoku15 --modes float32,bfloat16
+    python benchmarks/bench_gpu_selfplay.py --game go9 --modes bfloat16+graphs   # per game
     python benchmarks/bench_gpu_selfplay.py --game gomoku6 --net small --workers 1 \\
         --batch 8 --simulations 8 --seconds 5 --warmup 3 --modes float32   # a CPU smoke run
 """
@@ -232,11 +233,15 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--jsonl", type=Path, help="rows also appended here")
     args = parser.parse_args()
-    args.games = args.games or ["go9", "gomoku15"]
+    args.games = args.games or ["go9"]
     args.modes = args.modes.split(",")
     unknown = [m for m in args.modes if m not in MODES]
     if unknown:
         parser.error(f"--modes: unknown {', '.join(unknown)} (known: {', '.join(MODES)})")
+    if len(args.games) > 1 and any(MODES[m].get("compile") for m in args.modes):
+        # torch.compile's CUDA-graph trees keep per-thread state: a second compiled server
+        # on a new network thread fails (docs/benchmarks.md, "On a GPU under real load").
+        parser.error("CUDA-graph modes measure one --game per invocation")
     if args.workers < 1 or args.batch < 1 or args.simulations < 1:
         parser.error("--workers, --batch and --simulations must be >= 1")
 
