@@ -63,6 +63,21 @@ class SeedResult:
     """``{"minutes", "score", "wins", "draws", "losses"}`` of each evaluated snapshot."""
     run_minutes: float = 0.0
     """Wall-clock minutes the run was alive (it stops early when the target is reached)."""
+    positions_per_s: float | None = None
+    """Self-play positions per second over the whole run (its final status); None: unknown."""
+    steps_per_s: float | None = None
+    """Learner steps per second over the whole run (its final status); None: unknown."""
+
+
+def run_rates(run_dir: Path) -> tuple[float, float] | None:
+    """(self-play positions/s, learner steps/s) over a stopped run, from its final
+    ``status.json``; None if the run wrote none."""
+    try:
+        status = json.loads((run_dir / "status.json").read_text())
+        elapsed = float(status["elapsed_s"])
+        return float(status["positions"]) / elapsed, float(status["learner_steps"]) / elapsed
+    except (OSError, ValueError, KeyError, ZeroDivisionError):
+        return None
 
 
 def cells(result: SeedResult, limit: float) -> str:
@@ -149,6 +164,11 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
     finally:
         stop_run(proc)
         result.run_minutes = (time.monotonic() - start) / 60
+    rates = run_rates(run_dir)
+    if rates is not None:
+        result.positions_per_s, result.steps_per_s = rates
+        print(f"  {config_name} seed {seed}: the run made {rates[0]:.0f} self-play positions/s "
+              f"and {rates[1]:.1f} learner steps/s", flush=True)
     if proc.returncode not in (0, -signal.SIGINT, 130):
         raise SystemExit(f"time_to_strength: the run {run_dir} failed (exit "
                          f"{proc.returncode}); its log: {run_dir / 'train.log'}")

@@ -35,3 +35,18 @@ def test_even_count_takes_the_lower_middle():
 def test_cells():
     assert tts.cells(tts.SeedResult("c", 0, 7.26), 60) == "7.3"
     assert tts.cells(tts.SeedResult("c", 0, None), 45) == ">45"
+
+
+def test_run_rates_come_from_the_final_status_and_a_missing_one_is_unknown(tmp_path):
+    assert tts.run_rates(tmp_path) is None
+    (tmp_path / "status.json").write_text(
+        '{"elapsed_s": 200.0, "positions": 12000, "learner_steps": 900}')
+    assert tts.run_rates(tmp_path) == (60.0, 4.5)
+    (tmp_path / "status.json").write_text('{"elapsed_s": 0, "positions": 1}')
+    assert tts.run_rates(tmp_path) is None
+
+
+def test_rows_written_before_the_rates_existed_still_load():
+    row = {"config": "gomoku6", "seed": 0, "minutes_to_target": 2.0, "points": [],
+           "run_minutes": 2.5}
+    assert tts.SeedResult(**row).positions_per_s is None
