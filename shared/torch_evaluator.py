@@ -119,7 +119,7 @@ class TorchEvaluator:
             torch.set_num_threads(config.num_threads)
         on_cuda = self.device.type == "cuda"
         if not on_cuda:
-            self.dtype = torch.float32  # CPU convolutions in bf16/fp16 are slower, not faster
+            self.dtype = torch.float32  # CPU bf16: faster only with AMX; strength unchecked
         elif config.precision == "auto":
             self.dtype = torch.bfloat16
         else:

@@ -157,8 +157,9 @@ class InferenceServerConfig:
     """``torch.compile`` the network (GPUs; slow first calls, pays off for small batches)."""
     precision: str = "auto"
     """Dtype of the network on a GPU: ``"auto"`` (bfloat16), ``"float32"``, ``"bfloat16"``
-    or ``"float16"``; outputs are float32 either way. The CPU always runs float32 (torch's
-    CPU convolutions are not faster in lower precision unless a CPU backend says so)."""
+    or ``"float16"``; outputs are float32 either way. The CPU runs float32 whatever this
+    says: bfloat16 there is faster on AMX CPUs but awaits a strength check (the
+    ``openvino-bf16`` backend offers it meanwhile)."""
     num_threads: int = 1
     """torch intra-op threads of the server process (0: torch's default). One is fastest
     when the server shares cores with self-play workers."""
