@@ -13,7 +13,7 @@ gets there counts as "more than ``--minutes``". The headline is the median over 
         --minutes 60 --label before --json runs/tts-before.json
     python benchmarks/time_to_strength.py --config gomoku6 --config gomoku8 --seeds 0 1 2 \\
         --minutes 60 --label after --json runs/tts-after.json \\
-        --set search.full_search_prob=0.25 --set search.fast_simulations=32
+        --set search.full_search_prob=0.25 --set search.reuse_tree=true
 
 On a 2-core machine give the run one core and the evaluation the other (``--train-cpus 1
 --eval-cpus 0``): the evaluation then takes nothing from the run it measures. Rows already
