@@ -118,20 +118,10 @@ def serve_pipe(conn: Any, holder: dict, loop: asyncio.AbstractEventLoop) -> None
         return
 
 
-def mean_latency_ms(before: dict, after: dict) -> float:
-    """Mean request round trip inside the server (queue wait + network call) between two
-    snapshots, in ms."""
-    from server_stats import hist_totals
-
-    count, total = np.subtract(hist_totals(after, "inference_request_latency_seconds"),
-                               hist_totals(before, "inference_request_latency_seconds"))
-    return float(total / max(count, 1) * 1e3)
-
-
 async def measure_mode(args: argparse.Namespace, game: str, mode: str, holder: dict,
                        counters: list) -> dict:
     """Swap in a server for ``mode``, warm it up under the workers' load, time a window."""
-    from server_stats import batching
+    from server_stats import batching, mean_ms
 
     from actors.inference import InferenceServer, InferenceServerConfig
     from shared.nets import NetConfig
@@ -143,11 +133,10 @@ async def measure_mode(args: argparse.Namespace, game: str, mode: str, holder: d
     start = time.perf_counter()
     if config.compile:
         # Compile every padded size once before the workers' traffic meets it.
-        spec = make_game(game).spec
         size = 1
         while size <= args.max_batch:
-            await server.evaluate(np.zeros((size, *spec.obs_shape), np.uint8),
-                                  np.ones((size, spec.num_actions), bool))
+            await server.evaluate(np.zeros((size, *server.obs_shape), np.uint8),
+                                  np.ones((size, server.num_actions), bool))
             size *= 2
     old, holder["server"] = holder.get("server"), server
     while any(c.value == 0 for c in counters):  # workers still starting (imports, JIT)
@@ -171,8 +160,8 @@ async def measure_mode(args: argparse.Namespace, game: str, mode: str, holder: d
         "evals_per_s": totals["positions"] / wall,
         "positions_per_call": totals["positions"] / calls,
         "requests_per_call": totals["requests"] / calls,
-        "wait_ms": totals["waits"][1] / max(totals["waits"][0], 1) * 1e3,
-        "latency_ms": mean_latency_ms(before, after),
+        "wait_ms": mean_ms(totals["waits"]),
+        "latency_ms": mean_ms(totals["latencies"]),
     }
 
 

@@ -30,7 +30,7 @@ import platform
 import time
 
 import numpy as np
-from server_stats import batching  # benchmarks/ (scripts run from here)
+from server_stats import batching, mean_ms  # benchmarks/ (scripts run from here)
 
 from actors.inference import InferenceServer, InferenceServerConfig
 from deploy.ray_runtime import RemoteEvaluator, make_inference_actor
@@ -131,14 +131,13 @@ def summarise(args: argparse.Namespace, clients: int, before: dict, after: dict,
     """One table row from server snapshots around the window and the clients' results."""
     totals = batching(before, after)
     calls, positions, requests = totals["calls"], totals["positions"], totals["requests"]
-    waits = totals["waits"]
     latencies = np.concatenate([lat for lat, _ in results])
     return {
         "clients": clients, "calls": int(calls),
         "positions_per_call": positions / max(calls, 1),
         "fill": positions / max(calls, 1) / args.max_batch,
         "requests_per_call": requests / max(calls, 1),
-        "wait_ms": waits[1] / max(waits[0], 1) * 1e3,
+        "wait_ms": mean_ms(totals["waits"]),
         "p50_ms": float(np.percentile(latencies, 50)) * 1e3,
         "p99_ms": float(np.percentile(latencies, 99)) * 1e3,
         "evals_per_s": sum(p for _, p in results) / wall,

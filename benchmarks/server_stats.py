@@ -16,18 +16,29 @@ def counter(snapshot: dict, name: str) -> float:
     return sum(v for _, v in snapshot["values"].get(name, []))
 
 
+def _hist_delta(before: dict, after: dict, name: str) -> tuple[float, float]:
+    """(count, sum) a histogram gained between two snapshots."""
+    count_after, sum_after = hist_totals(after, name)
+    count_before, sum_before = hist_totals(before, name)
+    return count_after - count_before, sum_after - sum_before
+
+
+def mean_ms(count_sum: tuple[float, float]) -> float:
+    """Mean of a (count, seconds summed) pair, in ms (0 when nothing was counted)."""
+    count, total = count_sum
+    return total / max(count, 1) * 1e3
+
+
 def batching(before: dict, after: dict) -> dict:
-    """Between two snapshots: network calls, positions evaluated, requests answered and
-    the queue wait (count, seconds summed) of the requests."""
-    calls = (hist_totals(after, "inference_batch_size")[0]
-             - hist_totals(before, "inference_batch_size")[0])
-    wait_after = hist_totals(after, "inference_queue_wait_seconds")
-    wait_before = hist_totals(before, "inference_queue_wait_seconds")
+    """Between two snapshots: network calls, positions evaluated, requests answered, and
+    (count, seconds summed) of the requests' queue waits and of their latency in the server
+    (wait + network call)."""
     return {
-        "calls": calls,
+        "calls": _hist_delta(before, after, "inference_batch_size")[0],
         "positions": (counter(after, "nn_evaluations_total")
                       - counter(before, "nn_evaluations_total")),
         "requests": (counter(after, "inference_requests_total")
                      - counter(before, "inference_requests_total")),
-        "waits": (wait_after[0] - wait_before[0], wait_after[1] - wait_before[1]),
+        "waits": _hist_delta(before, after, "inference_queue_wait_seconds"),
+        "latencies": _hist_delta(before, after, "inference_request_latency_seconds"),
     }
