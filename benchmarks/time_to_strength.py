@@ -3,10 +3,11 @@
 
 Each (config, seed) is a real run started as a user starts it (``zeroforge train --local``)
 with a weight snapshot every ``--snapshot-every`` seconds. This process evaluates the
-snapshots as they appear (the agent plays ``--sims`` simulations a move, no noise, against
-the anchor, colours alternating) and stops the run cleanly at the first snapshot that reaches
-the target; that snapshot's training time is the run's time to strength. A run that never
-gets there counts as "more than ``--minutes``". The headline is the median over seeds.
+snapshots as they appear (the agent plays ``--sims`` simulations a move with the preset's
+search, no noise, against the anchor, colours alternating) and stops the run cleanly at
+the first snapshot that reaches the target; that snapshot's training time is the run's
+time to strength. A run that never gets there counts as "more than ``--minutes``". The
+headline is the median over seeds.
 
     # before/after a change: the same command with the change's settings, one label each
     python benchmarks/time_to_strength.py --config gomoku6 --config gomoku8 --seeds 0 1 2 \\
@@ -128,9 +129,19 @@ def stop_run(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def agent_config(config_name: str, args) -> object:
+    """The config the evaluated agent searches with: the preset's own search plus
+    ``--eval-set``. The run's ``--set search.*`` overrides change how self-play searches and
+    do not reach the agent, so every variant of a config is judged by the same yardstick
+    (the other overrides, e.g. of the net, do apply: the snapshot must load)."""
+    kept = [o for o in args.overrides if not o.startswith("search.")]
+    return load_train_config(config_name, kept + list(args.eval_overrides))
+
+
 def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResult:
     """Run one seed, evaluating its snapshots as they come, until the target or the end."""
     config = load_train_config(config_name, list(args.overrides))
+    judged = agent_config(config_name, args)
     game = make_game(config.game)
     run_dir = out_root / f"{Path(config_name).stem}-seed{seed}"
     result = SeedResult(config_name, seed)
@@ -149,7 +160,7 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
             seconds, path = fresh[0]
             seen.add(path)
             evaluator = TorchEvaluator(load_net(game, config, path, seed))
-            match, _ = match_table(game, evaluator, config, args.sims, args.anchor,
+            match, _ = match_table(game, evaluator, judged, args.sims, args.anchor,
                                    args.games, seed)
             minutes = seconds / 60
             result.points.append({"minutes": minutes, "score": match.score,
@@ -191,7 +202,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", default=None, help="rows also here (and resumed from)")
     parser.add_argument("--train-cpus", type=int, nargs="*", default=None)
     parser.add_argument("--eval-cpus", type=int, nargs="*", default=None)
-    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="KEY=VALUE override of the run's config (repeatable)")
+    parser.add_argument("--eval-set", dest="eval_overrides", action="append", default=[],
+                        help="KEY=VALUE override of the evaluated agent's config only, e.g. "
+                        "search.gumbel=true; the run's search.* overrides never reach it")
     args = parser.parse_args(argv)
     if not 0 < args.target <= 1:
         parser.error("--target must be in (0, 1]")
@@ -201,7 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     print(machine_line())
     header = {"anchor": args.anchor, "games": args.games, "sims": args.sims,
               "target": args.target, "minutes": args.minutes,
-              "snapshot_every": args.snapshot_every, "overrides": args.overrides}
+              "snapshot_every": args.snapshot_every, "overrides": args.overrides,
+              "eval_overrides": args.eval_overrides}
     rows = earlier_rows(args.json, header, prog="time_to_strength")
     out_root = Path(args.out) / (args.label or "run")
     for config_name in args.configs:

@@ -64,6 +64,12 @@ class Learner:
         for g in games:
             if g.policy_recorded is None:
                 self.replay.add(g)
+            elif not self.config.train_fast_positions:
+                # KataGo's playout cap: only the fully searched positions are trained.
+                keep = g.policy_mask
+                if keep.any():
+                    self.replay.add_arrays(g.obs[keep], g.policy[keep].astype(np.float32),
+                                           g.value_targets()[keep])
             else:
                 # Positions without a policy target (playout-cap fast moves) enter the
                 # window with an all-zero policy row, which ``step`` leaves out of the

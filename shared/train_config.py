@@ -82,6 +82,12 @@ class LearnerConfig:
     waits for data rather than overfitting a small window."""
     value_loss_weight: float = 1.0
     """Weight of the value MSE relative to the policy cross-entropy."""
+    train_fast_positions: bool = True
+    """Under playout-cap randomisation (``search.full_search_prob`` < 1): whether the fast
+    moves' positions enter the replay window as value-only samples (True), or are left out
+    so that only fully searched positions are trained, as KataGo does (False). Either way
+    the whole game is checked on intake; left-out positions do not count as inserted for
+    ``samples_per_insert``."""
     augment: bool = True
     """Map each sampled position through a random symmetry of the game."""
     device: str = "auto"

@@ -4,6 +4,7 @@ the search call through the sample format and checks to the learner's loss."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 
 import msgpack
@@ -329,6 +330,29 @@ def test_the_policy_loss_is_the_mean_over_positions_with_a_target():
     log_p = torch.log_softmax(logits, dim=1).numpy()
     expected = -(pi * log_p).sum(axis=1)[has].mean()
     assert learner.step()["policy_loss"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_without_fast_positions_only_fully_searched_positions_enter_the_window():
+    """``train_fast_positions=False`` (KataGo's cap): the window holds exactly the recorded
+    positions, in order, with their policies and values; only they count as inserted."""
+    games = flagged_games(2, "random")
+    config = dataclasses.replace(make_learner().config, train_fast_positions=False)
+    learner = Learner(config, "tictactoe", NetConfig.preset("tiny"))
+    learner.add(games)
+    kept = [(g.obs[g.policy_mask], g.policy[g.policy_mask], g.value_targets()[g.policy_mask])
+            for g in games]
+    obs = np.concatenate([k[0] for k in kept])
+    assert 0 < obs.shape[0] < sum(g.num_positions for g in games)
+    assert learner.replay.inserted == len(learner.replay) == obs.shape[0]
+    n = obs.shape[0]
+    np.testing.assert_array_equal(learner.replay.obs[:n], obs)
+    np.testing.assert_array_equal(learner.replay.policy[:n], np.concatenate([k[1] for k in kept]))
+    np.testing.assert_array_equal(learner.replay.value[:n], np.concatenate([k[2] for k in kept]))
+    assert (learner.replay.policy[:n].sum(axis=1) > 0.99).all()  # every row a real target
+    # the default keeps them all, as value-only rows
+    default = make_learner()
+    default.add(games)
+    assert default.replay.inserted == sum(g.num_positions for g in games)
 
 
 @pytest.mark.parametrize("full_search_prob", [1.0, 0.3])

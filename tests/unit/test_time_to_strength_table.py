@@ -50,3 +50,19 @@ def test_rows_written_before_the_rates_existed_still_load():
     row = {"config": "gomoku6", "seed": 0, "minutes_to_target": 2.0, "points": [],
            "run_minutes": 2.5}
     assert tts.SeedResult(**row).positions_per_s is None
+
+
+def test_the_agent_searches_as_the_preset_whatever_the_run_searches_with():
+    """A run's ``--set search.*`` changes self-play only; ``--eval-set`` changes the agent."""
+    import argparse
+
+    args = argparse.Namespace(
+        overrides=["search.gumbel=true", "search.num_simulations=32", "learner.lr=0.01"],
+        eval_overrides=[])
+    preset = tts.load_train_config("gomoku6")
+    judged = tts.agent_config("gomoku6", args)
+    assert judged.search == preset.search
+    assert judged.learner.lr == 0.01  # the rest of the run's overrides do apply
+    args.eval_overrides = ["search.c_puct=2.5"]
+    assert tts.agent_config("gomoku6", args).search.c_puct == 2.5
+    assert not tts.agent_config("gomoku6", args).search.gumbel
