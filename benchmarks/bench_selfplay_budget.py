@@ -7,7 +7,10 @@ For each game preset (``deploy/configs/<game>.yaml``: its net, search and B) fou
 - **reuse**: ``reuse_tree`` on (the played move's subtree is kept; the root is re-noised);
 - **cap**: playout-cap randomisation, ``full_search_prob`` 0.25 and ``fast_simulations``
   ``num_simulations // 6`` unless given (KataGo's 600 / 100);
-- **reuse+cap**: both.
+- **reuse+cap**: both;
+- **gumbel**: Gumbel AlphaZero search with ``--gumbel-sims`` simulations (32 unless given)
+  instead of the preset's PUCT budget: Gumbel's improved policy is a sound target at few
+  simulations, so every position still teaches the policy.
 
 The workers take turns: each round every setup plays ``--moves`` moves (for all B games)
 on its own worker, which keeps its games going between rounds, so all four see the same
@@ -47,12 +50,16 @@ from shared.nets import build_net, num_parameters
 from shared.search.config import SearchConfig
 from shared.torch_evaluator import TorchEvaluator
 
-SETUPS = ("base", "reuse", "cap", "reuse+cap")
+SETUPS = ("base", "reuse", "cap", "reuse+cap", "gumbel")
 
 
 def setup_config(base: SearchConfig, setup: str, prob: float,
-                 fast: int | None) -> SearchConfig:
-    """The preset's search config with this setup's reuse and playout cap."""
+                 fast: int | None, gumbel_sims: int = 32) -> SearchConfig:
+    """The preset's search config with this setup's reuse and playout cap, or Gumbel."""
+    if setup == "gumbel":
+        return dataclasses.replace(base, gumbel=True, num_simulations=gumbel_sims,
+                                   reuse_tree=False, full_search_prob=1.0,
+                                   fast_simulations=None)
     return dataclasses.replace(
         base, reuse_tree="reuse" in setup,
         full_search_prob=prob if "cap" in setup else 1.0,
@@ -60,14 +67,14 @@ def setup_config(base: SearchConfig, setup: str, prob: float,
 
 
 def run_section(preset: str, rounds: int, moves: int, prob: float, fast: int | None,
-                seed: int) -> None:
+                seed: int, gumbel_sims: int = 32) -> None:
     cfg = load_train_config(preset, warn=False)
     game = make_game(cfg.game)
     torch.manual_seed(seed)
     net = build_net(cfg.net, game.spec)
     evaluator = TorchEvaluator(net, device="cpu")
     batch = cfg.selfplay.games_in_parallel
-    configs = {s: setup_config(cfg.search, s, prob, fast) for s in SETUPS}
+    configs = {s: setup_config(cfg.search, s, prob, fast, gumbel_sims) for s in SETUPS}
     workers = {s: SelfPlayWorker(game, evaluator, c, cfg.selfplay, seed=seed)
                for s, c in configs.items()}
     for w in workers.values():  # warm-up: numba dispatch, oneDNN primitives, first trees
@@ -124,12 +131,15 @@ def main() -> None:
                         help="full_search_prob of the cap setups")
     parser.add_argument("--fast", type=int, default=None,
                         help="fast_simulations of the cap setups (default num_simulations // 6)")
+    parser.add_argument("--gumbel-sims", type=int, default=32,
+                        help="simulations a move of the gumbel setup")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(machine_line())
     for preset in args.games:
-        run_section(preset, args.rounds, args.moves, args.full_prob, args.fast, args.seed)
+        run_section(preset, args.rounds, args.moves, args.full_prob, args.fast, args.seed,
+                    args.gumbel_sims)
 
 
 if __name__ == "__main__":
