@@ -3,8 +3,8 @@
 
 Each (config, seed) is a real run started as a user starts it (``zeroforge train --local``)
 with a weight snapshot every ``--snapshot-every`` seconds. This process evaluates the
-snapshots as they appear (the agent plays ``--sims`` simulations a move with the preset's
-search, no noise, against the anchor, colours alternating) and stops the run cleanly at
+snapshots as they appear (the agent plays ``--sims`` simulations a move of the preset's
+PUCT search, no noise, against the anchor, colours alternating) and stops the run cleanly at
 the first snapshot that reaches the target; that snapshot's training time is the run's
 time to strength. A run that never gets there counts as "more than ``--minutes``". The
 headline is the median over seeds.
@@ -130,12 +130,14 @@ def stop_run(proc: subprocess.Popen) -> None:
 
 
 def agent_config(config_name: str, args) -> object:
-    """The config the evaluated agent searches with: the preset's own search plus
-    ``--eval-set``. The run's ``--set search.*`` overrides change how self-play searches and
-    do not reach the agent, so every variant of a config is judged by the same yardstick
-    (the other overrides, e.g. of the net, do apply: the snapshot must load)."""
+    """The config the evaluated agent searches with: the preset's search as PUCT (Gumbel
+    off, whatever the preset's self-play uses) plus ``--eval-set``. The run's
+    ``--set search.*`` overrides change how self-play searches and do not reach the agent,
+    so every variant of a config is judged by the same yardstick (the other overrides, e.g.
+    of the net, do apply: the snapshot must load)."""
     kept = [o for o in args.overrides if not o.startswith("search.")]
-    return load_train_config(config_name, kept + list(args.eval_overrides))
+    return load_train_config(config_name,
+                             kept + ["search.gumbel=false"] + list(args.eval_overrides))
 
 
 def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResult:

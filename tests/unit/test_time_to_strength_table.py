@@ -61,8 +61,21 @@ def test_the_agent_searches_as_the_preset_whatever_the_run_searches_with():
         eval_overrides=[])
     preset = tts.load_train_config("gomoku6")
     judged = tts.agent_config("gomoku6", args)
-    assert judged.search == preset.search
+    assert judged.search == preset.search  # a PUCT preset: the agent is the preset's own
     assert judged.learner.lr == 0.01  # the rest of the run's overrides do apply
     args.eval_overrides = ["search.c_puct=2.5"]
     assert tts.agent_config("gomoku6", args).search.c_puct == 2.5
     assert not tts.agent_config("gomoku6", args).search.gumbel
+
+
+def test_the_agent_is_puct_even_where_the_preset_self_plays_with_gumbel(tmp_path):
+    import argparse
+
+    preset = tmp_path / "g.yaml"
+    preset.write_text("game: gomoku6\nnet: tiny\nsearch:\n  gumbel: true\n"
+                      "  num_simulations: 32\n  c_puct: 2.0\n")
+    args = argparse.Namespace(overrides=[], eval_overrides=[])
+    judged = tts.agent_config(str(preset), args)
+    assert not judged.search.gumbel and judged.search.c_puct == 2.0
+    args.eval_overrides = ["search.gumbel=true"]
+    assert tts.agent_config(str(preset), args).search.gumbel
