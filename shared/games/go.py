@@ -10,10 +10,9 @@ wins if black - white - komi > 0 (an exact 0, possible with an integer komi, is 
 
 The state carries everything the rules need so that ``step`` computes the next legal mask
 exactly, in one numba kernel (``go_kernels.py``): the board, its Zobrist hash, the hashes
-and stone counts of all earlier positions (for superko), the simple-ko point, consecutive
-passes, capture counts, the groups with their liberty counts (updated move by move, so no
-flood fill of the whole board is needed) and the last ``history`` boards (for
-observations).
+of all earlier positions (for superko), the simple-ko point, consecutive passes, capture
+counts, the groups with their liberty counts (updated move by move, so no flood fill of
+the whole board is needed) and the last ``history`` boards (for observations).
 """
 
 from __future__ import annotations
@@ -53,9 +52,6 @@ class GoState(State):
     """[B] uint64: Zobrist hash of the board (0 for the empty board)."""
     position_hashes: np.ndarray
     """[B, max_moves + 1] uint64: hashes of every position so far, the current one included."""
-    position_stones: np.ndarray
-    """[B, max_moves + 1] int16: the number of stones in each position of ``position_hashes``
-    (superko probes only earlier positions whose count a move can reach)."""
     num_positions: np.ndarray
     """[B] int32: how many entries of ``position_hashes`` are filled."""
     repeat_limit: np.ndarray
@@ -169,7 +165,6 @@ class Go(Game[GoState]):
             board_history=np.repeat(board[:, None, :], self.history, axis=1),
             zobrist=self.board_hash(board),
             position_hashes=np.zeros((batch, self.max_moves + 1), np.uint64),
-            position_stones=np.zeros((batch, self.max_moves + 1), np.int16),
             num_positions=np.ones(batch, np.int32),
             repeat_limit=np.zeros(batch, np.int32),
             ko_point=np.broadcast_to(np.asarray(ko_point, np.int32), (batch,)).copy(),
@@ -180,7 +175,6 @@ class Go(Game[GoState]):
             liberties=np.zeros((batch, self.num_points), np.int16),
         )
         state.position_hashes[:, 0] = state.zobrist
-        state.position_stones[:, 0] = (board != EMPTY).sum(axis=1)
         self._refresh(state)
         return state
 
@@ -215,8 +209,7 @@ class Go(Game[GoState]):
 
     def _refresh(self, state: GoState) -> None:
         K.refresh_kernel(state.board, state.group, state.liberties, state.zobrist,
-                         state.position_hashes, state.position_stones, state.repeat_limit,
-                         state.ko_point,
+                         state.position_hashes, state.repeat_limit, state.ko_point,
                          state.to_play, state.terminal, state.legal, self.superko, self._nbr,
                          self._deg, self._keys, self._rev_key, self._rev_pt)
 
@@ -225,8 +218,7 @@ class Go(Game[GoState]):
         s = GoState(**{k: np.empty_like(v) if k == "board_history" else v.copy()
                        for k, v in state.arrays().items()})
         K.step_kernel(actions, s.board, s.group, s.liberties, state.board_history,
-                      s.board_history, s.zobrist, s.position_hashes, s.position_stones,
-                      s.num_positions,
+                      s.board_history, s.zobrist, s.position_hashes, s.num_positions,
                       s.repeat_limit, s.ko_point, s.passes, s.captures, s.to_play, s.ply,
                       s.terminal, s.outcome, s.legal, s.last_action, self.komi, self.max_moves,
                       self.superko, self._nbr, self._deg, self._keys, self._rev_key,

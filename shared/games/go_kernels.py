@@ -254,8 +254,8 @@ def play_stone(board, group, libs, p, me, nbr, deg, keys, seen, queue, tick):
 
 
 @numba.njit(cache=True)
-def fill_legal(board, group, libs, nbr, deg, zhash, hashes, stones, nrepeat, ko_point, me,
-               superko, legal, keys, rev_key, rev_pt, sc, tick):
+def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, me, superko,
+               legal, keys, rev_key, rev_pt, sc, tick):
     """Write the exact legal mask ``legal`` [N+1] of player ``me`` on ``board`` [N].
 
     With the liberties kept per group, a neighbour of an empty point reduces to a flag
@@ -263,14 +263,11 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, stones, nrepeat, ko_
     liberties, an enemy group in atari; bit 1: an enemy group in atari, i.e. captured), so
     most points are decided by or-ing their neighbours' flags. Only captures need the taken
     groups' sizes and hashes (for ko and superko), found by ``flood`` once per group and
-    call. Positional superko probes each repeatable earlier hash once, filtered by its
-    stone count ``stones`` (parallel to ``hashes``): a move that captures nothing leaves
-    exactly one stone more than now, so only earlier positions with that many are probed
-    against ``rev_key`` (see ``reverse_keys``); a capturing move leaves one more minus what
-    it takes, so a capturing move's hash is compared only when that count matches too.
-    O(points + history). Returns the new tick.
+    call. Positional superko probes each repeatable earlier hash once: against ``rev_key``
+    for moves that capture nothing (see ``reverse_keys``) and against the few capturing
+    moves' hashes. O(points + history). Returns the new tick.
     """
-    seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash, cap_left = sc
+    seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash = sc
     n = board.shape[0]
     opp = 3 - me
     # flag of a neighbour by (value, min(liberties, 2)): row EMPTY, row me, row opp
@@ -282,11 +279,9 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, stones, nrepeat, ko_
     tick += 1  # marks the group hashes found in this call (gstamp)
     call = tick
     ncm = 0
-    nstones = 0  # stones on the board now
     for a in range(n):
         if board[a] != EMPTY:
             legal[a] = False
-            nstones += 1
             continue
         f = 0
         for j in range(deg[a]):
@@ -325,22 +320,12 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, stones, nrepeat, ko_
         if ok and check:
             cap_pt[ncm] = a
             cap_hash[ncm] = h
-            cap_left[ncm] = ncap  # stones it takes, to be subtracted from nstones + 1
             ncm += 1
     if check:
         row = me - 1
         tm = rev_pt.shape[1] - 1
-        after = nstones + 1  # stones after a move that captures nothing
         for i in range(nrepeat):
-            c = stones[i]
-            if c > after:
-                continue  # more stones than any move can leave (the common case)
             h = hashes[i]
-            if c < after:
-                for k in range(ncm):
-                    if cap_hash[k] == h and cap_left[k] == after - c:
-                        legal[cap_pt[k]] = False
-                continue
             d = h ^ zhash
             idx = np.int64(d & np.uint64(tm))
             while rev_pt[row, idx] >= 0:
@@ -349,6 +334,9 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, stones, nrepeat, ko_
                     # capture, h would be the board with a group of no liberties: never.)
                     legal[rev_pt[row, idx]] = False
                 idx = (idx + 1) & tm
+            for k in range(ncm):
+                if cap_hash[k] == h:
+                    legal[cap_pt[k]] = False
     legal[n] = True  # passing is always allowed in a running game
     return tick
 
@@ -365,8 +353,7 @@ def _scratch(n):
     gtaken = np.full(n, -1, np.int32)
     cap_pt = np.empty(n, np.int32)
     cap_hash = np.empty(n, np.uint64)
-    cap_left = np.empty(n, np.int32)
-    return seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash, cap_left
+    return seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash
 
 
 @numba.njit(cache=True)
@@ -414,8 +401,8 @@ def _outcome_of(margin):
 
 
 @numba.njit(cache=True)
-def refresh_kernel(board, group, libs, zhash, hashes, stones, repeat_limit, ko_point, to_play,
-                   terminal, legal, superko, nbr, deg, keys, rev_key, rev_pt):
+def refresh_kernel(board, group, libs, zhash, hashes, repeat_limit, ko_point, to_play, terminal,
+                   legal, superko, nbr, deg, keys, rev_key, rev_pt):
     """Recompute the groups [B, N], liberties [B, N] and legal mask [B, N+1] of every game
     from its board and the rest of its state."""
     sc = _scratch(board.shape[1])
@@ -427,13 +414,13 @@ def refresh_kernel(board, group, libs, zhash, hashes, stones, repeat_limit, ko_p
             legal[b, :] = False
             continue
         tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], hashes[b],
-                          stones[b], repeat_limit[b], ko_point[b], to_play[b] + 1, superko,
-                          legal[b], keys, rev_key, rev_pt, sc, tick)
+                          repeat_limit[b], ko_point[b], to_play[b] + 1, superko, legal[b],
+                          keys, rev_key, rev_pt, sc, tick)
 
 
 @numba.njit(cache=True)
 def step_kernel(actions, board, group, libs, old_history, board_history, zhash, hashes,
-                stones, nhashes, repeat_limit, ko_point, passes, captures, to_play, ply, terminal,
+                nhashes, repeat_limit, ko_point, passes, captures, to_play, ply, terminal,
                 outcome, legal, last_action, komi, max_moves, superko, nbr, deg, keys, rev_key,
                 rev_pt):
     """Apply legal ``actions`` [B] (pass = N, -1 = finished game, skipped) in place, then
@@ -456,7 +443,6 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
         me = to_play[b] + 1
         opp = 3 - me
         ko_point[b] = -1
-        ncap = 0
         if a == n:
             passes[b] += 1
         else:
@@ -481,10 +467,6 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
                 if lone:
                     ko_point[b] = cap_pt
         if nhashes[b] < hashes.shape[1]:
-            # stones after the move: one more than the last position's unless a pass, less
-            # what it took
-            last = stones[b, nhashes[b] - 1]
-            stones[b, nhashes[b]] = last if a == n else last + 1 - ncap
             hashes[b, nhashes[b]] = zhash[b]
             nhashes[b] += 1
         # element loops rather than row slices: no array views made per row
@@ -504,5 +486,5 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
             outcome[b] = _outcome_of(black - white - komi)
         else:
             tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], hashes[b],
-                              stones[b], repeat_limit[b], ko_point[b], opp, superko, legal[b],
-                              keys, rev_key, rev_pt, sc, tick)
+                              repeat_limit[b], ko_point[b], opp, superko, legal[b], keys,
+                              rev_key, rev_pt, sc, tick)
