@@ -4,7 +4,8 @@ A plain class (the distributed runtime wraps it in a Ray actor). Each ``run_once
 the newest weights from the run's weight store, if they are newer than the last ones
 evaluated, and plays ``games`` games (colours alternating) against each anchor
 (``random``, ``uct:N``, ``minimax`` ... see ``shared.players.make_player``) with the
-trained agent: PUCT search with its net, no noise, most-visited move.
+trained agent: the run's search (PUCT, or Gumbel where ``search.gumbel`` says so) with
+its net, no noise, most-visited move (Gumbel: the sequential-halving winner).
 
 The "best" anchor
     Besides the fixed anchors the newest weights play the best weights so far (AlphaGo
