@@ -43,7 +43,7 @@ from learn_vs_uct import (  # benchmarks/ (scripts run from here)
 )
 from machine import machine_line
 
-from deploy.config import load_train_config
+from deploy.config import TrainConfig, load_train_config
 from shared.games import make_game
 from shared.run_record import snapshot_files
 from shared.torch_evaluator import TorchEvaluator
@@ -129,7 +129,7 @@ def stop_run(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def agent_config(config_name: str, args) -> object:
+def agent_config(config_name: str, args: argparse.Namespace) -> TrainConfig:
     """The config the evaluated agent searches with: the preset's search as PUCT (Gumbel
     off, whatever the preset's self-play uses) plus ``--eval-set``. The run's
     ``--set search.*`` overrides change how self-play searches and do not reach the agent,
