@@ -3,6 +3,7 @@ above every run that did, and a median that lands on one says so."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -61,7 +62,9 @@ def test_the_agent_searches_as_the_preset_whatever_the_run_searches_with():
         eval_overrides=[])
     preset = tts.load_train_config("gomoku6")
     judged = tts.agent_config("gomoku6", args)
-    assert judged.search == preset.search  # a PUCT preset: the agent is the preset's own
+    # the preset's own search, as PUCT (the preset self-plays with Gumbel)
+    assert preset.search.gumbel and preset.search.num_simulations == 32
+    assert judged.search == dataclasses.replace(preset.search, gumbel=False)
     assert judged.learner.lr == 0.01  # the rest of the run's overrides do apply
     args.eval_overrides = ["search.c_puct=2.5"]
     assert tts.agent_config("gomoku6", args).search.c_puct == 2.5
