@@ -1,6 +1,6 @@
 """Self-play budget: tree reuse and playout-cap randomisation, on and off, interleaved.
 
-For each game preset (``deploy/configs/<game>.yaml``: its net, search and B) four
+For each game preset (``deploy/configs/<game>.yaml``: its net, search and B) five
 ``SelfPlayWorker``s run side by side in one process, one per setup:
 
 - **base**: every move a fresh tree with the full ``num_simulations`` (today's default);
@@ -13,7 +13,7 @@ For each game preset (``deploy/configs/<game>.yaml``: its net, search and B) fou
   simulations, so every position still teaches the policy.
 
 The workers take turns: each round every setup plays ``--moves`` moves (for all B games)
-on its own worker, which keeps its games going between rounds, so all four see the same
+on its own worker, which keeps its games going between rounds, so all five see the same
 load drift and the same mix of opening and late positions. A round's order rotates. Per
 setup the table gives positions/s (moves played, summed over the batch; totals over all
 rounds) and the median over rounds of its ratio to the base's in the same round, policy
