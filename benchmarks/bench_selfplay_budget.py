@@ -3,7 +3,8 @@
 For each game preset (``deploy/configs/<game>.yaml``: its net, search and B) five
 ``SelfPlayWorker``s run side by side in one process, one per setup:
 
-- **base**: every move a fresh tree with the full ``num_simulations`` (today's default);
+- **base**: the preset's search (with ``--set`` overrides), every move a fresh tree with
+  the full ``num_simulations``;
 - **reuse**: ``reuse_tree`` on (the played move's subtree is kept; the root is re-noised);
 - **cap**: playout-cap randomisation, ``full_search_prob`` 0.25 and ``fast_simulations``
   ``num_simulations // 6`` unless given (KataGo's 600 / 100);
@@ -27,6 +28,9 @@ at equal wall clock is not measured here (it needs a quiet machine and learning 
 
     python benchmarks/bench_selfplay_budget.py                      # gomoku6 and gomoku8
     python benchmarks/bench_selfplay_budget.py --games gomoku6 --rounds 5 --moves 8
+    # against the PUCT budget the gomoku 6x6 preset had before it self-played with Gumbel
+    python benchmarks/bench_selfplay_budget.py --games gomoku6 \
+        --set search.gumbel=false --set search.num_simulations=128
 
 Torch runs on one thread (``torch.set_num_threads(1)``), on the CPU.
 """
@@ -67,8 +71,8 @@ def setup_config(base: SearchConfig, setup: str, prob: float,
 
 
 def run_section(preset: str, rounds: int, moves: int, prob: float, fast: int | None,
-                seed: int, gumbel_sims: int = 32) -> None:
-    cfg = load_train_config(preset, warn=False)
+                seed: int, gumbel_sims: int = 32, overrides: tuple[str, ...] = ()) -> None:
+    cfg = load_train_config(preset, list(overrides), warn=False)
     game = make_game(cfg.game)
     torch.manual_seed(seed)
     net = build_net(cfg.net, game.spec)
@@ -134,12 +138,16 @@ def main() -> None:
     parser.add_argument("--gumbel-sims", type=int, default=32,
                         help="simulations a move of the gumbel setup")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="KEY=VALUE override of the presets (repeatable), e.g. the PUCT "
+                        "budget the gomoku presets had before Gumbel: search.gumbel=false "
+                        "search.num_simulations=128")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(machine_line())
     for preset in args.games:
         run_section(preset, args.rounds, args.moves, args.full_prob, args.fast, args.seed,
-                    args.gumbel_sims)
+                    args.gumbel_sims, tuple(args.overrides))
 
 
 if __name__ == "__main__":
