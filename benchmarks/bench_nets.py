@@ -1,9 +1,9 @@
 """Evaluations per second of the policy-value nets through TorchEvaluator.
 
 Prints one table per (net preset, game) case: rows are inference variants (batch-norm
-folding, channels-last, torch.compile, thread count, precision on CUDA), columns are
-batch sizes, cells are positions evaluated per second (uint8 observations in, numpy
-float32 out, so conversion and transfer are included).
+folding, channels-last, torch.compile, thread count, bfloat16 on CUDA or an AMX CPU),
+columns are batch sizes, cells are positions evaluated per second (uint8 observations in,
+numpy float32 out, so conversion and transfer are included).
 
     python benchmarks/bench_nets.py --quick
     python benchmarks/bench_nets.py --threads 1,2 --compile
@@ -19,7 +19,12 @@ import torch
 
 from shared.games import GameSpec, make_game
 from shared.nets import build_net, num_parameters
-from shared.torch_evaluator import InferenceConfig, TorchEvaluator, resolve_device
+from shared.torch_evaluator import (
+    InferenceConfig,
+    TorchEvaluator,
+    native_bfloat16,
+    resolve_device,
+)
 
 DEFAULT_CASES = "small:gomoku6,resnet6x64:gomoku15,resnet6x64:go9"
 
@@ -53,7 +58,7 @@ def variants(device: torch.device, with_compile: bool) -> dict[str, InferenceCon
 
     out = {"plain": cfg(False, False), "fuse": cfg(True, False),
            "channels_last": cfg(False, True), "fuse+cl": cfg(True, True)}
-    if device.type == "cuda":
+    if native_bfloat16(device):  # CUDA, or a CPU with AMX
         out["fuse+bf16"] = cfg(True, False, "bfloat16")
         out["fuse+cl+bf16"] = cfg(True, True, "bfloat16")
     if with_compile:

@@ -47,6 +47,8 @@ def test_every_shipped_preset_loads():
     (["learner.lr=-5"], "learner.lr must be > 0"),
     (["selfplay.games_in_parallel=0"], "selfplay.games_in_parallel must be >= 1"),
     (["evaluation.games=0"], "evaluation.games must be >= 1"),
+    (["selfplay.precision=fp8"], "selfplay.precision must be one of"),
+    (["learner.precision=float16"], "learner.precision must be one of"),
 ])
 def test_bad_keys_and_values_are_named(overrides, needle):
     with pytest.raises(ConfigError) as err:

@@ -14,7 +14,7 @@ from shared.formats.weights import weights_to_bytes
 from shared.games import make_game
 from shared.metrics import CATALOGUE
 from shared.nets import NetConfig, build_net
-from shared.torch_evaluator import TorchEvaluator
+from shared.torch_evaluator import TorchEvaluator, native_bfloat16
 
 GAME = "tictactoe"
 SPEC = make_game(GAME).spec
@@ -294,9 +294,13 @@ def test_config_is_validated() -> None:
         InferenceServerConfig(precision="fp8")
 
 
-def test_precision_reaches_the_network_and_the_cpu_keeps_float32() -> None:
-    """``inference.precision`` is handed to the TorchEvaluator; on the CPU it runs float32
-    whatever is asked (CUDA honours it: checked on a lent GPU, docs/benchmarks.md)."""
+def test_precision_reaches_the_network_and_auto_keeps_the_cpu_exact() -> None:
+    """``inference.precision`` is handed to the TorchEvaluator. On the CPU an explicit
+    bfloat16 is honoured, ``auto`` stays float32, and ``fast`` is bfloat16 exactly where
+    the CPU has AMX."""
     server = make_server(precision="bfloat16", device="cpu")
     assert server._evaluator.config.precision == "bfloat16"
-    assert server._evaluator.dtype == torch.float32
+    assert server._evaluator.dtype == torch.bfloat16
+    assert make_server(precision="auto", device="cpu")._evaluator.dtype == torch.float32
+    fast = torch.bfloat16 if native_bfloat16(torch.device("cpu")) else torch.float32
+    assert make_server(precision="fast", device="cpu")._evaluator.dtype == fast

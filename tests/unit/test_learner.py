@@ -1,4 +1,5 @@
-"""Replay window and Learner: ratios, augmentation, training and exact checkpoint resume."""
+"""Replay window and Learner: ratios, augmentation, training (float32 and bfloat16) and
+exact checkpoint resume."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import torch
 
 from learner.learner import CheckpointError, Learner, LearnerConfig
 from learner.replay import ReplayWindow
+from shared.formats.weights import weights_to_bytes
 from shared.games import make_game
 from shared.nets import NetConfig
 from shared.samples import GameSamples
+from shared.torch_evaluator import native_bfloat16
 
 
 def one_hot_game(game, t: int, seed: int) -> GameSamples:
@@ -154,3 +157,38 @@ def test_bad_checkpoints_are_named(tmp_path):
     other = Learner(LearnerConfig(), "gomoku6", NetConfig.preset("tiny"))
     with pytest.raises(CheckpointError, match="checkpoint is for game 'tictactoe'"):
         other.restore(path)
+
+
+def test_bfloat16_training_fits_and_keeps_float32_weights():
+    """``precision: bfloat16`` runs the forward pass in bfloat16 autocast (its losses differ
+    from float32's by rounding only) yet fits as well, and keeps float32 weights whose
+    copies go into safetensors as they are (the CPU learner's layout is channels-last)."""
+    runs = {p: make_learner(samples_per_insert=0, batch_size=32, lr=0.003, precision=p)
+            for p in ("float32", "bfloat16")}
+    first = {}
+    for lrn in runs.values():
+        lrn.add([one_hot_game(lrn.game, 64, s) for s in range(4)])
+    for p, lrn in runs.items():
+        first[p] = lrn.step()["loss"]
+    assert first["bfloat16"] != first["float32"]
+    assert first["bfloat16"] == pytest.approx(first["float32"], rel=0.05)
+    lrn = runs["bfloat16"]
+    assert lrn.dtype == torch.bfloat16
+    for _ in range(150):
+        last = lrn.step()["loss"]
+    assert last < 0.5 * first["bfloat16"]
+    weights = lrn.weights()
+    assert all(t.dtype == torch.float32 and t.is_contiguous() for t in weights.values()
+               if t.is_floating_point())
+    assert weights_to_bytes(weights)  # safetensors refuses non-contiguous tensors
+
+
+def test_learner_precision_is_validated_and_fast_follows_the_device():
+    with pytest.raises(ValueError, match="learner.precision must be one of"):
+        LearnerConfig(precision="float16")
+    with pytest.raises(ValueError, match="learner.precision must be one of"):
+        LearnerConfig(precision="half")
+    fast = make_learner(precision="fast")
+    assert fast.dtype == (torch.bfloat16 if native_bfloat16(torch.device("cpu"))
+                          else torch.float32)
+    assert make_learner(precision="auto").dtype == torch.float32
