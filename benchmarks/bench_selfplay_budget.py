@@ -32,7 +32,9 @@ at equal wall clock is not measured here (it needs a quiet machine and learning 
     python benchmarks/bench_selfplay_budget.py --games gomoku6 \
         --set search.gumbel=false --set search.num_simulations=128
 
-Torch runs on one thread (``torch.set_num_threads(1)``), on the CPU.
+Torch runs on one thread (``torch.set_num_threads(1)``), on the CPU, in the preset's
+``selfplay.precision`` (``--set selfplay.precision=float32`` for float32 where a preset
+asks for bfloat16).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from deploy.config import load_train_config
 from shared.games import make_game
 from shared.nets import build_net, num_parameters
 from shared.search.config import SearchConfig
-from shared.torch_evaluator import TorchEvaluator
+from shared.torch_evaluator import InferenceConfig, TorchEvaluator
 
 SETUPS = ("base", "reuse", "cap", "reuse+cap", "gumbel")
 
@@ -76,7 +78,8 @@ def run_section(preset: str, rounds: int, moves: int, prob: float, fast: int | N
     game = make_game(cfg.game)
     torch.manual_seed(seed)
     net = build_net(cfg.net, game.spec)
-    evaluator = TorchEvaluator(net, device="cpu")
+    evaluator = TorchEvaluator(net, config=InferenceConfig(
+        device="cpu", precision=cfg.selfplay.precision))  # type: ignore[arg-type]
     batch = cfg.selfplay.games_in_parallel
     configs = {s: setup_config(cfg.search, s, prob, fast, gumbel_sims) for s in SETUPS}
     workers = {s: SelfPlayWorker(game, evaluator, c, cfg.selfplay, seed=seed)
