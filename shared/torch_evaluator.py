@@ -10,7 +10,8 @@ place, so a compiled model is not recompiled on every weight swap.
 The defaults come from measurements (``benchmarks/bench_nets.py``, CPU and an H200):
 folding batch norm gained 5-25 % and channels-last another 5-70 % on CPU and GPU alike;
 bfloat16 on CUDA doubled large-batch throughput of the big towers at ~1e-3 logit error,
-and on a CPU with AMX made the small net 2.1-2.5x faster (without AMX the CPU emulates it);
+and on a CPU with AMX made the nets 2.0-2.9x faster at batch 128 and up but 0.5-0.75x
+at batch 1 (without AMX the CPU emulates it);
 ``torch.compile`` gave no consistent CPU gain (5-55 s to compile), while on CUDA its
 ``"reduce-overhead"`` mode (CUDA graphs) tripled small-batch throughput: opt-in, since
 it costs seconds of compilation and shares dynamo's per-process recompile limit.

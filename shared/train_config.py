@@ -43,8 +43,8 @@ class SelfPlayConfig:
     precision: str = "auto"
     """Dtype of a worker's own network, on the CPU (``shared.torch_evaluator.PRECISIONS``;
     inference servers follow ``inference.precision``): ``"auto"`` is float32; ``"fast"``
-    is bfloat16 on a CPU with AMX, where the small net ran 2.1-2.5x faster, and float32
-    elsewhere. Outputs are float32 either way."""
+    is bfloat16 on a CPU with AMX, where the small net ran 2.0-2.9x faster at batch 128
+    and up, and float32 elsewhere. Outputs are float32 either way."""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -104,7 +104,7 @@ class LearnerConfig:
     """Dtype of the forward pass in training (``shared.torch_evaluator.PRECISIONS``): under
     ``"bfloat16"`` it runs in bfloat16 autocast (weights, optimizer state and the losses
     stay float32); ``"fast"`` is bfloat16 where the device runs it natively (CUDA, or a
-    CPU with AMX, where a step of the small net took 0.42-0.53x the time) and float32
+    CPU with AMX, where a step of the small net took 0.44-0.54x the time) and float32
     elsewhere; ``"auto"`` is float32. ``"float16"`` is not offered (it needs loss scaling)."""
     seed: int = 0
     """Seed of the sampling RNG and of the initial weights."""
