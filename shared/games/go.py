@@ -51,7 +51,8 @@ class GoState(State):
     zobrist: np.ndarray
     """[B] uint64: Zobrist hash of the board (0 for the empty board)."""
     position_hashes: np.ndarray
-    """[B, max_moves + 1] uint64: hashes of every position so far, the current one included."""
+    """[B, max_moves + 1] uint64: keys of every position so far, the current one included:
+    the low bits of its Zobrist hash and its stone count on top (``go_kernels.position_key``)."""
     num_positions: np.ndarray
     """[B] int32: how many entries of ``position_hashes`` are filled."""
     repeat_limit: np.ndarray
@@ -174,7 +175,7 @@ class Go(Game[GoState]):
             group=np.zeros((batch, self.num_points), np.int16),
             liberties=np.zeros((batch, self.num_points), np.int16),
         )
-        state.position_hashes[:, 0] = state.zobrist
+        state.position_hashes[:, 0] = self.position_keys(board)
         self._refresh(state)
         return state
 
@@ -236,6 +237,12 @@ class Go(Game[GoState]):
         board = np.asarray(board).reshape(-1, self.num_points)
         picked = self._keys[np.arange(self.num_points), board.astype(np.int64)]
         return np.bitwise_xor.reduce(picked, axis=1).astype(np.uint64)
+
+    def position_keys(self, board: np.ndarray) -> np.ndarray:
+        """[B] uint64 keys of boards [B, N] as ``position_hashes`` stores them."""
+        board = np.asarray(board).reshape(-1, self.num_points)
+        stones = (board != EMPTY).sum(axis=1).astype(np.uint64)
+        return (self.board_hash(board) & K.HASH_MASK) | (stones << np.uint64(K.COUNT_SHIFT))
 
     def observe(self, state: GoState) -> np.ndarray:
         """[B, C, size, size] uint8 from the mover's view.

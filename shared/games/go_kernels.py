@@ -22,6 +22,13 @@ EMPTY, BLACK, WHITE = 0, 1, 2
 ZOBRIST_SEED = 0x60_5EED
 """Fixed seed: hashes are the same in every process and every run."""
 
+COUNT_SHIFT = 55
+"""A stored position key is the low 55 bits of the Zobrist hash with the number of stones on
+the board (0..361 < 2**9) in the top 9 bits: superko compares an earlier position only with
+moves that reach its stone count. A false ban now needs two positions with the same stone
+count whose hashes agree in 55 bits (odds ~2**-55 per pair, only same-count pairs compared)."""
+HASH_MASK = np.uint64((1 << COUNT_SHIFT) - 1)
+
 
 def neighbor_table(size: int) -> tuple[np.ndarray, np.ndarray]:
     """Orthogonal neighbours of every point: ``nbr`` [N, 4] int32 (padded with -1), ``deg`` [N]."""
@@ -61,7 +68,9 @@ def reverse_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     white): ``rev_key`` [2, T] uint64 and ``rev_pt`` [2, T] int32 (-1: free slot), probed
     linearly from ``key & (T - 1)``. A move that captures nothing turns hash z into
     z ^ keys[p, colour], so an earlier hash h is recreated by it exactly when h ^ z is the
-    key of p: one probe per earlier position instead of one table insert per legal move."""
+    key of p: one probe per earlier position instead of one table insert per legal move.
+    The stored keys keep only the hash bits of a position key (``HASH_MASK``); they are
+    still distinct within a colour (checked here), so a probe names at most one point."""
     n = keys.shape[0]
     t = table_size(n)
     rev_key = np.zeros((2, t), np.uint64)
@@ -72,9 +81,26 @@ def reverse_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             idx = int(k) & (t - 1)
             while rev_pt[colour - 1, idx] >= 0:
                 idx = (idx + 1) & (t - 1)
-            rev_key[colour - 1, idx] = k
+            rev_key[colour - 1, idx] = k & HASH_MASK
             rev_pt[colour - 1, idx] = p
+        if np.unique(rev_key[colour - 1][rev_pt[colour - 1] >= 0]).size != n:
+            raise ValueError("go: two Zobrist keys agree in their low bits")  # seed is fixed
     return rev_key, rev_pt
+
+
+@numba.njit(cache=True)
+def position_key(zhash, stones):
+    """The stored key of a position: hash bits below ``COUNT_SHIFT``, stone count above."""
+    return (zhash & HASH_MASK) | (np.uint64(stones) << np.uint64(COUNT_SHIFT))
+
+
+@numba.njit(cache=True)
+def stone_count(board):
+    """Stones on ``board`` [N]."""
+    c = 0
+    for p in range(board.shape[0]):
+        c += board[p] != EMPTY  # no branch: the loop vectorises
+    return c
 
 
 @numba.njit(cache=True)
@@ -254,18 +280,21 @@ def play_stone(board, group, libs, p, me, nbr, deg, keys, seen, queue, tick):
 
 
 @numba.njit(cache=True)
-def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, me, superko,
-               legal, keys, rev_key, rev_pt, sc, tick):
-    """Write the exact legal mask ``legal`` [N+1] of player ``me`` on ``board`` [N].
+def fill_legal(board, group, libs, nbr, deg, zhash, stones, hashes, nrepeat, ko_point, me,
+               superko, legal, keys, rev_key, rev_pt, sc, tick):
+    """Write the exact legal mask ``legal`` [N+1] of player ``me`` on ``board`` [N], which
+    holds ``stones`` stones (``hashes`` holds position keys, see ``position_key``).
 
     With the liberties kept per group, a neighbour of an empty point reduces to a flag
     (bit 0: it makes a move there legal: an empty point, a friendly group with two or more
     liberties, an enemy group in atari; bit 1: an enemy group in atari, i.e. captured), so
     most points are decided by or-ing their neighbours' flags. Only captures need the taken
     groups' sizes and hashes (for ko and superko), found by ``flood`` once per group and
-    call. Positional superko probes each repeatable earlier hash once: against ``rev_key``
-    for moves that capture nothing (see ``reverse_keys``) and against the few capturing
-    moves' hashes. O(points + history). Returns the new tick.
+    call. Positional superko looks at each repeatable earlier position once, by its stone
+    count: a move that captures nothing leaves ``stones + 1`` stones, so only positions with
+    that many are probed in ``rev_key`` (see ``reverse_keys``); a capture leaves at most
+    ``stones``, so only positions with no more are compared with the capturing moves' keys;
+    the rest are skipped. O(points + history). Returns the new tick.
     """
     seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash = sc
     n = board.shape[0]
@@ -279,6 +308,7 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, m
     tick += 1  # marks the group hashes found in this call (gstamp)
     call = tick
     ncm = 0
+    lowest = stones + 1  # the fewest stones any legal move leaves (for superko's scan)
     for a in range(n):
         if board[a] != EMPTY:
             legal[a] = False
@@ -319,24 +349,38 @@ def fill_legal(board, group, libs, nbr, deg, zhash, hashes, nrepeat, ko_point, m
         legal[a] = ok
         if ok and check:
             cap_pt[ncm] = a
-            cap_hash[ncm] = h
+            cap_hash[ncm] = position_key(h, stones + 1 - ncap)
             ncm += 1
+            lowest = min(lowest, stones + 1 - ncap)
     if check:
         row = me - 1
         tm = rev_pt.shape[1] - 1
-        for i in range(nrepeat):
+        quiet = stones + 1  # the stone count after any move that captures nothing
+        shift = np.uint64(COUNT_SHIFT)
+        i = 0
+        while i < nrepeat:
             h = hashes[i]
-            d = h ^ zhash
-            idx = np.int64(d & np.uint64(tm))
-            while rev_pt[row, idx] >= 0:
-                if rev_key[row, idx] == d:
-                    # A move at that point recreates h if it captures nothing. (If it did
-                    # capture, h would be the board with a group of no liberties: never.)
-                    legal[rev_pt[row, idx]] = False
-                idx = (idx + 1) & tm
-            for k in range(ncm):
-                if cap_hash[k] == h:
-                    legal[cap_pt[k]] = False
+            count = np.int64(h >> shift)
+            if count < lowest:
+                # Each position has at most one stone more than the one before it, so the
+                # next lowest - count - 1 ones have fewer than ``lowest`` too: skip them.
+                i += lowest - count
+                continue
+            i += 1
+            if count == quiet:
+                d = (h ^ zhash) & HASH_MASK
+                idx = np.int64(d & np.uint64(tm))
+                while rev_pt[row, idx] >= 0:
+                    if rev_key[row, idx] == d:
+                        # A move at that point recreates h if it captures nothing. (If it
+                        # did capture, h would be the board with a group of no liberties:
+                        # never.)
+                        legal[rev_pt[row, idx]] = False
+                    idx = (idx + 1) & tm
+            elif count < quiet:  # only a capture can leave this many
+                for k in range(ncm):
+                    if cap_hash[k] == h:
+                        legal[cap_pt[k]] = False
     legal[n] = True  # passing is always allowed in a running game
     return tick
 
@@ -413,9 +457,9 @@ def refresh_kernel(board, group, libs, zhash, hashes, repeat_limit, ko_point, to
         if terminal[b]:
             legal[b, :] = False
             continue
-        tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], hashes[b],
-                          repeat_limit[b], ko_point[b], to_play[b] + 1, superko, legal[b],
-                          keys, rev_key, rev_pt, sc, tick)
+        tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b],
+                          stone_count(board[b]), hashes[b], repeat_limit[b], ko_point[b],
+                          to_play[b] + 1, superko, legal[b], keys, rev_key, rev_pt, sc, tick)
 
 
 @numba.njit(cache=True)
@@ -443,6 +487,9 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
         me = to_play[b] + 1
         opp = 3 - me
         ko_point[b] = -1
+        full = nhashes[b] >= hashes.shape[1]
+        # the newest stored key counts the stones now (unless the history is full)
+        stones = -1 if full else np.int64(hashes[b, nhashes[b] - 1] >> np.uint64(COUNT_SHIFT))
         if a == n:
             passes[b] += 1
         else:
@@ -450,6 +497,7 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
             delta, ncap, cap_pt, tick = play_stone(board[b], group[b], libs[b], a, me, nbr,
                                                    deg, keys, seen, queue, tick)
             zhash[b] ^= delta
+            stones += 1 - ncap
             if ncap > 0:
                 captures[b, to_play[b]] += ncap
                 # Until the next capture every position holds a subset of the stones of the
@@ -466,8 +514,10 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
                         lone = False
                 if lone:
                     ko_point[b] = cap_pt
-        if nhashes[b] < hashes.shape[1]:
-            hashes[b, nhashes[b]] = zhash[b]
+        if full:
+            stones = stone_count(board[b])
+        else:
+            hashes[b, nhashes[b]] = position_key(zhash[b], stones)
             nhashes[b] += 1
         # element loops rather than row slices: no array views made per row
         for t in range(nhist - 1, 0, -1):
@@ -485,6 +535,6 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
             black, white, tick = area_score(board[b], nbr, deg, seen, queue, tick)
             outcome[b] = _outcome_of(black - white - komi)
         else:
-            tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], hashes[b],
-                              repeat_limit[b], ko_point[b], opp, superko, legal[b], keys,
-                              rev_key, rev_pt, sc, tick)
+            tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], stones,
+                              hashes[b], repeat_limit[b], ko_point[b], opp, superko, legal[b],
+                              keys, rev_key, rev_pt, sc, tick)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shared.games import go_kernels as K
 from shared.games import make_game
 from shared.games.base import IllegalMoveError
 from shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
@@ -372,7 +373,7 @@ def test_only_positions_before_the_last_capture_are_checked_for_repeats():
 def test_superko_bans_exactly_the_repeatable_positions():
     g = make_go(size=5)
     s = g.init(1)
-    after_c3 = play(g, s, "C3").zobrist[0]
+    after_c3 = g.position_keys(play(g, s, "C3").board)[0]
     # Pretend the position after C3 occurred earlier; it is banned only inside the window.
     fake = s.copy()
     fake.position_hashes[0, 1] = after_c3
@@ -396,7 +397,7 @@ def test_superko_hash_counts_a_group_touching_the_move_twice_once():
     result = play(g, s, "C3")  # captures the three white stones, which touch C3 twice
     assert result.captures[0, 0] == 3
     fake = s.copy()
-    fake.position_hashes[0, 1] = result.zobrist[0]
+    fake.position_hashes[0, 1] = g.position_keys(result.board)[0]
     fake.num_positions[0] = fake.repeat_limit[0] = 2
     assert not legal(g, g.with_to_play(fake, 0), "C3")
 
@@ -416,8 +417,8 @@ def test_superko_bans_both_a_capturing_and_a_quiet_repeat():
     assert take_two.captures[0].tolist() == [0, 2]
     quiet = play(g, s, "E1")
     fake = s.copy()
-    fake.position_hashes[0, 1] = take_two.zobrist[0]
-    fake.position_hashes[0, 2] = quiet.zobrist[0]
+    fake.position_hashes[0, 1] = g.position_keys(take_two.board)[0]
+    fake.position_hashes[0, 2] = g.position_keys(quiet.board)[0]
     fake.num_positions[0] = fake.repeat_limit[0] = 3
     banned = g.with_to_play(fake, 1)
     expected = s.legal.copy()
@@ -610,6 +611,21 @@ def test_zobrist_hashes_are_reproducible():
     np.testing.assert_array_equal(big._keys[:81], a._keys)
 
 
+def test_stored_position_keys_are_the_hash_low_bits_under_the_stone_count():
+    g = make_go(size=9)
+    s = play(g, g.init(1), "E5", "D4", "C3", "pass", "F6")
+    keys = s.position_hashes[0, :s.num_positions[0]]
+    assert (keys >> np.uint64(K.COUNT_SHIFT)).tolist() == [0, 1, 2, 3, 3, 4]
+    low = keys[-1] & K.HASH_MASK
+    assert low == s.zobrist[0] & K.HASH_MASK and low != 0
+    assert len(set(keys.tolist())) == 5  # only the pass repeats a key
+    # the reverse tables keep the keys' low bits, still one point per key and colour
+    for colour in (0, 1):
+        used = g._rev_pt[colour] >= 0
+        assert sorted(g._rev_pt[colour][used].tolist()) == list(range(81))
+        assert len(set(g._rev_key[colour][used].tolist())) == 81
+
+
 # --- random games against the reference -------------------------------------------------------
 def check_random_game(game: Go, seed: int, start: GoState | None = None,
                       greedy: bool = False, plies: int | None = None) -> int:
@@ -690,6 +706,8 @@ def test_batched_random_play_keeps_invariants():
         s = g.step(s, sample_legal(s.legal, rng))
         np.testing.assert_array_equal(s.zobrist, g.board_hash(s.board))
         np.testing.assert_array_equal(s.board_history[:, 0], s.board)
+        newest = s.position_hashes[np.arange(64), s.num_positions - 1]
+        np.testing.assert_array_equal(newest, g.position_keys(s.board))
     assert (s.ply <= g.spec.max_moves).all()
     margin = g.score(s)
     np.testing.assert_array_equal(s.outcome, np.sign(margin).astype(np.int8))
