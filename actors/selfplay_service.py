@@ -21,12 +21,13 @@ import torch
 from actors.selfplay import SelfPlayWorker
 from shared.game_records import RecordWriter, selfplay_writer
 from shared.games import make_game
+from shared.inference_backends import make_evaluator
 from shared.metrics import Recorder
 from shared.nets import NetConfig, build_net
 from shared.search.config import SearchConfig
 from shared.search.eval_cache import CachedEvaluator
 from shared.search.evaluator import Evaluator
-from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+from shared.torch_evaluator import InferenceConfig
 from shared.train_config import RunContext, SelfPlayConfig
 from shared.transport import SampleSink, TransportError, WeightSource
 
@@ -59,8 +60,9 @@ class SelfPlayService:
         if evaluator is None:
             if weights is None:
                 raise ValueError("SelfPlayService: its own network needs a weight source")
-            evaluator = TorchEvaluator(build_net(net, self.game.spec), config=InferenceConfig(
-                device="cpu", precision=selfplay.precision))  # type: ignore[arg-type]
+            evaluator = make_evaluator(
+                build_net(net, self.game.spec), selfplay.backend,
+                config=InferenceConfig(device="cpu", precision=selfplay.precision))  # type: ignore[arg-type]
         self.evaluator = evaluator
         # The cache sits in front of either evaluator (own network or inference servers);
         # self.evaluator stays the bare one, which weights are loaded into.

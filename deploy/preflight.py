@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from shared.games import GAMES, make_game, parse_spec
+from shared.inference_backends import BackendError, check_backend
 from shared.train_config import TrainConfig
 
 REDIS_TIMEOUT_S = 3.0
@@ -32,6 +33,7 @@ def check_train(config: TrainConfig, *, local: bool, resume: bool,
     """Every check for ``zeroforge train``: game spec, checkpoint (``resume``), and for a
     distributed run the Ray address and the Redis URL (when given)."""
     check_game(config.game)
+    check_backends(config)
     if resume:
         check_checkpoint(config)
     if local:
@@ -49,6 +51,18 @@ def check_game(spec: str) -> None:
         make_game(spec)
     except ValueError as err:
         raise PreflightError(f"game {spec!r}: {_game_problem(spec, err)}") from None
+
+
+def check_backends(config: TrainConfig) -> None:
+    """The packages of the backends the workers (``selfplay.backend``) and the inference
+    servers (``inference.backend``) run their nets with are installed: otherwise every
+    worker would fail the same way as it starts."""
+    for key, backend in (("selfplay.backend", config.selfplay.backend),
+                         ("inference.backend", config.inference.backend)):
+        try:
+            check_backend(backend)
+        except BackendError as err:
+            raise PreflightError(f"{key}: {err}") from None
 
 
 def _game_problem(spec: str, err: ValueError) -> str:

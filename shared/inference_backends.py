@@ -80,6 +80,16 @@ def _require(backend: str) -> Any:
                            "pip install 'zeroforge[backends]'") from None
 
 
+def check_backend(backend: str) -> None:
+    """BackendError if ``backend`` is not one of ``BACKENDS`` or its package is missing;
+    builds nothing."""
+    if backend not in BACKENDS:
+        raise BackendError(f"unknown inference backend {backend!r}; known: "
+                           f"{', '.join(BACKENDS)}")
+    if backend in _PACKAGES:
+        _require(backend)
+
+
 def export_onnx(net: nn.Module) -> bytes:
     """``net`` (already fused, eval mode) as an ONNX model with a dynamic batch axis.
 
@@ -238,9 +248,7 @@ def make_evaluator(net: nn.Module, backend: str = "torch", *, threads: int | Non
     ``config``: the torch backends' InferenceConfig (default: CPU, fused, channels-last).
     Raises BackendError for an unknown name or a backend whose package is missing.
     """
-    if backend not in BACKENDS:
-        raise BackendError(f"unknown inference backend {backend!r}; known: "
-                           f"{', '.join(BACKENDS)}")
+    check_backend(backend)  # fail before copying the net
     if threads is not None and threads < 1:
         raise BackendError(f"inference backend threads must be >= 1, got {threads}")
     if backend in ("torch", "torch-int8"):
@@ -254,6 +262,5 @@ def make_evaluator(net: nn.Module, backend: str = "torch", *, threads: int | Non
             config = dataclasses.replace(config, device="cpu")
             return Int8Evaluator(net, config=config, weights_version=weights_version)
         return TorchEvaluator(net, config=config, weights_version=weights_version)
-    _require(backend)  # fail before copying the net
     return ExportedEvaluator(net, backend, threads or torch.get_num_threads(),
                              weights_version=weights_version)

@@ -296,7 +296,7 @@ def fill_legal(board, group, libs, nbr, deg, zhash, stones, hashes, nrepeat, ko_
     ``stones``, so only positions with no more are compared with the capturing moves' keys;
     the rest are skipped. O(points + history). Returns the new tick.
     """
-    seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash = sc
+    seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash, flag = sc
     n = board.shape[0]
     opp = 3 - me
     # flag of a neighbour by (value, min(liberties, 2)): row EMPTY, row me, row opp
@@ -304,6 +304,8 @@ def fill_legal(board, group, libs, nbr, deg, zhash, stones, hashes, nrepeat, ko_
     lut[EMPTY, :] = 1
     lut[me, 2] = 1
     lut[opp, 1] = 3
+    for p in range(n):  # once per point, not once per neighbour of every empty point
+        flag[p] = lut[board[p], min(libs[group[p]], 2)]
     check = superko and nrepeat > 0
     tick += 1  # marks the group hashes found in this call (gstamp)
     call = tick
@@ -315,8 +317,7 @@ def fill_legal(board, group, libs, nbr, deg, zhash, stones, hashes, nrepeat, ko_
             continue
         f = 0
         for j in range(deg[a]):
-            s = nbr[a, j]
-            f |= lut[board[s], min(libs[group[s]], 2)]
+            f |= flag[nbr[a, j]]
         if f & 2 == 0:
             legal[a] = f != 0
             continue
@@ -388,7 +389,7 @@ def fill_legal(board, group, libs, nbr, deg, zhash, stones, hashes, nrepeat, ko_
 @numba.njit(cache=True)
 def _scratch(n):
     """Per-call work arrays for ``fill_legal`` (flood marks, per-group hashes of the groups
-    in atari, the capturing moves)."""
+    in atari, the capturing moves, the points' flags)."""
     seen = np.full(n, -1, np.int64)
     queue = np.empty(n, np.int32)
     gstamp = np.full(n, -1, np.int64)
@@ -397,7 +398,8 @@ def _scratch(n):
     gtaken = np.full(n, -1, np.int32)
     cap_pt = np.empty(n, np.int32)
     cap_hash = np.empty(n, np.uint64)
-    return seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash
+    flag = np.empty(n, np.int8)
+    return seen, queue, gstamp, gsize, ghash, gtaken, cap_pt, cap_hash, flag
 
 
 @numba.njit(cache=True)

@@ -207,3 +207,52 @@ def test_inference_server_config_checks_the_backend() -> None:
         InferenceServerConfig(backend="tensorrt")
     with pytest.raises(ValueError, match="backend 'openvino' runs on the CPU, not on device"):
         InferenceServerConfig(backend="openvino", device="cuda")
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
+def test_selfplay_worker_runs_its_own_net_through_selfplay_backend(backend: str,
+                                                                   tmp_path) -> None:
+    """``selfplay.backend``: a worker without inference servers exports its own net, takes
+    published weights into it (a rebuild) and plays whole games on it."""
+    from actors.selfplay_service import SelfPlayService
+    from shared.nets import NetConfig
+    from shared.search.config import SearchConfig
+    from shared.train_config import RunContext, SelfPlayConfig
+    from shared.transport.memory import MemoryTransport
+
+    transport = MemoryTransport("backend-test")
+    store = transport.weights()
+    net = trained_like("tiny", TTT, seed=3)
+    store.publish(net, 4)
+    ctx = RunContext(run_id="backend-test", run_dir=str(tmp_path / "run"),
+                     transport="memory://", game="tictactoe")
+    service = SelfPlayService(ctx, NetConfig.preset("tiny"), SearchConfig(num_simulations=8),
+                              SelfPlayConfig(games_in_parallel=4, backend=backend),
+                              transport.samples(), store, worker_id="w0", seed=1)
+    assert isinstance(service.evaluator, ExportedEvaluator)
+    assert service.evaluator.weights_version == 4
+    obs, legal = batch(TTT, 6)
+    want = TorchEvaluator(net, device="cpu").evaluate(obs, legal)
+    got = service.evaluator.evaluate(obs, legal)
+    np.testing.assert_allclose(got.policy_logits, want.policy_logits, atol=EXACT_TOL, rtol=0)
+    service.run_once(9)
+    assert service.appended >= 1
+    with pytest.raises(ValueError, match="selfplay.backend must be one of"):
+        SelfPlayConfig(backend="tensorrt")
+
+
+def test_train_preflight_names_a_backend_whose_package_is_missing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from deploy.preflight import PreflightError, check_train
+    from shared import config as cfg
+    from shared.train_config import TrainConfig
+
+    check_train(cfg.load(TrainConfig, None, ["selfplay.backend=openvino"]), local=True,
+                resume=False)  # installed here: passes
+    monkeypatch.setitem(sys.modules, "openvino", None)  # as if not installed
+    for key in ("selfplay.backend", "inference.backend"):
+        config = cfg.load(TrainConfig, None, [f"{key}=openvino-bf16"])
+        with pytest.raises(PreflightError) as info:
+            check_train(config, local=True, resume=False)
+        assert str(info.value) == (f"{key}: inference backend 'openvino-bf16' needs the "
+                                   "openvino package: pip install 'zeroforge[backends]'")
