@@ -90,7 +90,7 @@ class InferenceServer:
             build_net(net_config, spec), config.backend,
             threads=config.num_threads or None,
             config=InferenceConfig(device=config.device, compile=config.compile,
-                                   precision=config.precision))  # type: ignore[arg-type]
+                                   precision=config.precision))
         self.device = str(self._evaluator.device)
         # One cache for every worker's requests; used on the network thread only, like the
         # network, so a weights swap and the cache's invalidation follow the same order.

@@ -62,7 +62,7 @@ class SelfPlayService:
                 raise ValueError("SelfPlayService: its own network needs a weight source")
             evaluator = make_evaluator(
                 build_net(net, self.game.spec), selfplay.backend,
-                config=InferenceConfig(device="cpu", precision=selfplay.precision))  # type: ignore[arg-type]
+                config=InferenceConfig(device="cpu", precision=selfplay.precision))
         self.evaluator = evaluator
         # The cache sits in front of either evaluator (own network or inference servers);
         # self.evaluator stays the bare one, which weights are loaded into.

@@ -79,7 +79,7 @@ def run_section(preset: str, rounds: int, moves: int, prob: float, fast: int | N
     torch.manual_seed(seed)
     net = build_net(cfg.net, game.spec)
     evaluator = TorchEvaluator(net, config=InferenceConfig(
-        device="cpu", precision=cfg.selfplay.precision))  # type: ignore[arg-type]
+        device="cpu", precision=cfg.selfplay.precision))
     batch = cfg.selfplay.games_in_parallel
     configs = {s: setup_config(cfg.search, s, prob, fast, gumbel_sims) for s in SETUPS}
     workers = {s: SelfPlayWorker(game, evaluator, c, cfg.selfplay, seed=seed)

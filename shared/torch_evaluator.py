@@ -23,7 +23,6 @@ import copy
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -33,8 +32,8 @@ from shared.formats.weights import StateDict
 from shared.nets import fuse_for_inference
 from shared.search.evaluator import Evaluation
 
-__all__ = ["PRECISIONS", "InferenceConfig", "TorchEvaluator", "native_bfloat16",
-           "resolve_device", "resolve_dtype"]
+__all__ = ["PRECISIONS", "InferenceConfig", "TorchEvaluator", "check_precision",
+           "native_bfloat16", "resolve_device", "resolve_dtype"]
 
 _PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PRECISIONS = ("auto", "fast", *_PRECISIONS)
@@ -42,6 +41,12 @@ PRECISIONS = ("auto", "fast", *_PRECISIONS)
 the CPU (exact outputs); ``"fast"`` is bfloat16 wherever the device runs it natively (CUDA,
 or a CPU with AMX) and float32 elsewhere; the others are the dtype they name, on any
 device."""
+
+
+def check_precision(name: str, value: str, allowed: tuple[str, ...] = PRECISIONS) -> None:
+    """ValueError naming the config field ``name`` unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
 
 
 def native_bfloat16(device: torch.device) -> bool:
@@ -61,8 +66,7 @@ def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if precision == "fast":
         return torch.bfloat16 if native_bfloat16(device) else torch.float32
-    if precision not in _PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    check_precision("precision", precision)
     return _PRECISIONS[precision]
 
 
@@ -85,13 +89,12 @@ class InferenceConfig:
     """If set, ``torch.set_num_threads`` for this process (a process-wide setting). Use 1
     when several processes share the cores: measured on a 2-core box with one core busy
     elsewhere, 2 threads ran 10-50x slower than 1 (OpenMP threads wait on each other)."""
-    precision: Literal["auto", "fast", "float32", "bfloat16", "float16"] = "auto"
+    precision: str = "auto"
     """Inference dtype (``PRECISIONS``): ``"auto"`` is bfloat16 on CUDA and float32 on
     the CPU; ``"fast"`` bfloat16 also on a CPU with AMX. Outputs are float32 either way."""
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"InferenceConfig.precision must be one of {list(PRECISIONS)}")
+        check_precision("InferenceConfig.precision", self.precision)
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError("InferenceConfig.num_threads must be >= 1 or None")
 

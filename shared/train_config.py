@@ -19,7 +19,7 @@ from shared import config as cfg
 from shared.inference_backends import BACKENDS
 from shared.nets import NetConfig
 from shared.search.config import SearchConfig
-from shared.torch_evaluator import PRECISIONS
+from shared.torch_evaluator import PRECISIONS, check_precision
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,7 @@ class SelfPlayConfig:
         if self.backend not in BACKENDS:
             raise ValueError(f"selfplay.backend must be one of {', '.join(BACKENDS)}, "
                              f"not {self.backend!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"selfplay.precision must be one of {', '.join(PRECISIONS)}, "
-                             f"not {self.precision!r}")
+        check_precision("selfplay.precision", self.precision)
         if self.eval_cache_entries < 0:
             raise ValueError(f"eval_cache_entries must be >= 0, got {self.eval_cache_entries}")
         if self.games_in_parallel < 1:
@@ -129,9 +127,8 @@ class LearnerConfig:
     learning curves (0: none)."""
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS or self.precision == "float16":
-            raise ValueError(f"learner.precision must be one of auto, fast, float32, "
-                             f"bfloat16, not {self.precision!r}")
+        check_precision("learner.precision", self.precision,
+                        tuple(p for p in PRECISIONS if p != "float16"))
         if self.batch_size < 1 or self.replay_capacity < 1:
             raise ValueError("batch_size and replay_capacity must be >= 1")
         if self.lr <= 0:
@@ -220,9 +217,7 @@ class InferenceServerConfig:
         if self.backend != "torch" and self.device not in ("auto", "cpu"):
             raise ValueError(f"InferenceServerConfig: backend {self.backend!r} runs on the "
                              f"CPU, not on device {self.device!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"InferenceServerConfig.precision must be one of "
-                             f"{', '.join(PRECISIONS)}, not {self.precision!r}")
+        check_precision("InferenceServerConfig.precision", self.precision)
         if self.max_batch < 1:
             raise ValueError(f"InferenceServerConfig.max_batch must be >= 1, got {self.max_batch}")
         if self.max_wait_ms < 0 or self.weights_poll_s <= 0:
