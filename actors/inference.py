@@ -12,7 +12,7 @@ requests meanwhile. New weights come from the ``WeightStore`` (pub/sub announcem
 a periodic look) and are swapped in on that same network thread, hence always *between*
 two network calls: a batch is never computed with mixed weights and every answer carries
 the version that computed it. Its Ray side (the actor, and the ``RemoteEvaluator`` a
-self-play worker holds) lives in ``deploy/ray_runtime.py``.
+self-play worker holds) lives in ``deploy/ray/runtime.py``.
 
 Torch is imported only where a network is built, so a self-play process that merely holds
 a ``RemoteEvaluator`` does not pay for it.
@@ -28,16 +28,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from shared.games import make_game
-from shared.metrics import Recorder
-from shared.search.eval_cache import CachedEvaluator
-from shared.search.evaluator import Evaluation
-from shared.train_config import InferenceServerConfig
+from zeroforge.shared.games import make_game
+from zeroforge.shared.metrics import Recorder
+from zeroforge.shared.search.eval_cache import CachedEvaluator
+from zeroforge.shared.search.evaluator import Evaluation
+from zeroforge.shared.train_config import InferenceServerConfig
 
 if TYPE_CHECKING:
-    from shared.nets import NetConfig
-    from shared.transport import WeightSink
+    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.transport import WeightSink
 
 __all__ = ["InferenceServer", "InferenceServerConfig"]
 
@@ -77,9 +76,9 @@ class InferenceServer:
     def __init__(self, game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
                  redis_url: str | None, run_id: str, server: str = "0") -> None:
         """``server``: the ``server`` label of this server's metrics (its index)."""
-        from shared.inference_backends import make_evaluator
-        from shared.nets import build_net
-        from shared.torch_evaluator import InferenceConfig
+        from zeroforge.shared.nets.backends import make_evaluator
+        from zeroforge.shared.nets.model import build_net
+        from zeroforge.shared.nets.torch_evaluator import InferenceConfig
 
         self.config = config
         spec = make_game(game_spec).spec
@@ -116,7 +115,7 @@ class InferenceServer:
         -1, not 0: a learner's initial publish as version 0 must still replace the random
         initialisation this server starts with."""
         if redis_url is not None:
-            from shared.transport import open_transport
+            from zeroforge.shared.transport import open_transport
 
             self._store = open_transport(redis_url, run_id).weights()
             # Subscribed before the first fetch, so no announcement falls in between; the
@@ -158,9 +157,9 @@ class InferenceServer:
         return await request.future
 
     async def load_weights(self, state_dict_bytes: bytes, version: int) -> int:
-        """Swap in ``shared.formats.weights.weights_to_bytes`` weights as ``version`` (between two
+        """Swap in ``zeroforge.shared.formats.weight_blob.weights_to_bytes`` weights as ``version`` (between two
         network calls, like the store's); returns the version now held."""
-        from shared.formats.weights import weights_from_bytes
+        from zeroforge.shared.formats.weight_blob import weights_from_bytes
 
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"load_weights: version must be an integer >= 0, got {version!r}")

@@ -17,19 +17,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from actors.selfplay import SelfPlayWorker
-from shared.game_records import RecordWriter, selfplay_writer
-from shared.games import make_game
-from shared.inference_backends import make_evaluator
-from shared.metrics import Recorder
-from shared.nets import NetConfig, build_net
-from shared.search.config import SearchConfig
-from shared.search.eval_cache import CachedEvaluator
-from shared.search.evaluator import Evaluator
-from shared.torch_evaluator import InferenceConfig
-from shared.train_config import RunContext, SelfPlayConfig
-from shared.transport import SampleSink, TransportError, WeightSource
+from zeroforge.actors.game_records import RecordWriter, selfplay_writer
+from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.shared.games import make_game
+from zeroforge.shared.metrics import Recorder
+from zeroforge.shared.nets.backends import make_evaluator
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import InferenceConfig
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.eval_cache import CachedEvaluator
+from zeroforge.shared.search.evaluator import Evaluator
+from zeroforge.shared.train_config import RunContext, SelfPlayConfig
+from zeroforge.shared.transport import SampleSink, TransportError, WeightSource
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +147,7 @@ class SelfPlayService:
         return self.appended - start
 
     def _write_records(self) -> None:
-        """The sampled games as SGF (``shared.game_records``; errors are logged, counted)."""
+        """The sampled games as SGF (``zeroforge.actors.game_records``; errors are logged, counted)."""
         sampled, self.worker.records = self.worker.records, []
         if self.records is None:
             if not (self._run_dir and Path(self._run_dir).is_dir()):

@@ -42,13 +42,12 @@ import time
 
 import torch
 from machine import machine_line  # benchmarks/machine.py (scripts run from here)
-
-from actors.selfplay import SelfPlayWorker
-from deploy.config import load_train_config
-from shared.games import make_game
-from shared.nets import build_net, num_parameters
-from shared.search.eval_cache import CachedEvaluator
-from shared.torch_evaluator import TorchEvaluator
+from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.deploy.config import load_train_config
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import build_net, num_parameters
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.search.eval_cache import CachedEvaluator
 
 
 @dataclasses.dataclass

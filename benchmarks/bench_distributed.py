@@ -22,15 +22,14 @@ import platform
 import time
 
 import torch
-
-from actors.selfplay import SelfPlayWorker
-from deploy import ray_runtime
-from deploy.config import load_train_config
-from shared import metrics
-from shared.games import make_game
-from shared.nets import build_net
-from shared.torch_evaluator import TorchEvaluator
-from shared.transport import RedisServer
+from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.shared import metrics
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import build_net
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.transport import RedisServer
 
 FROZEN = "learner.min_replay=1000000000"
 """The learner never trains: every worker keeps the version-0 weights."""

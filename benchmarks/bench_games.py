@@ -18,9 +18,8 @@ import statistics
 import time
 
 import numpy as np
-
-from shared.games import make_game
-from shared.games.sampling import sample_legal
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.sampling import sample_legal
 
 GAMES = ["tictactoe", "gomoku6", "gomoku15", "go9", "go:size=9,ko=simple", "go19",
          "5stone_chess"]

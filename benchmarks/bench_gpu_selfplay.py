@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from shared.games import make_game
-from shared.search.evaluator import Evaluation
+from zeroforge.shared.games import make_game
+from zeroforge.shared.search.evaluator import Evaluation
 
 MODES = {
     "float32": {"precision": "float32"},
@@ -75,9 +74,9 @@ class PipeEvaluator:
 def worker_main(conn: Any, game_spec: str, batch: int, simulations: int, seed: int,
                 positions: Any) -> None:
     """Play self-play moves for ever, adding each move's positions to ``positions``."""
-    from actors.selfplay import SelfPlayWorker
-    from shared.search.config import SearchConfig
-    from shared.train_config import SelfPlayConfig
+    from zeroforge.actors.selfplay import SelfPlayWorker
+    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.train_config import SelfPlayConfig
 
     game = make_game(game_spec)
     worker = SelfPlayWorker(game, PipeEvaluator(conn, game.spec.num_actions),
@@ -122,9 +121,8 @@ async def measure_mode(args: argparse.Namespace, game: str, mode: str, holder: d
                        counters: list) -> dict:
     """Swap in a server for ``mode``, warm it up under the workers' load, time a window."""
     from server_stats import batching, mean_ms
-
-    from actors.inference import InferenceServer, InferenceServerConfig
-    from shared.nets import NetConfig
+    from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
+    from zeroforge.shared.nets.model import NetConfig
 
     config = InferenceServerConfig(max_batch=args.max_batch, max_wait_ms=args.max_wait_ms,
                                    device=args.device, num_threads=0, **MODES[mode])

@@ -31,12 +31,11 @@ import time
 
 import numpy as np
 from server_stats import batching, mean_ms  # benchmarks/ (scripts run from here)
-
-from actors.inference import InferenceServer, InferenceServerConfig
-from deploy.ray_runtime import RemoteEvaluator, make_inference_actor
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
+from zeroforge.deploy.ray.runtime import RemoteEvaluator, make_inference_actor
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
 
 
 class LeafClient:
@@ -88,8 +87,8 @@ class SelfPlayClient:
 
     def __init__(self, servers: list, game: str, batch: int, seed: int,
                  simulations: int) -> None:
-        from actors.selfplay import SelfPlayConfig, SelfPlayWorker
-        from shared.search.config import SearchConfig
+        from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
+        from zeroforge.shared.search.config import SearchConfig
 
         self.evaluator = TimedEvaluator(RemoteEvaluator(servers))
         self.worker = SelfPlayWorker(make_game(game), self.evaluator,

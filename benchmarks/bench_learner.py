@@ -20,11 +20,10 @@ import time
 import numpy as np
 import torch
 from machine import machine_line
-
-from learner.learner import Learner
-from shared.games import make_game
-from shared.nets import NetConfig
-from shared.train_config import LearnerConfig
+from zeroforge.learner.learner import Learner
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.train_config import LearnerConfig
 
 SETUPS = ("float32 nchw", "float32", "bfloat16")
 """Row names: ``float32 nchw`` is the learner's float32 step with the NCHW layout."""

@@ -16,10 +16,9 @@ import time
 
 import numpy as np
 import torch
-
-from shared.games import GameSpec, make_game
-from shared.nets import build_net, num_parameters
-from shared.torch_evaluator import (
+from zeroforge.shared.games import GameSpec, make_game
+from zeroforge.shared.nets.model import build_net, num_parameters
+from zeroforge.shared.nets.torch_evaluator import (
     InferenceConfig,
     TorchEvaluator,
     native_bfloat16,

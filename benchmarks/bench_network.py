@@ -1,4 +1,4 @@
-"""What crossing a network costs a distributed run: the netns bed (``deploy/netbed``) with
+"""What crossing a network costs a distributed run: the netns bed (``tests/netbed``) with
 the run's Redis traffic direct, through the delaying relay at 0 ms (the relay's own cost),
 and at added latencies (each way, so a round trip gains twice that).
 
@@ -25,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from deploy.netbed import Bed, BedConfig
+from tests.netbed import Bed, BedConfig
 
 ZEROFORGE = str(Path(sys.executable).with_name("zeroforge"))
 SETTINGS = [

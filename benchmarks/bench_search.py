@@ -19,9 +19,8 @@ import platform
 import time
 
 import numpy as np
-
-from shared.games import make_game
-from shared.search import MCTS, SearchConfig, UniformEvaluator
+from zeroforge.shared.games import make_game
+from zeroforge.shared.search import MCTS, SearchConfig, UniformEvaluator
 
 
 def measure(spec: str, batch: int, config: SearchConfig, moves: int, seed: int) -> dict:

@@ -38,14 +38,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from machine import machine_line  # benchmarks/machine.py (scripts run from here)
-
-from actors.selfplay import SelfPlayConfig, SelfPlayWorker
-from shared.games import make_game
-from shared.games.base import Game, State
-from shared.nets import build_net, num_parameters
-from shared.search.config import SearchConfig
-from shared.search.evaluator import Evaluation
-from shared.torch_evaluator import TorchEvaluator
+from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.nets.model import build_net, num_parameters
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.evaluator import Evaluation
 
 SECTIONS = {
     # game -> net preset

@@ -25,9 +25,8 @@ import platform
 import time
 
 import numpy as np
-
-from shared.samples import GameSamples, decode, encode
-from shared.transport import RedisServer, SampleStream, StreamConfig, connect
+from zeroforge.shared.samples import GameSamples, decode, encode
+from zeroforge.shared.transport import RedisServer, SampleStream, StreamConfig, connect
 
 BOARD = 15
 ACTIONS = BOARD * BOARD

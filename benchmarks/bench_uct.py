@@ -15,13 +15,12 @@ import argparse
 import time
 
 import numpy as np
-
-from shared.arena import play_match
-from shared.games import make_game
-from shared.games.base import Game, State
-from shared.games.sampling import sample_legal
-from shared.players import Player, make_player
-from shared.search import UCTConfig, uct_search
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.players.arena import play_match
+from zeroforge.shared.players.factory import Player, make_player
+from zeroforge.shared.search import UCTConfig, uct_search
 
 
 def playouts_per_second(game: Game, roots: State, config: UCTConfig, repeats: int = 1) -> float:

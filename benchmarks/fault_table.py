@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shared.transport import RedisServer  # noqa: E402
+from zeroforge.shared.transport import RedisServer  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def run_cli(fault: Fault, redis_url: str) -> Outcome:
         earlier.write_bytes(b"an earlier run's checkpoint (not a real one)")
         args = [a.replace("{redis}", redis_url.replace("://:", "://:wrong", 1))
                 for a in fault.cli]
-        cmd = [sys.executable, "-m", "deploy.cli", "train", "--config", "tictactoe",
+        cmd = [sys.executable, "-m", "zeroforge", "train", "--config", "tictactoe",
                "--run-dir", str(run_dir), *args]
         start = time.monotonic()
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -18,13 +18,12 @@ import tempfile
 import time
 
 import numpy as np
-
-from deploy.config import load_train_config
-from deploy.local_run import LocalRun
-from shared.arena import play_match
-from shared.games import make_game
-from shared.players import MCTSPlayer, make_player
-from shared.search.tactics import winning_actions
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.local_run import LocalRun
+from zeroforge.shared.games import make_game
+from zeroforge.shared.players.arena import play_match
+from zeroforge.shared.players.factory import MCTSPlayer, make_player
+from zeroforge.shared.search.tactics import winning_actions
 
 
 def missed_wins_against_random(game, agent, num_games: int, rng) -> tuple[int, int, object]:

@@ -29,17 +29,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from deploy.config import load_train_config
-from deploy.local_run import LocalRun
-from learner.learner import CHECKPOINT_NAME
-from shared import players
-from shared.arena import play_match
-from shared.games import make_game
-from shared.nets import build_net
-from shared.players import MCTSPlayer, make_player
-from shared.run_record import snapshot_files
-from shared.torch_evaluator import TorchEvaluator
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.local_run import LocalRun
+from zeroforge.learner.learner import CHECKPOINT_NAME
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import build_net
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.players import factory as players
+from zeroforge.shared.players.arena import play_match
+from zeroforge.shared.players.factory import MCTSPlayer, make_player
+from zeroforge.shared.run_files import snapshot_files
 
 OPENING_MOVES = 2
 """Plies both sides sample by visit counts when the opponent is another net (``net:PATH``):

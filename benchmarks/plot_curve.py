@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from deploy.curve import Curve, CurveError, Point, write
+from zeroforge.deploy.curve import Curve, CurveError, Point, write
 
 
 def merge_curves(curves: list[dict]) -> dict:

@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ray  # noqa: E402
+from zeroforge.deploy.ray.runtime import NAMESPACE  # noqa: E402
 
-from deploy.ray_runtime import NAMESPACE  # noqa: E402
 from tests.integration.test_chaos import SETTINGS, chaos_run  # noqa: E402
 
 

@@ -42,11 +42,10 @@ from learn_vs_uct import (  # benchmarks/ (scripts run from here)
     match_table,
 )
 from machine import machine_line
-
-from deploy.config import TrainConfig, load_train_config
-from shared.games import make_game
-from shared.run_record import snapshot_files
-from shared.torch_evaluator import TorchEvaluator
+from zeroforge.deploy.config import TrainConfig, load_train_config
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.run_files import snapshot_files
 
 POLL_S = 2.0
 """How often the run dir is looked at for new snapshots while nothing is left to evaluate."""
@@ -99,7 +98,7 @@ def median_minutes(results: list[SeedResult], limit: float) -> str:
 
 def start_run(args, config_name: str, seed: int, run_dir: Path) -> subprocess.Popen:
     """``zeroforge train --local`` for one seed, its output in ``run_dir/train.log``."""
-    cmd = [sys.executable, "-m", "deploy.cli", "train", "--local", "--config", config_name,
+    cmd = [sys.executable, "-m", "zeroforge", "train", "--local", "--config", config_name,
            "--seed", str(seed), "--run-dir", str(run_dir), "--minutes", str(args.minutes),
            "--set", f"learner.snapshot_every_s={args.snapshot_every}",
            "--set", "evaluation.every_s=0"]

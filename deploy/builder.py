@@ -1,6 +1,6 @@
 """Services from a TrainConfig: the one place that hands each service its sections.
 
-The local run (``deploy/local_run.py``) and the Ray runtime (``deploy/ray_runtime.py``)
+The local run (``deploy/local_run.py``) and the Ray runtime (``deploy/ray/runtime.py``)
 both build their self-play workers, learner and evaluator here, over whichever transport
 they use (in memory or Redis), so the two modes run the same services with the same
 settings (the way acme's builders serve local and distributed agents).
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.evaluator_service import EvaluatorService
-from actors.selfplay_service import SelfPlayService, seed_for
-from learner.service import LearnerService
-from shared.run_record import RunRecord
-from shared.search.evaluator import Evaluator
-from shared.train_config import RunContext, TrainConfig
-from shared.transport import Transport
+from zeroforge.actors.rating_service import EvaluatorService
+from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
+from zeroforge.learner.service import LearnerService
+from zeroforge.shared.run_files import RunRecord
+from zeroforge.shared.search.evaluator import Evaluator
+from zeroforge.shared.train_config import RunContext, TrainConfig
+from zeroforge.shared.transport import Transport
 
 
 def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,

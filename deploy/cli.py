@@ -10,10 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from deploy import commands
-from deploy.arg_types import nonneg, positive, seconds_between
+from zeroforge.deploy import commands
+from zeroforge.deploy.arg_types import nonneg, positive, seconds_between
 
-__version__ = "0.1.0"
+from zeroforge import __version__
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,11 +24,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _PlayParser(_Parser):
-    """``play``'s help lists the players; shared.players (numpy, numba) is imported only
+    """``play``'s help lists the players; zeroforge.shared.players.factory (numpy, numba) is imported only
     when that help is shown, so that ``status`` and ``top`` start fast."""
 
     def format_help(self) -> str:
-        from shared.players import PLAYER_SPECS
+        from zeroforge.shared.players.factory import PLAYER_SPECS
 
         self.description = (
             "Play one game in the terminal (type a move, or undo, hint, help, resign, quit) "
@@ -174,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     dash.set_defaults(func=commands.cmd_dashboard)
 
     # Subcommands that live with their code (each module imports only argparse here).
-    from deploy.engines.cli import register as register_engines
-    from deploy.rating.cli import register as register_rating
+    from zeroforge.deploy.engines.cli import register as register_engines
+    from zeroforge.deploy.rating.cli import register as register_rating
 
     register_engines(sub)
     register_rating(sub)

@@ -19,7 +19,7 @@ class CommandError(Exception):
 
 
 def cmd_games(args: argparse.Namespace) -> int:
-    from shared.games import GAMES, PRESETS
+    from zeroforge.shared.games import GAMES, PRESETS
 
     print("games:   " + ", ".join(sorted(GAMES)))
     print("presets:")
@@ -33,10 +33,10 @@ def cmd_play(args: argparse.Namespace) -> int:
     """``zeroforge play``: the terminal game (deploy/play/terminal.py) or, with ``--web``,
     the browser board (deploy/play/web.py)."""
     if getattr(args, "web", False):
-        from deploy.play.web import serve
+        from zeroforge.deploy.play.web import serve
 
         return serve(args)
-    from deploy.play.terminal import play_in_terminal
+    from zeroforge.deploy.play.terminal import play_in_terminal
 
     return play_in_terminal(args)
 
@@ -44,8 +44,8 @@ def cmd_play(args: argparse.Namespace) -> int:
 def keep_earlier_checkpoint(run_dir: Path) -> Path | None:
     """A fresh run (no ``--resume``) in a folder that holds an earlier run's checkpoint
     would overwrite it at its first save: move it aside (timestamped) and say where."""
-    from learner.learner import CHECKPOINT_NAME
-    from shared.run_record import keep_aside
+    from zeroforge.learner.learner import CHECKPOINT_NAME
+    from zeroforge.shared.run_files import keep_aside
 
     earlier = run_dir / CHECKPOINT_NAME
     kept = keep_aside(earlier)
@@ -55,8 +55,8 @@ def keep_earlier_checkpoint(run_dir: Path) -> Path | None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from deploy import preflight
-    from deploy.config import load_train_config
+    from zeroforge.deploy import preflight
+    from zeroforge.deploy.config import load_train_config
 
     overrides = list(args.overrides)
     for flag, key in (("game", "game"), ("minutes", "run.minutes"), ("steps",
@@ -77,11 +77,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         keep_earlier_checkpoint(Path(config.run.run_dir))
     with sigterm_as_interrupt():
         if args.local:
-            from deploy.local_run import LocalRun
+            from zeroforge.deploy.local_run import LocalRun
 
             LocalRun(config, resume=args.resume).run()
             return 0
-        from deploy import distributed
+        from zeroforge.deploy import distributed
 
         status = distributed.train(config, address=args.address, redis_url=args.redis_url,
                                    resume=args.resume)
@@ -129,8 +129,8 @@ def install_sigterm() -> None:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from deploy.config import load_train_config
-    from learner.pretrain import pretrain
+    from zeroforge.deploy.config import load_train_config
+    from zeroforge.learner.pretrain import pretrain
 
     overrides = list(args.overrides)
     if args.game:
@@ -151,7 +151,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 def _registered(args: argparse.Namespace):
     """The run's registry entry from --run-dir / --run-id / the only live run (None when
     the registry cannot say: then Ray is asked, as before the run server)."""
-    from deploy import run_registry
+    from zeroforge.deploy import run_registry
 
     if getattr(args, "address", None) or (
             not args.run_dir and not args.run_id and os.environ.get("RAY_ADDRESS")):
@@ -172,8 +172,8 @@ def _registered(args: argparse.Namespace):
 
 def _client(entry):
     """A RunClient for the entry's run server (with its token when it has one)."""
-    from deploy.dashboard.client import RunClient
-    from deploy.dashboard.server import read_token
+    from zeroforge.deploy.dashboard.client import RunClient
+    from zeroforge.deploy.dashboard.server import read_token
 
     token = None
     if entry.dashboard_token_path:
@@ -186,7 +186,7 @@ def _client(entry):
 
 
 def _run(args: argparse.Namespace):
-    from deploy import ray_runtime
+    from zeroforge.deploy.ray import runtime as ray_runtime
 
     entry = _registered(args)
     if entry is not None and entry.local:
@@ -202,12 +202,12 @@ def _run(args: argparse.Namespace):
 def cmd_status(args: argparse.Namespace) -> int:
     """From the run's own server over HTTP (well under a second); Ray only for runs
     found by --address / $RAY_ADDRESS or recorded without a dashboard URL."""
-    from deploy.dashboard.run import LEGEND
+    from zeroforge.deploy.dashboard.run import LEGEND
 
     entry = _registered(args)
     if entry is not None and entry.dashboard_url:
         data = _client(entry).status_json()
-        from shared.status import RunStatus
+        from zeroforge.deploy.status import RunStatus
 
         st = RunStatus.from_json(data)
         url = data.get("dashboard_url", entry.dashboard_url)
@@ -258,10 +258,10 @@ def _open(args: argparse.Namespace, url: str) -> None:
 
 
 def _serve_finished(run_dir: str, port: int, args: argparse.Namespace) -> int:
-    from deploy.dashboard import history as hist
-    from deploy.dashboard.run import FINAL_STATUS
-    from deploy.dashboard.server import RunServer
-    from shared.status import RunStatus
+    from zeroforge.deploy.dashboard import history as hist
+    from zeroforge.deploy.dashboard.run import FINAL_STATUS
+    from zeroforge.deploy.dashboard.server import RunServer
+    from zeroforge.deploy.status import RunStatus
 
     path = Path(run_dir) / hist.HISTORY_FILE
     if not path.exists():
@@ -311,9 +311,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_top(args: argparse.Namespace) -> int:
     """The live terminal view of a run, from its run server (``deploy/top``)."""
-    from deploy.dashboard.run import FINAL_STATUS
-    from deploy.top.app import Top, TopError
-    from shared.status import RunStatus
+    from zeroforge.deploy.dashboard.run import FINAL_STATUS
+    from zeroforge.deploy.status import RunStatus
+    from zeroforge.deploy.top.app import Top, TopError
 
     entry = _registered(args)
     if entry is None:
@@ -338,7 +338,7 @@ def cmd_top(args: argparse.Namespace) -> int:
 
 
 def cmd_curve(args: argparse.Namespace) -> int:
-    from deploy import curve
+    from zeroforge.deploy import curve
 
     drawn = curve.read_eval_log(args.run_dir)
     out = curve.write(drawn, args.out or Path(args.run_dir) / "curve.png", args.x_axis)

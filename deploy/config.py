@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared import config as cfg
-from shared.nets import NetConfig
-from shared.train_config import TrainConfig, migrate_legacy_keys
+from zeroforge.shared import config as cfg
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.train_config import TrainConfig, migrate_legacy_keys
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 

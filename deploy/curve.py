@@ -2,7 +2,7 @@
 anchor, and the Elo difference that score implies, over training.
 
 The data is what every run already records: ``RUN_DIR/eval.jsonl``, one line per
-evaluation (``shared.run_record``). A line gives the weights version evaluated, the wall
+evaluation (``zeroforge.shared.run_files``). A line gives the weights version evaluated, the wall
 clock time and, per anchor, the score (draws count half). The x axis is the wall clock
 since the run started (``minutes``), the weights version (``version``), or the learner
 steps (``steps``) at which the evaluated version was published. ``eval.jsonl`` does not
@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared.arena import ELO_CLIP, clipped_elo, elo_difference
-from shared.run_record import EVAL_LOG_NAME
+from zeroforge.shared.players.arena import ELO_CLIP, clipped_elo, elo_difference
+from zeroforge.shared.run_files import EVAL_LOG_NAME
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 GATE_ANCHOR = "best"
-"""The evaluator's gate match (actors.evaluator_service.BEST): not a fixed opponent."""
+"""The evaluator's gate match (zeroforge.actors.rating_service.BEST): not a fixed opponent."""
 
 X_AXES = {"minutes": "training wall clock (minutes)", "version": "weights version",
           "steps": "learner steps (when the evaluated weights were published)"}
@@ -81,7 +81,7 @@ class Curve:
 
 
 def implied_elo(score: float) -> float:
-    """The Elo difference a score implies (``shared.arena``), clipped to +-ELO_CLIP."""
+    """The Elo difference a score implies (``zeroforge.shared.players.arena``), clipped to +-ELO_CLIP."""
     return clipped_elo(elo_difference(min(max(score, 0.0), 1.0)).elo)
 
 
@@ -157,7 +157,7 @@ def _run_start(run: Path, entries: list[tuple[dict, dict[str, float]]]) -> float
 def steps_by_version(run: Path) -> dict[int, float]:
     """Learner steps at the first history sample showing each published weights version
     (from ``RUN_DIR/history.jsonl``); {} without a readable history."""
-    from deploy.dashboard.history import HISTORY_FILE, load
+    from zeroforge.deploy.dashboard.history import HISTORY_FILE, load
 
     path = run / HISTORY_FILE
     if not path.exists():

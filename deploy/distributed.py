@@ -1,7 +1,7 @@
 """The distributed run's driver: Redis, Ray, the run's controller, progress until the end.
 
 ``zeroforge train`` with no ``--local``: start (or use) Redis, start (or join) Ray, start
-the run's Controller (``deploy/ray_runtime.py``), print progress until the run ends, and
+the run's Controller (``deploy/ray/runtime.py``), print progress until the run ends, and
 write the run record (``config.yaml`` here; the learner and evaluator write the rest).
 """
 
@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from shared import config as cfg
-from shared.run_record import RunRecord
-from shared.status import RunStatus
-from shared.train_config import TrainConfig
-from shared.transport.stream import check_run_id
+from zeroforge.deploy.status import RunStatus
+from zeroforge.shared import config as cfg
+from zeroforge.shared.run_files import RunRecord
+from zeroforge.shared.train_config import TrainConfig
+from zeroforge.shared.transport.stream import check_run_id
 
 KEEP_ALIVE_S = 0.5
 """Seconds between the driver's fetches of the controller's state (``RunHandle.keep_alive``):
@@ -32,7 +32,7 @@ def new_run_id() -> str:
 
 def checkpoint_note(run_dir: str, since: float) -> str:
     """Where the run's checkpoint is, only if one was written since ``since`` (epoch s)."""
-    from learner.learner import CHECKPOINT_NAME
+    from zeroforge.learner.learner import CHECKPOINT_NAME
 
     path = Path(run_dir) / CHECKPOINT_NAME
     if path.exists() and path.stat().st_mtime >= since - 1:
@@ -46,8 +46,9 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
           resume: bool = False, out: TextIO | None = None) -> RunStatus:
     """Run a distributed training job until its limits or ``zeroforge stop``; returns the
     final status."""
-    from deploy import ray_runtime, run_registry
-    from shared.transport import RedisServer, RedisServerConfig
+    from zeroforge.deploy import run_registry
+    from zeroforge.deploy.ray import runtime as ray_runtime
+    from zeroforge.shared.transport import RedisServer, RedisServerConfig
 
     out = out or sys.stdout
     run_id = check_run_id(config.run.run_id or new_run_id())
@@ -69,7 +70,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         else:
             ray_runtime.init_local()
         # ray.init installs its own SIGTERM handler (exit at once): ours stops cleanly
-        from deploy.commands import install_sigterm
+        from zeroforge.deploy.commands import install_sigterm
 
         install_sigterm()
         started = time.time()
@@ -77,8 +78,8 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         status = run.status()
         token = ray_runtime.token_path()
         # the run server (dashboard, `zeroforge status`) answers from the driver's copy
-        from deploy.dashboard.mirror import RunMirror
-        from deploy.dashboard.run import LEGEND, RunDashboard
+        from zeroforge.deploy.dashboard.mirror import RunMirror
+        from zeroforge.deploy.dashboard.run import LEGEND, RunDashboard
 
         mirror = RunMirror(lambda: run, status).start()
         dashboard = RunDashboard(config.run, run_id, run_dir, mirror.status, mirror.merged,

@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from deploy.builder import build_evaluator, build_learner, build_selfplay
-from shared import config as cfg
-from shared import metrics
-from shared.node_stats import ResourceReporter
-from shared.run_record import RunRecord
-from shared.status import RunStatus
-from shared.train_config import TrainConfig
-from shared.transport.memory import MemoryTransport
+from zeroforge.deploy.builder import build_evaluator, build_learner, build_selfplay
+from zeroforge.deploy.node_stats import ResourceReporter
+from zeroforge.deploy.status import RunStatus
+from zeroforge.shared import config as cfg
+from zeroforge.shared import metrics
+from zeroforge.shared.run_files import RunRecord
+from zeroforge.shared.train_config import TrainConfig
+from zeroforge.shared.transport.memory import MemoryTransport
 
 LOCAL_KINDS = ("selfplay", "learner", "evaluator")
 """The local run's services, one of each (its ``RunStatus.actors`` rows)."""
@@ -123,8 +123,8 @@ class LocalRun:
                 row | {"kind": "evaluator"}]
 
     def _start_dashboard(self) -> None:
-        from deploy import run_registry
-        from deploy.dashboard.run import LEGEND, RunDashboard
+        from zeroforge.deploy import run_registry
+        from zeroforge.deploy.dashboard.run import LEGEND, RunDashboard
 
         run = self.config.run
         self.dashboard = RunDashboard(run, self.run_id, run.run_dir, self.status,
@@ -141,7 +141,7 @@ class LocalRun:
         self._say(LEGEND)
 
     def _stop_dashboard(self) -> None:
-        from deploy import run_registry
+        from zeroforge.deploy import run_registry
 
         if self._entry is not None:
             run_registry.unregister(self._entry)

@@ -14,9 +14,9 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from shared.games import GAMES, make_game, parse_spec
-from shared.inference_backends import BackendError, check_backend
-from shared.train_config import TrainConfig
+from zeroforge.shared.games import GAMES, make_game, parse_spec
+from zeroforge.shared.nets.backends import BackendError, check_backend
+from zeroforge.shared.train_config import TrainConfig
 
 REDIS_TIMEOUT_S = 3.0
 """Longest wait for Redis to accept a connection and answer PING."""
@@ -88,8 +88,8 @@ def _game_problem(spec: str, err: ValueError) -> str:
 def check_checkpoint(config: TrainConfig) -> None:
     """With ``--resume``: ``RUN_DIR/checkpoint.pt``, if there is one, loads and fits this
     run's game and net (a missing one is a fresh start, as the learner treats it)."""
-    from learner.learner import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-    from shared.nets import build_net
+    from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+    from zeroforge.shared.nets.model import build_net
 
     path = Path(config.run.run_dir) / CHECKPOINT_NAME
     if not path.exists():
@@ -112,7 +112,7 @@ def check_checkpoint(config: TrainConfig) -> None:
 
 def check_redis(url: str) -> None:
     """Redis at ``url`` accepts a connection and our password (PING), within seconds."""
-    from shared.transport import RedisConfig, TransportError, connect
+    from zeroforge.shared.transport import RedisConfig, TransportError, connect
 
     try:
         client = connect(RedisConfig(url=url, connect_timeout_s=REDIS_TIMEOUT_S,

@@ -16,14 +16,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-from learner.replay import ReplayWindow
-from shared.config import to_dict
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.samples import GameSamples
-from shared.torch_evaluator import resolve_dtype
-from shared.train_config import LearnerConfig
+from zeroforge.learner.replay import ReplayWindow
+from zeroforge.shared.config import to_dict
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import resolve_dtype
+from zeroforge.shared.samples import GameSamples
+from zeroforge.shared.train_config import LearnerConfig
 
 CHECKPOINT_FORMAT = "zeroforge-checkpoint-v1"
 CHECKPOINT_NAME = "checkpoint.pt"

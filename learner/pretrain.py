@@ -19,14 +19,13 @@ from typing import TextIO
 
 import numpy as np
 import torch
-
-from learner.learner import Learner
-from learner.replay import ReplayWindow
-from shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
-from shared.games import make_game
-from shared.games.base import Game, IllegalMoveError
-from shared.samples import GameSamples
-from shared.train_config import TrainConfig
+from zeroforge.learner.learner import Learner
+from zeroforge.learner.replay import ReplayWindow
+from zeroforge.shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.samples import GameSamples
+from zeroforge.shared.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from shared.games.base import Symmetry
-from shared.samples import GameSamples
+from zeroforge.shared.games.base import Symmetry
+from zeroforge.shared.samples import GameSamples
 
 
 class ReplayWindow:

@@ -30,7 +30,7 @@ Bad input
     observation/action shape is rejected with reason ``wrong_game``, and one that is not a
     possible game of the run's rules (too long, policies that are not distributions over
     legal moves, an outcome the last position cannot end with, ...) with the reason
-    ``shared.sample_checks.check_game`` gives: acknowledged, counted, logged in one line,
+    ``zeroforge.learner.sample_checks.check_game`` gives: acknowledged, counted, logged in one line,
     never fatal (``docs/reliability.md``).
 """
 
@@ -43,18 +43,17 @@ import time
 from pathlib import Path
 
 import torch
-
-from learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
-from shared.formats.weights import save_weights
-from shared.metrics import Recorder
-from shared.nets import NetConfig
-from shared.run_record import snapshot_path
-from shared.sample_checks import REASONS as SAMPLE_CHECK_REASONS
-from shared.sample_checks import check_game
-from shared.samples import GameSamples, SampleFormatError
-from shared.train_config import LearnerConfig, RunContext
-from shared.transport import StreamConfig, Transport, TransportError
-from shared.transport.weights import StaleVersionError
+from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
+from zeroforge.learner.sample_checks import REASONS as SAMPLE_CHECK_REASONS
+from zeroforge.learner.sample_checks import check_game
+from zeroforge.shared.formats.weight_blob import save_weights
+from zeroforge.shared.metrics import Recorder
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.run_files import snapshot_path
+from zeroforge.shared.samples import GameSamples, SampleFormatError
+from zeroforge.shared.train_config import LearnerConfig, RunContext
+from zeroforge.shared.transport import StreamConfig, Transport, TransportError
+from zeroforge.shared.transport.weight_store import StaleVersionError
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +118,7 @@ class LearnerService:
         self.positions_received = 0
         self.rejected: collections.Counter[str] = collections.Counter()
         """Entries rejected by reason: the stream's decode failures, ``wrong_game`` and the
-        semantic checks' reasons (``shared.sample_checks.REASONS``)."""
+        semantic checks' reasons (``zeroforge.learner.sample_checks.REASONS``)."""
         backlog = (stream_config or StreamConfig()).max_backlog
         self.recent_game_ids: collections.deque[str] = collections.deque(
             maxlen=max(recent_game_ids, 2 * backlog))

@@ -6,7 +6,7 @@ another. A service receives only its own section(s) plus a ``RunContext``: the f
 of the run every process needs (id, directory, transport, game, seed, limits).
 
 The search section lives with the search (``shared.search.config``), the network's with
-the nets (``shared.nets``); the sections below have no shared code of their own.
+the nets (``zeroforge.shared.nets.model``); the sections below have no shared code of their own.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared import config as cfg
-from shared.inference_backends import BACKENDS
-from shared.nets import NetConfig
-from shared.search.config import SearchConfig
-from shared.torch_evaluator import PRECISIONS, check_precision
+from zeroforge.shared import config as cfg
+from zeroforge.shared.nets.backends import BACKENDS
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets.torch_evaluator import PRECISIONS, check_precision
+from zeroforge.shared.search.config import SearchConfig
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,12 @@ class SelfPlayConfig:
     the B games is evaluated once). 0: no cache. Memory is about (A + 1) x 4 bytes plus
     ~100 bytes of key and bookkeeping per entry (A: the game's actions)."""
     precision: str = "auto"
-    """Dtype of a worker's own network, on the CPU (``shared.torch_evaluator.PRECISIONS``;
+    """Dtype of a worker's own network, on the CPU (``zeroforge.shared.nets.torch_evaluator.PRECISIONS``;
     inference servers follow ``inference.precision``): ``"auto"`` is float32; ``"fast"``
     is bfloat16 on a CPU with AMX, where the small net ran 2.0-2.9x faster at batch 128
     and up, and float32 elsewhere. Outputs are float32 either way."""
     backend: str = "torch"
-    """How a worker runs its own network (``shared.inference_backends``; inference servers
+    """How a worker runs its own network (``zeroforge.shared.nets.backends``; inference servers
     follow ``inference.backend``): ``"torch"`` (in ``selfplay.precision``), or
     ``"onnxruntime"``, ``"openvino"``, ``"openvino-bf16"``, ``"torch-int8"``. The exported
     ones need ``pip install 'zeroforge[backends]'`` and rebuild the model on every weight
@@ -109,7 +109,7 @@ class LearnerConfig:
     device: str = "auto"
     """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
     precision: str = "float32"
-    """Dtype of the forward pass in training (``shared.torch_evaluator.PRECISIONS``): under
+    """Dtype of the forward pass in training (``zeroforge.shared.nets.torch_evaluator.PRECISIONS``): under
     ``"bfloat16"`` it runs in bfloat16 autocast (weights, optimizer state and the losses
     stay float32); ``"fast"`` is bfloat16 where the device runs it natively (CUDA, or a
     CPU with AMX, where a step of the small net took 0.44-0.54x the time) and float32
@@ -186,7 +186,7 @@ class InferenceServerConfig:
     compile: bool = False
     """``torch.compile`` the network (GPUs; slow first calls, pays off for small batches)."""
     precision: str = "auto"
-    """Dtype of the server's network (``shared.torch_evaluator.PRECISIONS``): ``"auto"``
+    """Dtype of the server's network (``zeroforge.shared.nets.torch_evaluator.PRECISIONS``): ``"auto"``
     (bfloat16 on a GPU, float32 on the CPU), ``"fast"`` (bfloat16 also on a CPU with AMX),
     ``"float32"``, ``"bfloat16"`` or ``"float16"``; outputs are float32 either way."""
     num_threads: int = 1
@@ -203,7 +203,7 @@ class InferenceServerConfig:
     emptied on new weights), shared by all the workers it serves: a position any of them
     sent before is answered without the network. 0: no cache."""
     backend: str = "torch"
-    """How the server runs its network (``shared.inference_backends``): ``"torch"``
+    """How the server runs its network (``zeroforge.shared.nets.backends``): ``"torch"``
     (TorchEvaluator, any device) or a CPU-only backend: ``"onnxruntime"``,
     ``"openvino"``, ``"openvino-bf16"`` (bfloat16: values of a trained net up to 2e-2
     off; 3-8x torch with AMX, docs/benchmarks.md "CPU inference backends"),

@@ -6,10 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from shared.games import make_game
-from shared.games.base import Game, GameSpec, State
-from shared.search.evaluator import Evaluation
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, GameSpec, State
+from zeroforge.shared.search.evaluator import Evaluation
 
 TTT = make_game("tictactoe")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from learner.learner import Learner, LearnerConfig
-from shared.nets import NetConfig
+from zeroforge.learner.learner import Learner, LearnerConfig
+from zeroforge.shared.nets.model import NetConfig
 
 
 def tiny_checkpoint(folder: Path, game_spec: str, name: str = "checkpoint.pt") -> Path:

@@ -11,7 +11,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from shared.status import RunStatus
+from zeroforge.deploy.status import RunStatus
 
 
 class RunClientError(OSError):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from shared import metrics
+from zeroforge.shared import metrics
 
 HISTORY_FILE = "history.jsonl"
 """The history's name in the run dir."""

@@ -10,13 +10,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.dashboard.history import HISTORY_FILE, History, HistoryConfig, Sampler
-from deploy.dashboard.server import RunServer
-from shared.run_record import keep_aside
-from shared.status import RunStatus
+from zeroforge.deploy.dashboard.history import HISTORY_FILE, History, HistoryConfig, Sampler
+from zeroforge.deploy.dashboard.server import RunServer
+from zeroforge.deploy.status import RunStatus
+from zeroforge.shared.run_files import keep_aside
 
 if TYPE_CHECKING:  # not imported at run time: `zeroforge status` must start fast
-    from shared.train_config import RunConfig
+    from zeroforge.shared.train_config import RunConfig
 
 LEGEND = ("legend: score vs X = (wins + draws/2) / games of the newest weights against X "
           "(vs minimax in tic-tac-toe 50% is perfect play: minimax never loses, so a draw "

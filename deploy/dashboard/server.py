@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from deploy.dashboard.history import History
-from shared.status import RunStatus
+from zeroforge.deploy.dashboard.history import History
+from zeroforge.deploy.status import RunStatus
 
 TOKEN_FILE = "dashboard.token"
 """The token's name in the run dir (0600; only for a non-loopback bind)."""

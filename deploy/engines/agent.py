@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from shared.games import make_game
-from shared.games.base import Game, State
-from shared.search.config import SearchConfig
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.search.config import SearchConfig
 
 PROBE_SIMULATIONS = 8
 """Simulations of the probe search that measures speed before the first timed move."""
@@ -43,7 +42,7 @@ def checkpoint_game(path: str | Path) -> str | None:
     """The game spec string a learner checkpoint names, or None for a weights file.
 
     ValueError in one line if the file is missing or unreadable."""
-    from shared.players import _read_checkpoint
+    from zeroforge.shared.players.factory import _read_checkpoint
 
     path = Path(path)
     if not path.is_file():
@@ -71,8 +70,8 @@ class Agent:
     def __init__(self, checkpoint: str | Path, game_spec: str | None = None,
                  simulations: int = 200, max_simulations: int = 20000,
                  device: str = "auto") -> None:
-        from shared.players import load_net
-        from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+        from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
+        from zeroforge.shared.players.factory import load_net
 
         named = checkpoint_game(checkpoint)
         if named is None and game_spec is None:
@@ -93,7 +92,7 @@ class Agent:
         self.speed: float | None = None  # simulations a second, moving average
 
     def _search(self, game: Game, state: State, sims: int, seed: int) -> tuple[int, float, float]:
-        from shared.search.mcts import MCTS
+        from zeroforge.shared.search.mcts import MCTS
 
         mcts = MCTS(game, self.evaluator, dataclasses.replace(self.search, num_simulations=sims))
         start = time.perf_counter()
@@ -107,7 +106,7 @@ class Agent:
                 ) -> list[tuple[int, int, float, float]]:
         """(action, visits, win rate for the mover in [0, 1], prior) of every visited root
         move of the one running game ``state`` [1], most visited first."""
-        from shared.search.mcts import MCTS
+        from zeroforge.shared.search.mcts import MCTS
 
         mcts = MCTS(game, self.evaluator, dataclasses.replace(self.search, num_simulations=sims))
         mcts.search(state, np.random.default_rng(seed))

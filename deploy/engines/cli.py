@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from deploy.arg_types import positive
+from zeroforge.deploy.arg_types import positive
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,21 +82,21 @@ def _net_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _gtp(args: argparse.Namespace) -> int:
-    from deploy.engines.gtp import run
+    from zeroforge.deploy.engines.gtp import run
 
     return run(args.checkpoint, args.simulations, args.game, args.resign_below,
                args.max_simulations, args.device, args.verbose)
 
 
 def _pbrain(args: argparse.Namespace) -> int:
-    from deploy.engines.pbrain import run
+    from zeroforge.deploy.engines.pbrain import run
 
     return run(args.checkpoint, args.simulations, args.game, args.max_simulations,
                args.device, args.verbose)
 
 
 def _match(args: argparse.Namespace) -> int:
-    from deploy.engines.match import run_match
+    from zeroforge.deploy.engines.match import run_match
 
     run_match(args.game, args.black, args.white, args.games, args.alternate, args.sgf_dir,
               args.referee, args.simulations, args.seed)

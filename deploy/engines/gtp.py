@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 import numpy as np
+from zeroforge.deploy.engines.agent import Agent, compatible
+from zeroforge.shared.games.base import IllegalMoveError
+from zeroforge.shared.games.go import Go, GoState
 
-from deploy.engines.agent import Agent, compatible
-from shared.games.base import IllegalMoveError
-from shared.games.go import Go, GoState
+from zeroforge import __version__
 
 PROTOCOL_VERSION = "2"
 ENGINE_NAME = "zeroforge"
@@ -123,7 +124,7 @@ class GtpEngine:
     """The GTP command handler: ``handle(line)`` returns the full response (or None for
     a line GTP ignores); ``serve`` runs it over streams until ``quit`` or end of input."""
 
-    def __init__(self, agent: Agent, resign_below: float = -0.95, version: str = "0.1.0",
+    def __init__(self, agent: Agent, resign_below: float = -0.95, version: str = __version__,
                  log: Callable[[str], None] | None = None) -> None:
         if not isinstance(agent.game, Go):
             raise ValueError(f"zeroforge gtp plays Go; the net is for "
@@ -439,7 +440,6 @@ def run(checkpoint: str, simulations: int = 200, game: str | None = None,
         resign_below: float = -0.95, max_simulations: int = 20000, device: str = "auto",
         verbose: bool = False, inp: TextIO | None = None, out: TextIO | None = None) -> int:
     """``zeroforge gtp``: loads the net, then answers GTP on stdin/stdout until ``quit``."""
-    from deploy.cli import __version__
 
     start = time.perf_counter()
     agent = Agent(checkpoint, game, simulations=simulations,

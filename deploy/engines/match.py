@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
-
-from shared.games import make_game
-from shared.games.base import Game, IllegalMoveError
-from shared.games.session import GameSession
-from shared.players import Player, make_player
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.players.factory import Player, make_player
 
 
 @dataclass
@@ -64,7 +63,7 @@ class MatchTally:
         return w, d, lost
 
     def summary(self) -> list[str]:
-        from shared.arena import elo_difference
+        from zeroforge.shared.players.arena import elo_difference
 
         n = len(self.games)
         lines = []
@@ -105,7 +104,7 @@ def _margin(text: str | None) -> float | None:
 
 
 def _scorer(referee: Player | None, players: tuple[Player, Player]) -> Player | None:
-    from shared.gtp_player import GtpPlayer
+    from zeroforge.shared.players.gtp import GtpPlayer
 
     for p in (referee, *players):
         if isinstance(p, GtpPlayer):
@@ -116,8 +115,8 @@ def _scorer(referee: Player | None, players: tuple[Player, Player]) -> Player | 
 def play_game(game: Game, black: Player, white: Player, rng: np.random.Generator,
               referee: Player | None = None, black_label: str = "A") -> GameResult:
     """One game, Black first; Go games ended by two passes get the engine's score."""
-    from shared.formats.sgf import record_from_session
-    from shared.gtp_player import GtpPlayer, Resigned
+    from zeroforge.shared.formats.sgf import record_from_session
+    from zeroforge.shared.players.gtp import GtpPlayer, Resigned
 
     session = GameSession(game)
     players = (black, white)
@@ -159,8 +158,8 @@ def run_match(game_spec: str, black_spec: str, white_spec: str, games: int = 1,
               simulations: int | None = None, seed: int = 0,
               out: TextIO | None = None) -> MatchTally:
     """``zeroforge match``: plays ``games`` games, printing each result and a summary."""
-    from shared.formats.sgf import GameRecord, write_sgf
-    from shared.search.config import SearchConfig
+    from zeroforge.shared.formats.sgf import GameRecord, write_sgf
+    from zeroforge.shared.search.config import SearchConfig
 
     out = out or sys.stdout
     if games < 1:

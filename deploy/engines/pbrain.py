@@ -30,10 +30,12 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from deploy.engines.agent import Agent, compatible
-from shared.games.base import Game, IllegalMoveError
-from shared.games.gomoku import Gomoku
-from shared.games.session import GameSession
+from zeroforge.deploy.engines.agent import Agent, compatible
+from zeroforge.shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.games.gomoku import Gomoku
+from zeroforge.shared.games.session import GameSession
+
+from zeroforge import __version__
 
 SAFETY = 0.7
 """Share of a move's time the search may use (the rest is overhead and I/O)."""
@@ -52,7 +54,7 @@ class Brain:
     """The Gomocup command handler: ``handle(line)`` returns the lines to send (possibly
     none); ``serve`` runs it until ``END`` or end of input."""
 
-    def __init__(self, agent: Agent, version: str = "0.1.0",
+    def __init__(self, agent: Agent, version: str = __version__,
                  log: Callable[[str], None] | None = None) -> None:
         if not isinstance(agent.game, Gomoku):
             raise ValueError(f"zeroforge pbrain plays gomoku; the net is for "
@@ -289,7 +291,6 @@ def run(checkpoint: str, simulations: int = 200, game: str | None = None,
         max_simulations: int = 20000, device: str = "auto", verbose: bool = False,
         inp: TextIO | None = None, out: TextIO | None = None) -> int:
     """``zeroforge pbrain``: loads the net, then speaks the brain protocol until ``END``."""
-    from deploy.cli import __version__
 
     start = time.perf_counter()
     agent = Agent(checkpoint, game, simulations=simulations,

@@ -1,6 +1,6 @@
 """Build the Grafana dashboard ``zeroforge.json`` from a plain list of panels.
 
-Run ``python -m deploy.monitoring.build_dashboard`` after changing a panel: it rewrites
+Run ``python -m zeroforge.deploy.monitoring.build_dashboard`` after changing a panel: it rewrites
 ``deploy/monitoring/zeroforge.json`` next to this file (a test checks the committed JSON
 equals what this builds, and that every panel's query returns data from a real run scraped
 by a real Prometheus). Each panel is a title, a unit and its PromQL queries; every query
@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.metrics import CATALOGUE, PREFIX
+from zeroforge.shared.metrics import CATALOGUE, PREFIX
 
 OUT = Path(__file__).with_name("zeroforge.json")
 RUN = '{instance=~"$instance"}'

@@ -1,5 +1,5 @@
 """One game in the terminal: people type moves (or commands), players from
-``shared.players.make_player`` answer.
+``zeroforge.shared.players.factory.make_player`` answer.
 
 At a person's turn the input is a move in the game's notation or one of the commands in
 ``COMMANDS``: ``undo`` (take back your last move and the replies to it), ``hint`` / ``help``
@@ -17,10 +17,16 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import numpy as np
-
-from shared.games.base import Game, IllegalMoveError
-from shared.games.session import GameSession
-from shared.players import Analyst, HumanPlayer, MCTSPlayer, Player, SearchAnalysis, UCTPlayer
+from zeroforge.shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.players.factory import (
+    Analyst,
+    HumanPlayer,
+    MCTSPlayer,
+    Player,
+    SearchAnalysis,
+    UCTPlayer,
+)
 
 COMMANDS = ("undo", "hint", "help", "resign", "quit")
 """Words a person can type instead of a move."""
@@ -61,7 +67,7 @@ def hint_player(players: Sequence[Player]) -> Analyst:
     for player in players:
         if isinstance(player, MCTSPlayer):
             return player
-    from shared.search.uct import UCTConfig
+    from zeroforge.shared.search.uct import UCTConfig
 
     return UCTPlayer(UCTConfig(playouts=HINT_PLAYOUTS), name=f"uct{HINT_PLAYOUTS}")
 
@@ -206,8 +212,8 @@ def undo_turn(session: GameSession, mover: int) -> list[int]:
 
 def play_in_terminal(args: argparse.Namespace) -> int:
     """``zeroforge play`` without ``--web``."""
-    from shared.games import make_game
-    from shared.players import make_player
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.players.factory import make_player
 
     game = make_game(args.game)
     players = [make_player(args.first, game), make_player(args.second, game)]
@@ -223,7 +229,7 @@ def play_in_terminal(args: argparse.Namespace) -> int:
 def write_record(session: GameSession, ending: Ending, first: str, second: str,
                  path: str) -> None:
     """The game as SGF (first player Black); a resignation is ``B+R`` / ``W+R``."""
-    from shared.formats.sgf import record_from_session, write_sgf
+    from zeroforge.shared.formats.sgf import record_from_session, write_sgf
 
     record = record_from_session(session, black=first, white=second,
                                  result_text=ending.sgf_result or None)

@@ -1,5 +1,5 @@
 """The browser board: ``zeroforge play --web`` serves a page where a person plays any game
-against any player spec (``shared.players.PLAYER_SPECS``), or another person.
+against any player spec (``zeroforge.shared.players.factory.PLAYER_SPECS``), or another person.
 
 ``PlayService`` holds the one game on the board and answers the JSON API; the computer's
 moves are computed here, inside the request that made it the computer's turn. Routes:
@@ -34,13 +34,12 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import numpy as np
-
-from deploy.dashboard.server import is_loopback, token_ok, write_token
-from deploy.play.terminal import LABELS, describe_analysis, hint_player, undo_turn
-from shared.games import PRESETS, make_game
-from shared.games.base import COLUMN_LETTERS, Game, IllegalMoveError
-from shared.games.session import GameSession
-from shared.players import PLAYER_SPECS, HumanPlayer, Player, make_player
+from zeroforge.deploy.dashboard.server import is_loopback, token_ok, write_token
+from zeroforge.deploy.play.terminal import LABELS, describe_analysis, hint_player, undo_turn
+from zeroforge.shared.games import PRESETS, make_game
+from zeroforge.shared.games.base import COLUMN_LETTERS, Game, IllegalMoveError
+from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.players.factory import PLAYER_SPECS, HumanPlayer, Player, make_player
 
 MAX_BODY = 64 * 1024
 """Largest request body read (the API's bodies are a few dozen bytes)."""
@@ -177,7 +176,7 @@ class PlayService:
 
     def sgf(self) -> tuple[str, str]:
         """(SGF text, a file name for it)."""
-        from shared.formats.sgf import record_from_session, write_sgf
+        from zeroforge.shared.formats.sgf import record_from_session, write_sgf
 
         with self._lock:
             try:
@@ -243,7 +242,7 @@ class PlayService:
             f"({self.specs[0 if outcome > 0 else 1]}) wins"
         sgf = ""
         if self.game.spec.name == "go":
-            from shared.formats.sgf import record_from_session
+            from zeroforge.shared.formats.sgf import record_from_session
 
             sgf = record_from_session(self.session).result_text
             text += f" ({sgf})"

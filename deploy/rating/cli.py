@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from deploy.arg_types import nonneg, positive, seconds_between
+from zeroforge.deploy.arg_types import nonneg, positive, seconds_between
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,13 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _rate(args: argparse.Namespace) -> int:
-    from deploy.rating.rate import cmd_rate
+    from zeroforge.deploy.rating.rate import cmd_rate
 
     return cmd_rate(args)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from deploy.rating.replay import cmd_replay
+    from zeroforge.deploy.rating.replay import cmd_replay
 
     return cmd_replay(args)
 

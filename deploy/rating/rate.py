@@ -3,7 +3,7 @@
 The players are the run's weight snapshots (``RUN_DIR/snapshots/``, played with the run's
 net and search config), the fixed anchors, and whatever the in-run evaluator already put on
 the ladder (``v<version>``: rated from its games, not played again: their weights are gone).
-The ladder itself (fit, choice of pairs, file) is ``shared.ladder``.
+The ladder itself (fit, choice of pairs, file) is ``zeroforge.shared.players.ladder``.
 """
 
 from __future__ import annotations
@@ -15,16 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from shared import ladder as ladders
-from shared.run_record import CONFIG_NAME, snapshot_files
+from zeroforge.shared.players import ladder as ladders
+from zeroforge.shared.run_files import CONFIG_NAME, snapshot_files
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-    from shared.games.base import Game
-    from shared.players import Player
-    from shared.train_config import TrainConfig
+    from zeroforge.shared.games.base import Game
+    from zeroforge.shared.players.factory import Player
+    from zeroforge.shared.train_config import TrainConfig
 
 FORMATS = (".png", ".svg", ".pdf")
 
@@ -35,8 +33,8 @@ class RateError(ValueError):
 
 def run_config(run_dir: Path) -> TrainConfig:
     """The run's config from ``RUN_DIR/config.yaml``; RateError (one line) if unusable."""
-    from deploy.config import load_train_config
-    from shared.config import ConfigError
+    from zeroforge.deploy.config import load_train_config
+    from zeroforge.shared.config import ConfigError
 
     if not run_dir.exists():
         raise RateError(f"{run_dir}: no such run directory")
@@ -55,7 +53,7 @@ def run_config(run_dir: Path) -> TrainConfig:
 def default_anchors(config: TrainConfig, game: Game) -> list[str]:
     """``random``, the run's evaluation anchors, and for Go GnuGo level 1 over GTP where
     both GnuGo and the ``gtp:`` player spec exist."""
-    from shared.players import PLAYER_SPECS
+    from zeroforge.shared.players.factory import PLAYER_SPECS
 
     anchors = ["random", *config.evaluation.anchors]
     gnugo = shutil.which("gnugo") or ("/usr/games/gnugo" if Path("/usr/games/gnugo").exists()
@@ -95,7 +93,7 @@ class _Players:
                 close()
 
     def get(self, player: ladders.LadderPlayer) -> Player:
-        from shared.players import make_player
+        from zeroforge.shared.players.factory import make_player
 
         if player.name not in self._built:
             spec = player.spec or ""
@@ -108,7 +106,7 @@ class _Players:
 
 
 def cmd_rate(args: argparse.Namespace) -> int:
-    from shared.games import make_game
+    from zeroforge.shared.games import make_game
 
     run_dir = Path(args.run_dir)
     config = run_config(run_dir)
@@ -117,7 +115,7 @@ def cmd_rate(args: argparse.Namespace) -> int:
         raise RateError(f"--plot {args.plot}: must end in {', '.join(FORMATS)}")
     anchors = list(dict.fromkeys(args.anchors)) if args.anchors else \
         default_anchors(config, game)
-    from shared.players import make_player
+    from zeroforge.shared.players.factory import make_player
 
     for spec in anchors:  # a bad spec fails now, in one line, not after games were played
         if not spec.startswith(("gtp:", "net:")):
@@ -160,7 +158,7 @@ def _play(args: argparse.Namespace, run_dir: Path, anchors: list[str],
           ladder: ladders.Ladder, game: Game, players: _Players) -> ladders.Ladder:
     """``args.games`` games in batches of ``args.per_pair``, each batch between the most
     informative pair, saved after each; returns the ladder as last saved."""
-    from shared.arena import play_match
+    from zeroforge.shared.players.arena import play_match
 
     rng = np.random.default_rng(args.seed)
     left = args.games if args.play else 0

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from shared.formats.sgf import (
+from zeroforge.shared.formats.sgf import (
     GameRecord,
     SgfError,
     parse_result,
@@ -24,8 +24,8 @@ from shared.formats.sgf import (
     record_from_session,
     replay,
 )
-from shared.games import make_game
-from shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, IllegalMoveError
 
 
 class ReplayError(ValueError):

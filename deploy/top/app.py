@@ -15,10 +15,9 @@ from typing import Any, Protocol
 
 from rich.console import Console
 from rich.live import Live
-
-from deploy.top.keys import KeyReader
-from deploy.top.view import FINAL_STATES, HistoryBuffer, Rates, render
-from shared.status import RunStatus
+from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.top.keys import KeyReader
+from zeroforge.deploy.top.view import FINAL_STATES, HistoryBuffer, Rates, render
 
 QUIT_KEYS = frozenset("qQ")
 

@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from shared.games import make_game, parse_spec
-from shared.games.base import Game, IllegalMoveError
-from shared.games.session import GameSession
+from zeroforge.shared.games import make_game, parse_spec
+from zeroforge.shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.games.session import GameSession
 
 __all__ = [
     "GameRecord", "SgfDirStats", "SgfError", "iter_sgf_dir", "parse_result", "read_sgf",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shared.games.base import Game, GameSpec, IllegalMoveError, State, Symmetry
+from zeroforge.shared.games.base import Game, GameSpec, IllegalMoveError, State, Symmetry
 
 __all__ = [
     "Game", "GameSpec", "IllegalMoveError", "State", "Symmetry",
@@ -18,22 +18,22 @@ __all__ = [
 
 
 def _gomoku(**kw: Any) -> Game:
-    from shared.games.gomoku import make_gomoku
+    from zeroforge.shared.games.gomoku import make_gomoku
     return make_gomoku(**kw)
 
 
 def _tictactoe(**kw: Any) -> Game:
-    from shared.games.gomoku import TicTacToe
+    from zeroforge.shared.games.gomoku import TicTacToe
     return TicTacToe(**kw)
 
 
 def _go(**kw: Any) -> Game:
-    from shared.games.go import make_go
+    from zeroforge.shared.games.go import make_go
     return make_go(**kw)
 
 
 def _fivestone(**kw: Any) -> Game:
-    from shared.games.fivestone import make_fivestone
+    from zeroforge.shared.games.fivestone import make_fivestone
     return make_fivestone(**kw)
 
 

@@ -20,9 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from shared.games import go_kernels as K
-from shared.games.base import (
+from zeroforge.shared.games import go_kernels as K
+from zeroforge.shared.games.base import (
     Game,
     GameSpec,
     IllegalMoveError,

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-
-from shared.games.base import (
+from zeroforge.shared.games.base import (
     Game,
     GameSpec,
     IllegalMoveError,

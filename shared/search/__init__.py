@@ -17,11 +17,16 @@ The public API (shapes: B games searched together, A actions, N nodes per tree):
   reading a search's tree (``MCTS.tree``).
 """
 
-from shared.search.config import SearchConfig
-from shared.search.evaluator import Evaluation, EvaluationError, Evaluator, UniformEvaluator
-from shared.search.mcts import MCTS, SearchResult
-from shared.search.tree import Tree, TreeArrays
-from shared.search.uct import UCTConfig, UCTResult, uct_search
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.evaluator import (
+    Evaluation,
+    EvaluationError,
+    Evaluator,
+    UniformEvaluator,
+)
+from zeroforge.shared.search.mcts import MCTS, SearchResult
+from zeroforge.shared.search.tree import Tree, TreeArrays
+from zeroforge.shared.search.uct import UCTConfig, UCTResult, uct_search
 
 __all__ = [
     "MCTS",

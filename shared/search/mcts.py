@@ -24,13 +24,17 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-
-from shared.games.base import Game, State
-from shared.search.config import SearchConfig
-from shared.search.evaluator import Evaluator, check_evaluation
-from shared.search.gumbel import GumbelRoot, finish_kernel, interior_pick, root_actions_kernel
-from shared.search.tactics import winning_actions
-from shared.search.tree import (
+from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.evaluator import Evaluator, check_evaluation
+from zeroforge.shared.search.gumbel import (
+    GumbelRoot,
+    finish_kernel,
+    interior_pick,
+    root_actions_kernel,
+)
+from zeroforge.shared.search.tactics import winning_actions
+from zeroforge.shared.search.tree import (
     ILLEGAL,
     UNEXPANDED,
     Tree,
@@ -392,7 +396,9 @@ class MCTS:
             timings["evaluate"] += time.perf_counter() - t0
             lam = self.config.rollout_mix
             if lam > 0:
-                from shared.search.rollout import random_rollout_values  # only AlphaGo mode
+                from zeroforge.shared.search.rollout import (
+                    random_rollout_values,  # only AlphaGo mode
+                )
 
                 t0 = time.perf_counter()
                 assert rollout_rng is not None  # search() makes one whenever rollout_mix > 0

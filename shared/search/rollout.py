@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from shared.games.base import Game, State
-from shared.games.sampling import sample_legal
+from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.games.sampling import sample_legal
 
 RolloutPolicy = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """``policy(obs [B, C, H, W], legal [B, A] bool) -> probabilities [B, A]`` (need not be

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-
-from shared.games.base import Game, State
+from zeroforge.shared.games.base import Game, State
 
 
 def winning_actions(game: Game, states: State) -> np.ndarray:

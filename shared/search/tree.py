@@ -37,8 +37,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
-
-from shared.games.base import State
+from zeroforge.shared.games.base import State
 
 UNEXPANDED = -1
 """``children`` entry of a legal action whose child node does not exist yet."""

@@ -41,12 +41,11 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-
-from shared.games.base import Game, State
-from shared.games.sampling import sample_legal
-from shared.search.rollout import mover_view, rollout_outcomes
-from shared.search.tactics import winning_actions
-from shared.search.tree import ILLEGAL, UNEXPANDED, Tree, TreeArrays, backup_kernel, flip
+from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.search.rollout import mover_view, rollout_outcomes
+from zeroforge.shared.search.tactics import winning_actions
+from zeroforge.shared.search.tree import ILLEGAL, UNEXPANDED, Tree, TreeArrays, backup_kernel, flip
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from shared.transport.base import (
+from zeroforge.shared.transport.base import (
     ResultsStore,
     SampleSink,
     SampleSource,
@@ -20,15 +20,20 @@ from shared.transport.base import (
     WeightSource,
     open_transport,
 )
-from shared.transport.connection import (
+from zeroforge.shared.transport.connection import (
     CA_ENV,
     PASSWORD_ENV,
     RedisConfig,
     TransportError,
     connect,
 )
-from shared.transport.server import BINARY_ENV, RedisServer, RedisServerConfig, RedisServerError
-from shared.transport.stream import (
+from zeroforge.shared.transport.server import (
+    BINARY_ENV,
+    RedisServer,
+    RedisServerConfig,
+    RedisServerError,
+)
+from zeroforge.shared.transport.stream import (
     BackpressureTimeout,
     SampleStream,
     StreamConfig,
@@ -38,7 +43,7 @@ from shared.transport.stream import (
 
 # The weight store needs torch (~2 s to import); a self-play worker that only appends
 # samples should not pay for it, so these names are imported on first use.
-_LAZY = {name: "shared.transport.weights" for name in (
+_LAZY = {name: "zeroforge.shared.transport.weight_store" for name in (
     "StaleVersionError", "WeightInfo", "WeightsIntegrityError", "WeightStore",
     "WeightSubscription")}
 

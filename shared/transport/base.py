@@ -20,8 +20,8 @@ StateDict = dict[str, Any]
 """Parameter name -> tensor (torch stays out of this module)."""
 
 if TYPE_CHECKING:
-    from shared.samples import GameSamples
-    from shared.transport.stream import StreamConfig, StreamInfo
+    from zeroforge.shared.samples import GameSamples
+    from zeroforge.shared.transport.stream import StreamConfig, StreamInfo
 
 
 @runtime_checkable
@@ -133,11 +133,11 @@ def open_transport(url: str, run_id: str) -> Transport:
     """The transport of run ``run_id`` at ``url``: ``redis://``/``rediss://`` (connects),
     or ``memory://NAME`` (the process-wide in-memory transport of that name)."""
     if url.startswith("memory://"):
-        from shared.transport.memory import MemoryTransport
+        from zeroforge.shared.transport.memory import MemoryTransport
 
         return MemoryTransport.named(url, run_id)
     if url.startswith(("redis://", "rediss://", "unix://")):
-        from shared.transport.redis_transport import RedisTransport
+        from zeroforge.shared.transport.redis_transport import RedisTransport
 
         return RedisTransport(url, run_id)
     scheme = url.split("://", 1)[0] if "://" in url else url

@@ -23,11 +23,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgpack
-
-from shared.samples import GameSamples
-from shared.transport.base import StateDict
-from shared.transport.results import EvalResultsStore, ResultsFormatError
-from shared.transport.stream import (
+from zeroforge.shared.samples import GameSamples
+from zeroforge.shared.transport.base import StateDict
+from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
+from zeroforge.shared.transport.stream import (
     BackpressureTimeout,
     StreamConfig,
     StreamInfo,
@@ -36,7 +35,7 @@ from shared.transport.stream import (
     encode_entries,
     parse_id,
 )
-from shared.transport.weights import (
+from zeroforge.shared.transport.weight_store import (
     StaleVersionError,
     WeightInfo,
     check_version,

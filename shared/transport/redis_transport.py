@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared.transport.connection import connect
-from shared.transport.results import EvalResultsStore
-from shared.transport.stream import SampleStream, StreamConfig, check_run_id
+from zeroforge.shared.transport.connection import connect
+from zeroforge.shared.transport.results import EvalResultsStore
+from zeroforge.shared.transport.stream import SampleStream, StreamConfig, check_run_id
 
 
 class RedisTransport:
@@ -21,7 +21,7 @@ class RedisTransport:
         return SampleStream(self.redis, self.run_id, config)
 
     def weights(self, keep: int = 3):  # -> WeightStore (imports torch, so lazily)
-        from shared.transport.weights import WeightStore
+        from zeroforge.shared.transport.weight_store import WeightStore
 
         return WeightStore(self.redis, self.run_id, keep=keep)
 

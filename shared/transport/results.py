@@ -19,9 +19,8 @@ from typing import Any, cast
 
 import msgpack
 import redis
-
-from shared.transport.connection import TransportError, redis_errors
-from shared.transport.stream import check_run_id
+from zeroforge.shared.transport.connection import TransportError, redis_errors
+from zeroforge.shared.transport.stream import check_run_id
 
 
 class ResultsFormatError(TransportError):

@@ -44,9 +44,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
-
-from shared.samples import MAX_ENTRY_BYTES, GameSamples, SampleFormatError, decode, encode
-from shared.transport.connection import TransportError, redis_errors
+from zeroforge.shared.samples import MAX_ENTRY_BYTES, GameSamples, SampleFormatError, decode, encode
+from zeroforge.shared.transport.connection import TransportError, redis_errors
 
 log = logging.getLogger(__name__)
 

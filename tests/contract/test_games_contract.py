@@ -11,10 +11,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from shared.games import make_game
-from shared.games.base import Game, IllegalMoveError, State
-from shared.games.sampling import sample_legal
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, IllegalMoveError, State
+from zeroforge.shared.games.sampling import sample_legal
 
 SPECS = [
     "tictactoe",

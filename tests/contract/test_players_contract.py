@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from learner.learner import Learner, LearnerConfig
-from shared.formats.weights import save_weights
-from shared.games import make_game
-from shared.games.base import Game
-from shared.nets import NetConfig, build_net
-from shared.players import PLAYER_SPECS, Player, load_net, make_player
-from shared.search.config import SearchConfig
+from zeroforge.learner.learner import Learner, LearnerConfig
+from zeroforge.shared.formats.weight_blob import save_weights
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.players.factory import PLAYER_SPECS, Player, load_net, make_player
+from zeroforge.shared.search.config import SearchConfig
 
 GAMES = ["tictactoe", "gomoku6", "go:size=5", "5stone_chess"]
 PLIES = 4
@@ -46,7 +45,7 @@ def specs_for(game_spec: str, files: tuple[Path, Path]) -> list[str]:
              f"net:{checkpoint}:3", f"net:{snapshot}:2"]
     if game_spec == "tictactoe":
         specs.append("minimax")
-    if game_spec.startswith("go:"):  # GnuGo over GTP (shared/gtp_player.py); CI installs it
+    if game_spec.startswith("go:"):  # GnuGo over GTP (shared/players/gtp.py); CI installs it
         specs.append("gtp:gnugo --mode gtp --level 1")
     return specs
 

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
-
-from shared.formats.weights import weights_to_bytes
-from shared.samples import GameSamples, decode, encode
-from shared.transport import (
+from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.samples import GameSamples, decode, encode
+from zeroforge.shared.transport import (
     BackpressureTimeout,
     RedisServer,
     ResultsStore,
@@ -27,8 +26,8 @@ from shared.transport import (
     WeightSink,
     WeightsIntegrityError,
 )
-from shared.transport.memory import MemoryTransport
-from shared.transport.redis_transport import RedisTransport
+from zeroforge.shared.transport.memory import MemoryTransport
+from zeroforge.shared.transport.redis_transport import RedisTransport
 
 GAME = "gomoku:size=6,k=4"
 

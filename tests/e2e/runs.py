@@ -33,7 +33,7 @@ class TrainProcess:
         self.run_id = run_id
         args = ["train", "--config", "tictactoe", "--run-dir", str(run_dir), "--run-id",
                 run_id, *TINY, *extra]
-        cmd = [EXE, *args] if EXE else [sys.executable, "-m", "deploy.cli", *args]
+        cmd = [EXE, *args] if EXE else [sys.executable, "-m", "zeroforge", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, start_new_session=True)
         self.lines: list[str] = []

@@ -7,14 +7,13 @@ import subprocess
 import sys
 
 import pytest
-
-from shared.formats.sgf import read_sgf_file
+from zeroforge.shared.formats.sgf import read_sgf_file
 
 EXE = shutil.which("zeroforge") or ""
 
 
 def zf(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
-    cmd = [EXE, *args] if EXE else [sys.executable, "-m", "deploy.cli", *args]
+    cmd = [EXE, *args] if EXE else [sys.executable, "-m", "zeroforge", *args]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
 
 

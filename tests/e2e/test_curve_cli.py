@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from zeroforge.deploy import curve
+from zeroforge.shared.formats.sgf import read_sgf_file, replay
+from zeroforge.shared.players.ladder import load_ladder
 
-from deploy import curve
-from shared.formats.sgf import read_sgf_file, replay
-from shared.ladder import load_ladder
 from tests.e2e.test_cli import zf
 
 TINY_LOCAL = ["--set", "net=tiny", "--set", "search.num_simulations=12",

@@ -13,7 +13,8 @@ import subprocess
 import sys
 import time
 
-from deploy.dashboard.client import RunClient
+from zeroforge.deploy.dashboard.client import RunClient
+
 from tests.e2e.browser import chromium, console_errors, output_dir, wait_for_chart
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import EXE, zf
@@ -28,7 +29,7 @@ URL = re.compile(r"dashboard at (http://127\.0\.0\.1:\d+/)")
 
 
 def _cmd(*args: str) -> list[str]:
-    return [EXE, *args] if EXE else [sys.executable, "-m", "deploy.cli", *args]
+    return [EXE, *args] if EXE else [sys.executable, "-m", "zeroforge", *args]
 
 
 def _wait_line(proc: subprocess.Popen, pattern: re.Pattern, lines: list[str],

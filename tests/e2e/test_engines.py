@@ -15,17 +15,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from deploy.engines.match import run_match
-from learner.learner import Learner, LearnerConfig
-from shared.formats.sgf import read_sgf_file, record_from_session, replay
-from shared.games import make_game
-from shared.gtp_player import GtpPlayer
-from shared.nets import NetConfig
-from shared.players import RandomPlayer
+from zeroforge.deploy.engines.match import run_match
+from zeroforge.learner.learner import Learner, LearnerConfig
+from zeroforge.shared.formats.sgf import read_sgf_file, record_from_session, replay
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.players.factory import RandomPlayer
+from zeroforge.shared.players.gtp import GtpPlayer
 
 EXE = shutil.which("zeroforge")
-ZF = [EXE] if EXE else [sys.executable, "-m", "deploy.cli"]
+ZF = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
 GNUGO = "gnugo --mode gtp --level 1"
 # area scoring like zeroforge, and every dead stone captured before it passes: its
 # final_score then has nothing to judge that Tromp-Taylor would count differently

@@ -12,7 +12,8 @@ import signal
 import stat
 import time
 
-from learner.learner import load_checkpoint
+from zeroforge.learner.learner import load_checkpoint
+
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import zf
 

@@ -9,9 +9,9 @@ import signal
 import subprocess
 
 import pytest
+from zeroforge.shared.formats.sgf import read_sgf_file, replay
+from zeroforge.shared.players.factory import PLAYER_SPECS
 
-from shared.formats.sgf import read_sgf_file, replay
-from shared.players import PLAYER_SPECS
 from tests.e2e.test_cli import EXE, zf
 from tests.play_nets import tiny_checkpoint
 
@@ -67,7 +67,7 @@ def test_play_web_serves_until_interrupted() -> None:
     import sys
     import urllib.request
 
-    cmd = [EXE] if EXE else [sys.executable, "-m", "deploy.cli"]
+    cmd = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
     proc = subprocess.Popen([*cmd, "play", "--web", "--port", "0", "--game", "go9"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

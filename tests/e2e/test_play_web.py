@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 from selenium.webdriver.common.by import By
+from zeroforge.shared.formats.sgf import read_sgf, replay
+from zeroforge.shared.games import make_game
 
-from shared.formats.sgf import read_sgf, replay
-from shared.games import make_game
 from tests.e2e.browser import chromium, console_errors, output_dir
 from tests.e2e.test_cli import EXE
 
 
 @pytest.fixture
 def board_url() -> Iterator[str]:
-    cmd = [EXE] if EXE else [sys.executable, "-m", "deploy.cli"]
+    cmd = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
     proc = subprocess.Popen([*cmd, "play", "--web", "--port", "0", "--seed", "4"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 
 import numpy as np
+from zeroforge.deploy.config import load_train_config
+from zeroforge.learner.learner import Learner
+from zeroforge.learner.pretrain import pretrain
+from zeroforge.shared.formats.sgf import record_from_session, write_sgf
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.session import GameSession
 
-from deploy.config import load_train_config
-from learner.learner import Learner
-from learner.pretrain import pretrain
-from shared.formats.sgf import record_from_session, write_sgf
-from shared.games import make_game
-from shared.games.session import GameSession
 from tests.e2e.test_cli import zf
 
 

@@ -25,8 +25,8 @@ import uuid
 from pathlib import Path
 
 import yaml
+from zeroforge.deploy.monitoring import build_dashboard
 
-from deploy.monitoring import build_dashboard
 from tests.e2e.runs import TrainProcess
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from zeroforge.deploy.rating.rate import figure
+from zeroforge.shared.config import to_dict
+from zeroforge.shared.formats.weight_blob import save_weights
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.players import ladder as ladders
+from zeroforge.shared.run_files import RunRecord, snapshot_path
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.train_config import EvaluationConfig, TrainConfig
 
-from deploy.rating.rate import figure
-from shared import ladder as ladders
-from shared.config import to_dict
-from shared.formats.weights import save_weights
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.run_record import RunRecord, snapshot_path
-from shared.search.config import SearchConfig
-from shared.train_config import EvaluationConfig, TrainConfig
 from tests.e2e.test_cli import zf
 
 SNAPSHOTS = (30, 90)

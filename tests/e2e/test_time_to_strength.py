@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.run_record import snapshot_files
+from zeroforge.shared.run_files import snapshot_files
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 

@@ -22,7 +22,7 @@ import pytest
 from tests.e2e.test_cli import EXE
 from tests.e2e.test_curve_cli import TINY_LOCAL
 
-ZF = [EXE] if EXE else [sys.executable, "-m", "deploy.cli"]
+ZF = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from learner.learner import load_checkpoint
+from zeroforge.learner.learner import load_checkpoint
+
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import zf
 

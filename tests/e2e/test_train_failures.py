@@ -13,8 +13,8 @@ import sys
 import time
 
 import pytest
+from zeroforge.shared.transport import RedisServer
 
-from shared.transport import RedisServer
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import EXE, zf
 
@@ -80,7 +80,7 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
         [warning] = [x for x in out.splitlines() if "zeroforge train: warning:" in x]
         assert "cannot hold all the asked actors" in warning and "1 evaluator" in warning
         assert "Traceback" not in out
-        from learner.learner import load_checkpoint
+        from zeroforge.learner.learner import load_checkpoint
 
         assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] > 0
 
@@ -90,7 +90,7 @@ def test_sigint_stops_a_run_a_script_started_in_the_background(tmp_path):
     ignored, and Python keeps it so: ``kill -INT`` did nothing. The run must still stop
     cleanly on SIGINT (final checkpoint, exit 0), as in the foreground."""
     run_dir = tmp_path / "run"
-    train = [EXE] if EXE else [sys.executable, "-m", "deploy.cli"]
+    train = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
     train += ["train", "--local", "--config", "tictactoe", "--minutes", "5",
               "--run-dir", str(run_dir), "--set", "net=tiny",
               "--set", "search.num_simulations=8", "--set", "run.progress_every_s=1"]

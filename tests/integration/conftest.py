@@ -12,13 +12,12 @@ from collections.abc import Iterator, Sequence
 import pytest
 import ray
 import redis
-
-from actors.evaluator_service import EvaluatorService
-from deploy.builder import build_evaluator, build_learner
-from deploy.ray_runtime import NAMESPACE
-from learner.service import LearnerService
-from shared.train_config import TrainConfig
-from shared.transport import RedisServer, connect, open_transport
+from zeroforge.actors.rating_service import EvaluatorService
+from zeroforge.deploy.builder import build_evaluator, build_learner
+from zeroforge.deploy.ray.runtime import NAMESPACE
+from zeroforge.learner.service import LearnerService
+from zeroforge.shared.train_config import TrainConfig
+from zeroforge.shared.transport import RedisServer, connect, open_transport
 
 
 @pytest.fixture(scope="module")

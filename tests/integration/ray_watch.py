@@ -1,7 +1,7 @@
 """What a Ray cluster holds, as JSON lines, for tests that watch a cluster from outside.
 
 ``python -m tests.integration.ray_watch ADDRESS`` joins the cluster at ADDRESS the way the
-CLI does (``deploy.ray_runtime.join``: loopback, Ray's token) and answers each line on
+CLI does (``zeroforge.deploy.ray.runtime.join``: loopback, Ray's token) and answers each line on
 stdin with one line on stdout, ``MARK`` and JSON ``{"nodes": [...], "actors": [...]}``
 read from the GCS (no dashboard needed). It runs in its own process so that the test's process never
 joins (or changes the Ray settings of) a cluster other tests do not expect.
@@ -14,8 +14,7 @@ import sys
 
 import ray
 from ray._private import state
-
-from deploy.ray_runtime import NAMESPACE, _connect, _use_token
+from zeroforge.deploy.ray.runtime import NAMESPACE, _connect, _use_token
 
 MARK = "ray_watch: "
 """Prefix of the answer lines (Ray may print other lines on stdout)."""
@@ -38,7 +37,7 @@ def snapshot() -> dict:
 
 
 def main(address: str) -> None:
-    # as ``deploy.ray_runtime.join`` (token, loopback), without the actors' log lines
+    # as ``zeroforge.deploy.ray.runtime.join`` (token, loopback), without the actors' log lines
     _use_token(address)
     _connect(address, namespace=NAMESPACE, include_dashboard=False, logging_level="ERROR",
              log_to_driver=False)

@@ -50,15 +50,15 @@ from typing import Any
 
 import ray
 import redis
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.deploy.ray.runtime import RunHandle
+from zeroforge.learner.learner import load_checkpoint
+from zeroforge.shared.samples import decode
+from zeroforge.shared.transport import RedisServer, connect, stream_key
+from zeroforge.shared.transport.server import RedisServerConfig
+from zeroforge.shared.transport.stream import FIELD
 
-from deploy import ray_runtime
-from deploy.config import load_train_config
-from deploy.ray_runtime import RunHandle
-from learner.learner import load_checkpoint
-from shared.samples import decode
-from shared.transport import RedisServer, connect, stream_key
-from shared.transport.server import RedisServerConfig
-from shared.transport.stream import FIELD
 from tests.integration.test_distributed import SETTINGS as DISTRIBUTED_SETTINGS
 
 SETTINGS = [*DISTRIBUTED_SETTINGS, "search.num_simulations=8", "selfplay.workers=2"]
@@ -330,7 +330,7 @@ class _Watch:
         st = self.handle.status_json()
         self.record(st)
         values = self.handle.metrics_snapshot()["values"]
-        from shared.metrics import CATALOGUE
+        from zeroforge.shared.metrics import CATALOGUE
 
         for name, series in values.items():
             if CATALOGUE[name].kind == "counter":

@@ -7,10 +7,10 @@ import dataclasses
 
 import ray
 from ray.cluster_utils import Cluster
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.deploy.ray.runtime import NAMESPACE
 
-from deploy import ray_runtime
-from deploy.config import load_train_config
-from deploy.ray_runtime import NAMESPACE
 from tests.integration.test_distributed import SETTINGS, status, wait_for
 
 

@@ -17,12 +17,12 @@ import urllib.request
 
 import pytest
 import ray
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.deploy.ray.runtime import NAMESPACE, RunHandle, controller_name
+from zeroforge.learner.learner import load_checkpoint
+from zeroforge.shared.transport.server import free_port
 
-from deploy import ray_runtime
-from deploy.config import load_train_config
-from deploy.ray_runtime import NAMESPACE, RunHandle, controller_name
-from learner.learner import load_checkpoint
-from shared.transport.server import free_port
 from tests.integration.test_distributed import SETTINGS, wait_for
 
 COUNTERS = ("games", "games_received", "learner_steps", "positions")

@@ -15,12 +15,11 @@ import msgpack
 import numpy as np
 import pytest
 import ray
-
-from deploy import ray_runtime
-from deploy.config import load_train_config
-from shared.games import make_game
-from shared.samples import GameSamples, encode
-from shared.transport import connect, stream_key
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.shared.games import make_game
+from zeroforge.shared.samples import GameSamples, encode
+from zeroforge.shared.transport import connect, stream_key
 
 SETTINGS = [
     "game=tictactoe", "net=tiny", "search.num_simulations=12", "selfplay.games_in_parallel=8",
@@ -252,7 +251,7 @@ def test_run_limit_ends_the_run_and_keeps_the_trained_checkpoint(
     """The learner returns by itself at run.max_learner_steps: the controller stops the run
     without starting a successor learner (which once overwrote the final checkpoint with
     untrained weights) and keeps the learner's counters in the final status."""
-    from learner.learner import load_checkpoint
+    from zeroforge.learner.learner import load_checkpoint
 
     controller = start_run(redis_server, run_id, tmp_path, "run.max_learner_steps=15")
     final = wait_for(lambda: (st := status(controller))["state"] == "stopped" and st)

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from zeroforge.actors.rating_service import BEST
+from zeroforge.learner.learner import LearnerConfig
+from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.train_config import EvaluationConfig, RunConfig, TrainConfig
+from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
+from zeroforge.shared.transport.weight_store import WeightStore
 
-from actors.evaluator_service import BEST
-from learner.learner import LearnerConfig
-from shared.formats.weights import weights_to_bytes
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.search.config import SearchConfig
-from shared.train_config import EvaluationConfig, RunConfig, TrainConfig
-from shared.transport.results import EvalResultsStore, ResultsFormatError
-from shared.transport.weights import WeightStore
 from tests.integration.conftest import evaluator_service, learner_service
 
 GAME = "tictactoe"
@@ -148,9 +148,9 @@ def test_garbage_in_the_results_keys(redis_server, redis_client, run_id):
 
 def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
         redis_server, redis_client, run_id, tmp_path):
-    from shared import ladder as ladders
-    from shared.formats.sgf import read_sgf_file, replay
-    from shared.run_record import RunRecord
+    from zeroforge.shared.formats.sgf import read_sgf_file, replay
+    from zeroforge.shared.players import ladder as ladders
+    from zeroforge.shared.run_files import RunRecord
 
     store = WeightStore(redis_client, run_id)
     ev = evaluator_service(config(), redis_server.url, run_id, record=RunRecord(tmp_path))

@@ -11,15 +11,18 @@ import numpy as np
 import pytest
 import ray
 import torch
-
-from actors.inference import InferenceServerConfig
-from actors.selfplay import SelfPlayConfig, SelfPlayWorker
-from deploy.ray_runtime import NoInferenceServerError, RemoteEvaluator, make_inference_actor
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.search.config import SearchConfig
-from shared.torch_evaluator import TorchEvaluator
-from shared.transport import RedisServer, WeightStore, connect
+from zeroforge.actors.inference import InferenceServerConfig
+from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from zeroforge.deploy.ray.runtime import (
+    NoInferenceServerError,
+    RemoteEvaluator,
+    make_inference_actor,
+)
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.transport import RedisServer, WeightStore, connect
 
 GAME = "tictactoe"
 SPEC = make_game(GAME).spec
@@ -145,7 +148,7 @@ def test_remote_evaluator_fails_over_when_a_server_dies(
             ev = evaluator.evaluate(obs, legal)
             assert ev.policy_logits.shape == (3, SPEC.num_actions) and ev.value.shape == (3,)
         ray.kill(first)
-        with caplog.at_level(logging.WARNING, logger="actors.inference"):
+        with caplog.at_level(logging.WARNING, logger="zeroforge.actors.inference"):
             for _ in range(4):
                 assert evaluator.evaluate(obs, legal).value.shape == (3,)
         gone = [r for r in caplog.records if "is gone" in r.getMessage()]

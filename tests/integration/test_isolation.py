@@ -4,7 +4,7 @@ runtime-env agent, autoscaler monitor, the driver's and every actor's gRPC serve
 on 127.0.0.1 only, and Ray's token file is readable by its owner only (0600).
 
 Ray 2.60 rewrites a loopback node address to the machine's outward one unless told that
-multi-node clusters are off (``deploy/ray_runtime.py``, ``_loopback_node``); without that,
+multi-node clusters are off (``deploy/ray/runtime.py``, ``_loopback_node``); without that,
 every one of them listened on 0.0.0.0, ``::`` or the machine's address.
 """
 
@@ -15,9 +15,8 @@ import stat
 
 import psutil
 import ray
-
-from deploy import ray_runtime
-from shared.transport import RedisServer
+from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.shared.transport import RedisServer
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 

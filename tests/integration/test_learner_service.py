@@ -13,25 +13,25 @@ import msgpack
 import numpy as np
 import pytest
 import torch
-
-from actors.selfplay import SelfPlayConfig, SelfPlayWorker
-from learner.learner import CheckpointError, Learner, LearnerConfig
-from learner.service import (
+from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
+from zeroforge.learner.service import (
     CHECKPOINT_NAME,
     REJECTION_REASONS,
     SERVICE_STATE_FORMAT,
     LearnerService,
 )
-from shared.formats.weights import load_weights
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.run_record import snapshot_files
-from shared.samples import GameSamples
-from shared.search.config import SearchConfig
-from shared.torch_evaluator import TorchEvaluator
-from shared.train_config import RunConfig, TrainConfig
-from shared.transport import SampleStream, TransportError, stream_key
-from shared.transport.weights import WeightStore
+from zeroforge.shared.formats.weight_blob import load_weights
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.run_files import snapshot_files
+from zeroforge.shared.samples import GameSamples
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.train_config import RunConfig, TrainConfig
+from zeroforge.shared.transport import SampleStream, TransportError, stream_key
+from zeroforge.shared.transport.weight_store import WeightStore
+
 from tests.integration.conftest import learner_service
 
 GAME = "tictactoe"
@@ -340,5 +340,5 @@ def test_weight_snapshots_for_learning_curves(redis_server, redis_client, run_id
     seconds = [int(p.stem.split("-")[1].rstrip("s")) for p in snaps]
     assert len(seconds) == 3 and seconds[0] >= 1 and seconds == sorted(set(seconds))
     net = build_net(NetConfig.preset("tiny"), make_game(GAME).spec)
-    load_weights(snaps[-1], net)  # a safetensors file (shared.formats.weights)
+    load_weights(snaps[-1], net)  # a safetensors file (zeroforge.shared.formats.weight_blob)
     service.stop()

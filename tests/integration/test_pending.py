@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 import ray
+from zeroforge.deploy.ray import runtime as ray_runtime
 
-from deploy import ray_runtime
 from tests.integration.test_distributed import start_run, status, wait_for
 
 

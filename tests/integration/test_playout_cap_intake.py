@@ -5,14 +5,14 @@ checks), and the replay window holds zero policy rows exactly at the fast moves.
 from __future__ import annotations
 
 import numpy as np
+from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.train_config import LearnerConfig, RunConfig, TrainConfig
+from zeroforge.shared.transport import SampleStream
 
-from actors.selfplay import SelfPlayConfig, SelfPlayWorker
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.search.config import SearchConfig
-from shared.torch_evaluator import TorchEvaluator
-from shared.train_config import LearnerConfig, RunConfig, TrainConfig
-from shared.transport import SampleStream
 from tests.integration.conftest import learner_service
 
 GAME = "tictactoe"

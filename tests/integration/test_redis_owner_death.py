@@ -15,7 +15,7 @@ import psutil
 
 OWNER = """
 import os, signal, sys, time
-from shared.transport import RedisServer
+from zeroforge.shared.transport import RedisServer
 server = RedisServer().start()
 if sys.argv[1] == "restarted":
     first = server.pid

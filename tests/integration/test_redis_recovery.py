@@ -19,17 +19,16 @@ from collections.abc import Callable
 
 import pytest
 import torch
-
-import actors.selfplay_service as selfplay_service
-from actors.selfplay import SelfPlayWorker
-from actors.selfplay_service import SelfPlayService
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.samples import GameSamples
-from shared.search.config import SearchConfig
-from shared.search.evaluator import UniformEvaluator
-from shared.train_config import SelfPlayConfig
-from shared.transport import (
+import zeroforge.actors.selfplay_service as selfplay_service
+from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.actors.selfplay_service import SelfPlayService
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.samples import GameSamples
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.train_config import SelfPlayConfig
+from zeroforge.shared.transport import (
     RedisServer,
     RedisServerConfig,
     SampleStream,
@@ -38,8 +37,9 @@ from shared.transport import (
     connect,
     open_transport,
 )
-from shared.transport.results import EvalResultsStore
-from shared.transport.server import free_port
+from zeroforge.shared.transport.results import EvalResultsStore
+from zeroforge.shared.transport.server import free_port
+
 from tests.integration.conftest import learner_service
 from tests.integration.test_learner_service import GAME, train_config
 from tests.integration.test_transport import make_games
@@ -101,7 +101,7 @@ def test_a_crashed_redis_comes_back_with_stream_groups_pending_entries_and_weigh
 
 def test_a_crash_loop_is_given_up_in_one_logged_line(caplog):
     config = RedisServerConfig(max_restarts=1, restart_window_s=60)
-    with caplog.at_level(logging.WARNING, logger="shared.transport.server"), \
+    with caplog.at_level(logging.WARNING, logger="zeroforge.shared.transport.server"), \
             RedisServer(config) as server:
         crash(server)
         wait_until(lambda: server.restarts == 1 and server.running)

@@ -11,12 +11,11 @@ import msgpack
 import numpy as np
 import pytest
 import torch
-
-from shared.formats.weights import weights_to_bytes
-from shared.games import make_game
-from shared.nets import build_net
-from shared.samples import GameSamples, encode
-from shared.transport import (
+from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import build_net
+from zeroforge.shared.samples import GameSamples, encode
+from zeroforge.shared.transport import (
     BINARY_ENV,
     PASSWORD_ENV,
     BackpressureTimeout,
@@ -31,7 +30,7 @@ from shared.transport import (
     WeightStore,
     connect,
 )
-from shared.transport.server import free_port
+from zeroforge.shared.transport.server import free_port
 
 GOMOKU = "gomoku:size=15,k=5"
 
@@ -214,7 +213,7 @@ def test_bad_entries_are_rejected_counted_acked_and_skipped(redis_client, run_id
     bad_ids = {reason: redis_client.xadd(stream.key, fields).decode()
                for reason, fields in bad.items()}
     stream.append(make_games(1, 1, t=2))
-    with caplog.at_level(logging.WARNING, logger="shared.transport.stream"):
+    with caplog.at_level(logging.WARNING, logger="zeroforge.shared.transport.stream"):
         got = stream.read(10)
     assert [g.game_id for _, g in got] == ["g0", "g1"]
     assert stream.rejected == {reason: 1 for reason in bad}

@@ -1,4 +1,4 @@
-"""The multi-host test bed (``deploy/netbed``): one bed per test module, rebuilt when a
+"""The multi-host test bed (``tests/netbed``): one bed per test module, rebuilt when a
 test left it unusable; a run per test, always ended."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.netbed import Bed, BedConfig, namespaces
 from tests.multihost.bed_run import BedRun
+from tests.netbed import Bed, BedConfig, namespaces
 
 
 def _check_machine() -> None:

@@ -1,4 +1,4 @@
-"""A distributed run across real network interfaces: the netns bed of ``deploy/netbed``
+"""A distributed run across real network interfaces: the netns bed of ``tests/netbed``
 (hosts ``redis``, ``head``, ``node1``, ``node2`` on a bridge, each its own network stack).
 
 Every test starts ``zeroforge train --address HEAD --redis-url redis://redis:6379/0`` on
@@ -15,9 +15,9 @@ import socket
 import time
 import urllib.request
 
-from deploy.netbed import Bed
 from tests.integration.test_chaos import Ledger
 from tests.multihost.bed_run import BedRun, ips
+from tests.netbed import Bed
 
 
 def _steady(run: BedRun, bed: Bed, workers: int, hosts: set[str], timeout: float = 240

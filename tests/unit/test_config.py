@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from deploy.config import TrainConfig, load_train_config
-from shared.config import ConfigError
+from zeroforge.deploy.config import TrainConfig, load_train_config
+from zeroforge.shared.config import ConfigError
 
 
 def test_defaults_and_overrides():
@@ -28,7 +27,7 @@ def test_yaml_and_toml_files(tmp_path):
 
 
 def test_every_shipped_preset_loads():
-    from deploy.config import CONFIG_DIR
+    from zeroforge.deploy.config import CONFIG_DIR
 
     files = sorted(CONFIG_DIR.glob("*.yaml"))
     assert files

@@ -15,8 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from deploy import curve
+from zeroforge.deploy import curve
 
 RECORDED_RUN = Path(__file__).resolve().parent / "data" / "run-tictactoe"
 RECORDED = RECORDED_RUN / "eval.jsonl"

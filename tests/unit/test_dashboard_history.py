@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from deploy.dashboard.history import (
+from zeroforge.deploy.dashboard.history import (
     Flattener,
     History,
     HistoryConfig,
@@ -17,7 +16,7 @@ from deploy.dashboard.history import (
     quantile,
     series_key,
 )
-from shared import metrics
+from zeroforge.shared import metrics
 
 
 def _merged(*recorders: metrics.Recorder) -> dict:

@@ -9,10 +9,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import zeroforge.deploy
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-import deploy
 from tests.unit.deploy_files import (
     DOCKERFILE,
     ROOT,
@@ -36,7 +36,7 @@ def _instructions() -> list[tuple[str, str]]:
 
 
 def test_tests_import_this_checkout():
-    assert Path(deploy.__file__).resolve().parent == ROOT / "deploy"
+    assert Path(zeroforge.deploy.__file__).resolve().parent == ROOT / "deploy"
 
 
 def test_hadolint_clean():

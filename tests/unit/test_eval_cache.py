@@ -8,10 +8,9 @@ import asyncio
 
 import numpy as np
 import pytest
-
-from shared.games import make_game
-from shared.search.eval_cache import CachedEvaluator, EvalCache, position_keys
-from shared.search.evaluator import Evaluation, EvaluationError
+from zeroforge.shared.games import make_game
+from zeroforge.shared.search.eval_cache import CachedEvaluator, EvalCache, position_keys
+from zeroforge.shared.search.evaluator import Evaluation, EvaluationError
 
 A = 5
 
@@ -196,9 +195,8 @@ def test_real_net_outputs_are_the_nets_own_and_a_weights_swap_invalidates(spec):
     """With a real network: each answered row is what the net says for that position (up
     to float reassociation across batch sizes), and loading weights empties the cache."""
     import torch
-
-    from shared.nets import NetConfig, build_net
-    from shared.torch_evaluator import TorchEvaluator
+    from zeroforge.shared.nets.model import NetConfig, build_net
+    from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 
     torch.manual_seed(0)
     game = make_game(spec)
@@ -236,9 +234,9 @@ def test_real_net_outputs_are_the_nets_own_and_a_weights_swap_invalidates(spec):
 def test_selfplay_with_the_cache_plays_the_same_games_as_without():
     """A row-wise exact evaluator makes cached and uncached self-play identical move for
     move, while the cache answers a good share of the positions."""
-    from actors.selfplay import SelfPlayWorker
-    from shared.search.config import SearchConfig
-    from shared.train_config import SelfPlayConfig
+    from zeroforge.actors.selfplay import SelfPlayWorker
+    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.train_config import SelfPlayConfig
 
     game = make_game("gomoku6")
 
@@ -266,10 +264,10 @@ def test_selfplay_with_the_cache_plays_the_same_games_as_without():
 
 
 def test_inference_server_cache_answers_repeats_and_counts_hits():
-    from actors.inference import InferenceServer
-    from shared.metrics import merge, total
-    from shared.nets import NetConfig
-    from shared.train_config import InferenceServerConfig
+    from zeroforge.actors.inference import InferenceServer
+    from zeroforge.shared.metrics import merge, total
+    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.train_config import InferenceServerConfig
 
     game = make_game("gomoku6")
     server = InferenceServer("gomoku6", NetConfig.preset("small"),
@@ -298,13 +296,12 @@ def test_selfplay_service_counts_worker_cache_hits_and_empties_it_on_new_weights
     """The worker side as a run builds it: its own network, weights from the run's
     (in-process) weight store, the cache in front of the network."""
     import torch
-
-    from actors.selfplay_service import SelfPlayService
-    from shared.metrics import merge, total
-    from shared.nets import NetConfig, build_net
-    from shared.search.config import SearchConfig
-    from shared.train_config import RunContext, SelfPlayConfig
-    from shared.transport.memory import MemoryTransport
+    from zeroforge.actors.selfplay_service import SelfPlayService
+    from zeroforge.shared.metrics import merge, total
+    from zeroforge.shared.nets.model import NetConfig, build_net
+    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.train_config import RunContext, SelfPlayConfig
+    from zeroforge.shared.transport.memory import MemoryTransport
 
     transport = MemoryTransport("cache-test")
     store = transport.weights()
@@ -332,7 +329,7 @@ def test_selfplay_service_counts_worker_cache_hits_and_empties_it_on_new_weights
 
 
 def test_cache_sizes_must_not_be_negative():
-    from shared.train_config import InferenceServerConfig, SelfPlayConfig
+    from zeroforge.shared.train_config import InferenceServerConfig, SelfPlayConfig
 
     with pytest.raises(ValueError, match="eval_cache_entries must be >= 0"):
         SelfPlayConfig(eval_cache_entries=-1)

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from shared.games import make_game
-from shared.games.base import IllegalMoveError
-from shared.games.fivestone import FiveStone, FiveStoneState
-from shared.games.session import GameSession
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import IllegalMoveError
+from zeroforge.shared.games.fivestone import FiveStone, FiveStoneState
+from zeroforge.shared.games.session import GameSession
 
 GAME = FiveStone()
 

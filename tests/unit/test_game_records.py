@@ -1,20 +1,19 @@
-"""Game records (shared/game_records.py, the self-play sample) and ``zeroforge replay``."""
+"""Game records (actors/game_records.py, the self-play sample) and ``zeroforge replay``."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from actors.selfplay import SelfPlayWorker
-from deploy.cli import main
-from shared.arena import play_match
-from shared.formats.sgf import GameRecord, read_sgf, read_sgf_file, replay, write_sgf
-from shared.game_records import RecordWriter, safe_name, sgf_of_moves
-from shared.games import make_game
-from shared.players import RandomPlayer, make_player
-from shared.search.config import SearchConfig
-from shared.search.evaluator import UniformEvaluator
-from shared.train_config import SelfPlayConfig
+from zeroforge.actors.game_records import RecordWriter, safe_name, sgf_of_moves
+from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.deploy.cli import main
+from zeroforge.shared.formats.sgf import GameRecord, read_sgf, read_sgf_file, replay, write_sgf
+from zeroforge.shared.games import make_game
+from zeroforge.shared.players.arena import play_match
+from zeroforge.shared.players.factory import RandomPlayer, make_player
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.train_config import SelfPlayConfig
 
 
 @pytest.mark.parametrize("spec, gm", [("go:size=5", 1), ("gomoku:width=6,height=6,k=4", 4),

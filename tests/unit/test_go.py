@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from shared.games import go_kernels as K
-from shared.games import make_game
-from shared.games.base import IllegalMoveError
-from shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
-from shared.games.sampling import sample_legal
-from shared.games.session import GameSession
+from zeroforge.shared.games import go_kernels as K
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import IllegalMoveError
+from zeroforge.shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
+from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.games.session import GameSession
 
 
 def position(game: Go, picture: str, to_play: int = 0, ko_point: int = -1) -> GoState:

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from shared.games import make_game
-from shared.games.base import IllegalMoveError
-from shared.games.session import GameSession
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import IllegalMoveError
+from zeroforge.shared.games.session import GameSession
 
 
 def play_picture(game, picture: str, last: str) -> GameSession:

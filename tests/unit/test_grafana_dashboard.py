@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from deploy.monitoring import build_dashboard
+from zeroforge.deploy.monitoring import build_dashboard
 
 
 def test_committed_dashboard_equals_the_generated_one():
     committed = build_dashboard.OUT.read_text()
     assert committed == build_dashboard.render(), (
         "deploy/monitoring/zeroforge.json is stale: run "
-        "`python -m deploy.monitoring.build_dashboard`")
+        "`python -m zeroforge.deploy.monitoring.build_dashboard`")
 
 
 def test_dashboard_reads_through_its_variables_and_has_the_issues_panels():

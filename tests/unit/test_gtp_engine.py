@@ -7,11 +7,10 @@ import io
 from pathlib import Path
 
 import pytest
-
-from deploy.engines.agent import Agent
-from deploy.engines.gtp import Clock, GtpEngine, clean_line
-from learner.learner import Learner, LearnerConfig
-from shared.nets import NetConfig
+from zeroforge.deploy.engines.agent import Agent
+from zeroforge.deploy.engines.gtp import Clock, GtpEngine, clean_line
+from zeroforge.learner.learner import Learner, LearnerConfig
+from zeroforge.shared.nets.model import NetConfig
 
 
 @pytest.fixture(scope="module")

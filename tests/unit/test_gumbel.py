@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from zeroforge.shared.games import make_game
+from zeroforge.shared.search import MCTS, SearchConfig, UniformEvaluator
 
-from shared.games import make_game
-from shared.search import MCTS, SearchConfig, UniformEvaluator
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 
 

@@ -1,4 +1,4 @@
-"""CPU inference backends (shared/inference_backends.py) against the torch path.
+"""CPU inference backends (shared/nets/backends.py) against the torch path.
 
 Tolerances, max absolute error against ``TorchEvaluator`` on the same net and inputs:
 float32 backends (onnxruntime, openvino) 1e-4 on logits, legal-move probabilities and
@@ -13,9 +13,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-
-from shared.games import GameSpec, make_game
-from shared.inference_backends import (
+from zeroforge.shared.games import GameSpec, make_game
+from zeroforge.shared.nets.backends import (
     BACKENDS,
     BackendError,
     ExportedEvaluator,
@@ -23,9 +22,9 @@ from shared.inference_backends import (
     legal_move_probabilities,
     make_evaluator,
 )
-from shared.nets import PRESETS, build_net, fuse_for_inference
-from shared.search.evaluator import check_evaluation
-from shared.torch_evaluator import TorchEvaluator
+from zeroforge.shared.nets.model import PRESETS, build_net, fuse_for_inference
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.search.evaluator import check_evaluation
 
 GO_LIKE = GameSpec(name="go-like", version=0, board_shape=(9, 9), num_actions=82,
                    obs_shape=(17, 9, 9), spec_string="go-like", max_moves=200)
@@ -158,7 +157,7 @@ def test_missing_package_names_the_install_command(backend: str, package: str,
 
 
 def test_int8_is_cpu_only() -> None:
-    from shared.torch_evaluator import InferenceConfig
+    from zeroforge.shared.nets.torch_evaluator import InferenceConfig
 
     with pytest.raises(BackendError, match="'torch-int8' runs on the CPU only"):
         make_evaluator(trained_like("tiny", TTT), "torch-int8",
@@ -169,10 +168,10 @@ def test_int8_is_cpu_only() -> None:
 def test_inference_server_runs_a_chosen_backend(backend: str) -> None:
     import asyncio
 
-    from actors.inference import InferenceServer
-    from shared.formats.weights import weights_to_bytes
-    from shared.nets import NetConfig
-    from shared.train_config import InferenceServerConfig
+    from zeroforge.actors.inference import InferenceServer
+    from zeroforge.shared.formats.weight_blob import weights_to_bytes
+    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.train_config import InferenceServerConfig
 
     net = trained_like("tiny", TTT, seed=2)
     obs, legal = batch(TTT, 6)
@@ -195,8 +194,8 @@ def test_inference_server_runs_a_chosen_backend(backend: str) -> None:
 
 
 def test_inference_server_config_checks_the_backend() -> None:
-    from shared import config as cfg
-    from shared.train_config import InferenceServerConfig, TrainConfig
+    from zeroforge.shared import config as cfg
+    from zeroforge.shared.train_config import InferenceServerConfig, TrainConfig
 
     assert InferenceServerConfig().backend == "torch"
     loaded = cfg.load(TrainConfig, None, ["inference.backend=openvino-bf16"])
@@ -214,11 +213,11 @@ def test_selfplay_worker_runs_its_own_net_through_selfplay_backend(backend: str,
                                                                    tmp_path) -> None:
     """``selfplay.backend``: a worker without inference servers exports its own net, takes
     published weights into it (a rebuild) and plays whole games on it."""
-    from actors.selfplay_service import SelfPlayService
-    from shared.nets import NetConfig
-    from shared.search.config import SearchConfig
-    from shared.train_config import RunContext, SelfPlayConfig
-    from shared.transport.memory import MemoryTransport
+    from zeroforge.actors.selfplay_service import SelfPlayService
+    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.train_config import RunContext, SelfPlayConfig
+    from zeroforge.shared.transport.memory import MemoryTransport
 
     transport = MemoryTransport("backend-test")
     store = transport.weights()
@@ -243,9 +242,9 @@ def test_selfplay_worker_runs_its_own_net_through_selfplay_backend(backend: str,
 
 def test_train_preflight_names_a_backend_whose_package_is_missing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from deploy.preflight import PreflightError, check_train
-    from shared import config as cfg
-    from shared.train_config import TrainConfig
+    from zeroforge.deploy.preflight import PreflightError, check_train
+    from zeroforge.shared import config as cfg
+    from zeroforge.shared.train_config import TrainConfig
 
     check_train(cfg.load(TrainConfig, None, ["selfplay.backend=openvino"]), local=True,
                 resume=False)  # installed here: passes

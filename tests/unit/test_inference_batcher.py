@@ -8,13 +8,12 @@ import time
 import numpy as np
 import pytest
 import torch
-
-from actors.inference import InferenceServer, InferenceServerConfig
-from shared.formats.weights import weights_to_bytes
-from shared.games import make_game
-from shared.metrics import CATALOGUE
-from shared.nets import NetConfig, build_net
-from shared.torch_evaluator import TorchEvaluator, native_bfloat16
+from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
+from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.games import make_game
+from zeroforge.shared.metrics import CATALOGUE
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator, native_bfloat16
 
 GAME = "tictactoe"
 SPEC = make_game(GAME).spec

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from zeroforge.deploy import commands
+from zeroforge.deploy.cli import build_parser
+from zeroforge.deploy.config import load_train_config
 
-from deploy import commands
-from deploy.cli import build_parser
-from deploy.config import load_train_config
 from tests.unit.deploy_files import (
     ROOT,
     dependency_spec,

@@ -1,4 +1,4 @@
-"""The Elo ladder (shared/ladder.py): the Bradley-Terry fit against known answers, its
+"""The Elo ladder (shared/players/ladder.py): the Bradley-Terry fit against known answers, its
 intervals, the choice of the next pair, and the ladder file."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ import math
 
 import numpy as np
 import pytest
-
-from shared import ladder as ladders
-from shared.ladder import ELO_PER_NAT, Ladder, fit_ratings, variance_drop
+from zeroforge.shared.players import ladder as ladders
+from zeroforge.shared.players.ladder import ELO_PER_NAT, Ladder, fit_ratings, variance_drop
 
 
 def ladder_of(ratings: dict[str, float], games: int, rng: np.random.Generator,

@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from learner.learner import CheckpointError, Learner, LearnerConfig
-from learner.replay import ReplayWindow
-from shared.formats.weights import weights_to_bytes
-from shared.games import make_game
-from shared.nets import NetConfig
-from shared.samples import GameSamples
-from shared.torch_evaluator import native_bfloat16
+from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
+from zeroforge.learner.replay import ReplayWindow
+from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets.torch_evaluator import native_bfloat16
+from zeroforge.shared.samples import GameSamples
 
 
 def one_hot_game(game, t: int, seed: int) -> GameSamples:

@@ -1,5 +1,5 @@
 """The match runner (deploy/engines/match.py) and the GTP client player's failure modes
-(shared/gtp_player.py), with small shell-script engines: one-line errors, resignations,
+(shared/players/gtp.py), with small shell-script engines: one-line errors, resignations,
 moves the rules forbid, and the score summary."""
 
 from __future__ import annotations
@@ -9,12 +9,11 @@ import shlex
 
 import numpy as np
 import pytest
-
-from deploy.engines.match import _margin, play_game, run_match
-from shared.formats.sgf import read_sgf_file
-from shared.games import make_game
-from shared.gtp_player import GtpError, GtpPlayer, Resigned, resolve_command
-from shared.players import RandomPlayer, make_player
+from zeroforge.deploy.engines.match import _margin, play_game, run_match
+from zeroforge.shared.formats.sgf import read_sgf_file
+from zeroforge.shared.games import make_game
+from zeroforge.shared.players.factory import RandomPlayer, make_player
+from zeroforge.shared.players.gtp import GtpError, GtpPlayer, Resigned, resolve_command
 
 GO5 = "go:size=5"
 

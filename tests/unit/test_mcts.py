@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.search import (
+    MCTS,
+    Evaluation,
+    EvaluationError,
+    SearchConfig,
+    UniformEvaluator,
+)
+from zeroforge.shared.search.mcts import dirichlet_noise, sample_actions
+from zeroforge.shared.search.tree import same_states
 
-from shared.games import make_game
-from shared.games.base import Game, State
-from shared.search import MCTS, Evaluation, EvaluationError, SearchConfig, UniformEvaluator
-from shared.search.mcts import dirichlet_noise, sample_actions
-from shared.search.tree import same_states
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 
 
@@ -425,7 +431,7 @@ class _LyingPrior:
         self.favourite = favourite
 
     def evaluate(self, obs, legal):
-        from shared.search.evaluator import Evaluation
+        from zeroforge.shared.search.evaluator import Evaluation
 
         logits = np.full(legal.shape, -20.0, np.float32)
         logits[:, self.favourite] = 20.0

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-
-from shared import metrics
-from shared.metrics import CATALOGUE, PREFIX, Recorder, SnapshotCollector, merge
+from zeroforge.shared import metrics
+from zeroforge.shared.metrics import CATALOGUE, PREFIX, Recorder, SnapshotCollector, merge
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -34,7 +33,7 @@ def _doc_rows() -> dict[str, list[str]]:
 def test_docs_give_each_metric_its_type_labels_and_grafana_panel():
     """Each row's type and labels are the catalogue's, and its panel column names the
     dashboard panels whose queries read it (or says none): both ways round."""
-    from deploy.monitoring import build_dashboard
+    from zeroforge.deploy.monitoring import build_dashboard
 
     panels = {p.title: " ".join(q.expr for q in p.queries) for p in build_dashboard.panels()}
     rows = _doc_rows()
@@ -200,7 +199,7 @@ def test_the_guard_holds_every_counter_at_what_was_served():
 def test_status_games_count_a_killed_workers_last_received_games():
     """A worker killed after appending games it had not reported yet: the learner
     received them, so the run's ``games`` is at least the games received in this run."""
-    from shared.status import RunStatus
+    from zeroforge.deploy.status import RunStatus
 
     r = Recorder()
     r.inc("selfplay_games_total", 11028, worker_kind="selfplay", worker="0")

@@ -8,12 +8,12 @@ import asyncio
 import time
 
 import pytest
+from zeroforge.deploy.ray.runtime import KINDS
+from zeroforge.shared import config as cfg
+from zeroforge.shared.train_config import DistributedConfig, TrainConfig
 
-from deploy import netbed
-from deploy.netbed import relay
-from deploy.ray_runtime import KINDS
-from shared import config as cfg
-from shared.train_config import DistributedConfig, TrainConfig
+from tests import netbed
+from tests.netbed import relay
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -6,17 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from shared.games import GameSpec, make_game
-from shared.nets import (
+from zeroforge.shared.games import GameSpec, make_game
+from zeroforge.shared.nets.model import (
     PRESETS,
     NetConfig,
     build_net,
     fuse_for_inference,
     masked_log_softmax,
 )
-from shared.search.evaluator import check_evaluation
-from shared.torch_evaluator import InferenceConfig, TorchEvaluator
+from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
+from zeroforge.shared.search.evaluator import check_evaluation
 
 # Go 9x9 as AlphaGo Zero encodes it (8 history planes per colour + colour to move) with
 # the pass action; built by hand so these tests do not depend on the Go rules.

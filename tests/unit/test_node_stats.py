@@ -1,13 +1,12 @@
-"""Resource figures of an actor's process and node (shared/node_stats.py)."""
+"""Resource figures of an actor's process and node (deploy/node_stats.py)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-
-from shared import metrics
-from shared.node_stats import ResourceReporter, parse_nvidia_smi
+from zeroforge.deploy.node_stats import ResourceReporter, parse_nvidia_smi
+from zeroforge.shared import metrics
 
 
 def test_a_reporter_measures_this_process_and_node():
@@ -50,11 +49,12 @@ def test_the_learner_initialises_every_rejection_reason_the_code_can_give():
     ``REJECTION_REASONS`` (so each is a series at 0 from the start)."""
     from pathlib import Path
 
-    from learner.service import REJECTION_REASONS
+    from zeroforge.learner.service import REJECTION_REASONS
 
-    root = Path(__file__).resolve().parents[2] / "shared"
+    repo = Path(__file__).resolve().parents[2]
+    root = repo / "shared"
     raised = set()
-    for path in [root / "samples.py", root / "sample_checks.py",
+    for path in [root / "samples.py", repo / "learner" / "sample_checks.py",
                  *sorted((root / "transport").glob("*.py"))]:
         raised |= set(re.findall(r'SampleFormatError\(\s*"(\w+)"', path.read_text()))
     assert raised, "no SampleFormatError reasons found: has the code moved?"
@@ -65,7 +65,7 @@ def test_the_learner_initialises_every_rejection_reason_the_code_can_give():
 def test_gpu_figures_come_from_nvidia_smi_on_the_path(tmp_path, monkeypatch):
     """The subprocess path, with a stand-in ``nvidia-smi`` (this machine has no GPU): the
     query's output becomes per-GPU gauges, read again only after ``GPU_POLL_S``."""
-    from shared import node_stats
+    from zeroforge.deploy import node_stats
 
     calls = tmp_path / "calls"
     script = tmp_path / "nvidia-smi"

@@ -6,11 +6,10 @@ from __future__ import annotations
 import io
 
 import pytest
-
-from deploy.engines.agent import Agent
-from deploy.engines.pbrain import Brain
-from learner.learner import Learner, LearnerConfig
-from shared.nets import NetConfig
+from zeroforge.deploy.engines.agent import Agent
+from zeroforge.deploy.engines.pbrain import Brain
+from zeroforge.learner.learner import Learner, LearnerConfig
+from zeroforge.shared.nets.model import NetConfig
 
 
 @pytest.fixture(scope="module")

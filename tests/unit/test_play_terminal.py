@@ -9,13 +9,19 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from zeroforge.deploy.play.terminal import (
+    TerminalGame,
+    example_move,
+    hint_player,
+    undo_turn,
+    write_record,
+)
+from zeroforge.shared.formats.sgf import read_sgf, replay
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import IllegalMoveError
+from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.players.factory import PLAYER_SPECS, MCTSPlayer, UCTPlayer, make_player
 
-from deploy.play.terminal import TerminalGame, example_move, hint_player, undo_turn, write_record
-from shared.formats.sgf import read_sgf, replay
-from shared.games import make_game
-from shared.games.base import IllegalMoveError
-from shared.games.session import GameSession
-from shared.players import PLAYER_SPECS, MCTSPlayer, UCTPlayer, make_player
 from tests.play_nets import tiny_checkpoint
 
 GAMES = ["tictactoe", "gomoku6", "go:size=5", "go9", "5stone_chess", "gomoku15"]
@@ -189,12 +195,11 @@ def test_a_runs_snapshot_plays_with_the_net_config_of_its_run(tmp_path) -> None:
     """``net:RUN_DIR/snapshots/weights-*.safetensors``: the net's shape from the run's
     config.yaml, so a person can play any snapshot without repeating the net config."""
     import yaml
-
-    from learner.learner import Learner, LearnerConfig
-    from shared.config import to_dict
-    from shared.formats.weights import save_weights
-    from shared.nets import NetConfig
-    from shared.run_record import snapshot_path
+    from zeroforge.learner.learner import Learner, LearnerConfig
+    from zeroforge.shared.config import to_dict
+    from zeroforge.shared.formats.weight_blob import save_weights
+    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.run_files import snapshot_path
 
     net = NetConfig.preset("tiny").replace(channels=8, blocks=1)
     learner = Learner(LearnerConfig(replay_capacity=64, device="cpu"), "gomoku6", net)

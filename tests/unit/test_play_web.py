@@ -11,10 +11,9 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-
-from deploy.play.web import BoardServer, PlayService
-from shared.formats.sgf import read_sgf, replay
-from shared.games import make_game
+from zeroforge.deploy.play.web import BoardServer, PlayService
+from zeroforge.shared.formats.sgf import read_sgf, replay
+from zeroforge.shared.games import make_game
 
 
 class Client:

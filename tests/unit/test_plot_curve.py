@@ -7,8 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from deploy import curve
+from zeroforge.deploy import curve
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plot_curve.py"
 _spec = importlib.util.spec_from_file_location("plot_curve", _PATH)

@@ -1,4 +1,4 @@
-"""Precision names (``shared.torch_evaluator.PRECISIONS``): what each means on the CPU,
+"""Precision names (``zeroforge.shared.nets.torch_evaluator.PRECISIONS``): what each means on the CPU,
 bfloat16 inference against float32, and the self-play worker's own network."""
 
 from __future__ import annotations
@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from shared.games import make_game
-from shared.nets import NetConfig, build_net
-from shared.torch_evaluator import (
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import (
     InferenceConfig,
     TorchEvaluator,
     native_bfloat16,
@@ -52,10 +51,10 @@ def test_bfloat16_inference_on_the_cpu_is_close_to_float32():
 
 
 def test_selfplay_worker_own_network_follows_selfplay_precision(tmp_path):
-    from actors.selfplay_service import SelfPlayService
-    from shared.search.config import SearchConfig
-    from shared.train_config import RunContext, SelfPlayConfig
-    from shared.transport.memory import MemoryTransport
+    from zeroforge.actors.selfplay_service import SelfPlayService
+    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.train_config import RunContext, SelfPlayConfig
+    from zeroforge.shared.transport.memory import MemoryTransport
 
     transport = MemoryTransport("precision-test")
     store = transport.weights()

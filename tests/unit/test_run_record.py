@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import yaml
-
-from shared.run_record import RunRecord, snapshot_files, snapshot_path
+from zeroforge.shared.run_files import RunRecord, snapshot_files, snapshot_path
 
 
 def test_snapshot_names_sort_by_time_and_old_names_are_found(tmp_path):

@@ -1,4 +1,4 @@
-"""Semantic checks of decoded games (``shared.sample_checks``): real self-play games of
+"""Semantic checks of decoded games (``zeroforge.learner.sample_checks``): real self-play games of
 every game pass, and a hand-made bad game of each kind is rejected with its reason."""
 
 from __future__ import annotations
@@ -8,15 +8,14 @@ from functools import cache
 
 import numpy as np
 import pytest
-
-from actors.selfplay import SelfPlayWorker
-from shared.games import make_game
-from shared.games.base import Game
-from shared.sample_checks import REASONS, check_game, legal_superset
-from shared.samples import GameSamples, SampleFormatError, decode, encode
-from shared.search.config import SearchConfig
-from shared.search.evaluator import UniformEvaluator
-from shared.train_config import SelfPlayConfig
+from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.learner.sample_checks import REASONS, check_game, legal_superset
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import Game
+from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.train_config import SelfPlayConfig
 
 GAMES = ("tictactoe", "gomoku6", "gomoku:size=5,k=4,exact=true", "go:size=9",
          "go:size=5,komi=0", "5stone_chess", "5stone_chess:first=white,max_moves=40")

@@ -11,19 +11,18 @@ from collections.abc import Callable
 import msgpack
 import numpy as np
 import pytest
-
-from actors.selfplay import SelfPlayWorker
-from deploy.builder import build_learner
-from learner.learner import LearnerConfig
-from shared.games import make_game
-from shared.nets import NetConfig
-from shared.sample_checks import REASONS
-from shared.samples import GameSamples, SampleFormatError, decode, encode
-from shared.search.config import SearchConfig
-from shared.search.evaluator import UniformEvaluator
-from shared.train_config import RunConfig, SelfPlayConfig, TrainConfig
-from shared.transport import StreamConfig
-from shared.transport.memory import MemoryTransport
+from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.deploy.builder import build_learner
+from zeroforge.learner.learner import LearnerConfig
+from zeroforge.learner.sample_checks import REASONS
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.train_config import RunConfig, SelfPlayConfig, TrainConfig
+from zeroforge.shared.transport import StreamConfig
+from zeroforge.shared.transport.memory import MemoryTransport
 
 GAME = "tictactoe"
 DECODE_REASONS = {"not_msgpack", "not_a_map", "unknown_schema", "missing_field", "bad_field",

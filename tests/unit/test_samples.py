@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from shared.samples import GameSamples, SampleFormatError, decode, encode
+from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
 
 
 def make_samples(t: int = 5, a: int = 9, shape=(4, 3, 3), seed: int = 0) -> GameSamples:

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-
-from shared.search import (
+from zeroforge.shared.search import (
     MCTS,
     SearchConfig,
     TreeArrays,
@@ -20,6 +19,7 @@ from shared.search import (
     UniformEvaluator,
     uct_search,
 )
+
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 
 C_PUCT = 1.25

@@ -11,18 +11,18 @@ import msgpack
 import numpy as np
 import pytest
 import torch
+from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.learner.learner import Learner, LearnerConfig
+from zeroforge.learner.sample_checks import check_game
+from zeroforge.shared.config import ConfigError, from_dict
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
+from zeroforge.shared.search import MCTS, Evaluation, SearchConfig, UniformEvaluator
+from zeroforge.shared.search.mcts import dirichlet_noise
+from zeroforge.shared.search.tree import ILLEGAL
+from zeroforge.shared.train_config import SelfPlayConfig
 
-from actors.selfplay import SelfPlayWorker
-from learner.learner import Learner, LearnerConfig
-from shared.config import ConfigError, from_dict
-from shared.games import make_game
-from shared.nets import NetConfig
-from shared.sample_checks import check_game
-from shared.samples import GameSamples, SampleFormatError, decode, encode
-from shared.search import MCTS, Evaluation, SearchConfig, UniformEvaluator
-from shared.search.mcts import dirichlet_noise
-from shared.search.tree import ILLEGAL
-from shared.train_config import SelfPlayConfig
 from tests.fakes import TTT
 
 GOMOKU = make_game("gomoku6")
@@ -359,11 +359,11 @@ def test_without_fast_positions_only_fully_searched_positions_enter_the_window()
 def test_the_service_counts_policy_targets_beside_positions(tmp_path, full_search_prob):
     """selfplay_policy_targets_total: every position without the cap, only the full
     searches with it (counted from the samples the worker recorded)."""
-    from actors.selfplay_service import SelfPlayService
-    from shared.metrics import merge, total
-    from shared.nets import build_net
-    from shared.train_config import RunContext
-    from shared.transport.memory import MemoryTransport
+    from zeroforge.actors.selfplay_service import SelfPlayService
+    from zeroforge.shared.metrics import merge, total
+    from zeroforge.shared.nets.model import build_net
+    from zeroforge.shared.train_config import RunContext
+    from zeroforge.shared.transport.memory import MemoryTransport
 
     transport = MemoryTransport("cap-metric")
     store = transport.weights()

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from shared.formats.sgf import (
+from zeroforge.shared.formats.sgf import (
     GameRecord,
     SgfDirStats,
     SgfError,
@@ -21,10 +20,10 @@ from shared.formats.sgf import (
     replay,
     write_sgf,
 )
-from shared.games import make_game
-from shared.games.base import IllegalMoveError
-from shared.games.sampling import sample_legal
-from shared.games.session import GameSession
+from zeroforge.shared.games import make_game
+from zeroforge.shared.games.base import IllegalMoveError
+from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.games.session import GameSession
 
 FAST = settings(max_examples=25, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -332,7 +331,7 @@ def test_iter_dir_streams_good_games_and_counts_bad_ones(tmp_path, caplog):
     (tmp_path / "broken.sgf").write_text("(;GM[1];B[ee]")
     (tmp_path / "notes.txt").write_text("not sgf at all")
     stats = SgfDirStats()
-    with caplog.at_level(logging.WARNING, logger="shared.formats.sgf"):
+    with caplog.at_level(logging.WARNING, logger="zeroforge.shared.formats.sgf"):
         records = list(iter_sgf_dir(tmp_path, stats))
     assert [r.moves for r in records] == [[7 * 15 + 7], [40], [0, 10]]
     assert stats == SgfDirStats(files=3, games=3, skipped_files=1, skipped_games=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from shared.status import RunStatus
+from zeroforge.deploy.status import RunStatus
 
 ROWS = [
     {"kind": "learner", "index": 0, "state": "alive", "node": "a1b2c3d4", "pid": 4242,

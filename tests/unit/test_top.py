@@ -8,9 +8,8 @@ import io
 
 import pytest
 from rich.console import Console
-
-from deploy.top import app, view
-from shared.status import RunStatus
+from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.top import app, view
 
 
 def _text(renderable, width: int = 140) -> str:

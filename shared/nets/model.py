@@ -10,7 +10,7 @@ families cover the presets:
   conv + batch norm layers, and the two 1x1-conv heads.
 
 ``fuse_for_inference`` folds batch norm into the preceding convolutions for a faster
-inference-only copy. Weights as bytes and files live in ``shared.formats.weights``.
+inference-only copy. Weights as bytes and files live in ``zeroforge.shared.formats.weight_blob``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
-
-from shared.games.base import GameSpec
+from zeroforge.shared.games.base import GameSpec
 
 __all__ = [
     "NetConfig", "PolicyValueNet", "build_net", "masked_log_softmax", "fuse_for_inference",

@@ -3,7 +3,7 @@
 A plain class (the distributed runtime wraps it in a Ray actor). Each ``run_once`` fetches
 the newest weights from the run's weight store, if they are newer than the last ones
 evaluated, and plays ``games`` games (colours alternating) against each anchor
-(``random``, ``uct:N``, ``minimax`` ... see ``shared.players.make_player``) with the
+(``random``, ``uct:N``, ``minimax`` ... see ``zeroforge.shared.players.factory.make_player``) with the
 trained agent: the run's search (PUCT, or Gumbel where ``search.gumbel`` says so) with
 its net, no noise, most-visited move (Gumbel: the sequential-halving winner).
 
@@ -22,8 +22,8 @@ Results go to the metrics (``evaluator_score_ratio{anchor}``, ``evaluator_elo{an
 agent's advantage over the anchor, ±inf after a clean sweep either way.
 
 With a run record (``record``) every game is also kept as SGF
-(``RUN_DIR/games/eval/v<version>-<anchor>-<n>.sgf``, ``shared.game_records``) and every
-match goes into the run's Elo ladder (``RUN_DIR/ladder.json``, ``shared.ladder``): the
+(``RUN_DIR/games/eval/v<version>-<anchor>-<n>.sgf``, ``zeroforge.actors.game_records``) and every
+match goes into the run's Elo ladder (``RUN_DIR/ladder.json``, ``zeroforge.shared.players.ladder``): the
 version as player ``v<version>``, the anchors under their specs, the gate match against
 the best weights as ``v<version>`` against ``v<best>``. After each evaluation the ladder is
 refitted and ``evaluator_ladder_elo{player,bound}`` gives the newest version's rating
@@ -39,22 +39,21 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-
-from shared import ladder as ladders
-from shared.arena import MatchResult, clipped_elo, play_match
-from shared.formats.weights import StateDict, weights_from_bytes, weights_to_bytes
-from shared.game_records import RecordWriter, eval_writer
-from shared.games import make_game
-from shared.metrics import Recorder
-from shared.nets import NetConfig, build_net
-from shared.players import MCTSPlayer, make_player
-from shared.run_record import RunRecord, keep_aside
-from shared.search.config import SearchConfig
-from shared.torch_evaluator import InferenceConfig, TorchEvaluator
-from shared.train_config import EvaluationConfig, RunContext
-from shared.transport import Transport, TransportError
-from shared.transport.results import ResultsFormatError
-from shared.transport.weights import WeightsIntegrityError
+from zeroforge.actors.game_records import RecordWriter, eval_writer
+from zeroforge.shared.formats.weight_blob import StateDict, weights_from_bytes, weights_to_bytes
+from zeroforge.shared.games import make_game
+from zeroforge.shared.metrics import Recorder
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
+from zeroforge.shared.players import ladder as ladders
+from zeroforge.shared.players.arena import MatchResult, clipped_elo, play_match
+from zeroforge.shared.players.factory import MCTSPlayer, make_player
+from zeroforge.shared.run_files import RunRecord, keep_aside
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.train_config import EvaluationConfig, RunContext
+from zeroforge.shared.transport import Transport, TransportError
+from zeroforge.shared.transport.results import ResultsFormatError
+from zeroforge.shared.transport.weight_store import WeightsIntegrityError
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +241,7 @@ class EvaluatorService:
             r.set("weights_version", self.version, component="evaluator")
 
     def _keep_games(self, version: int, matches: dict[str, MatchResult]) -> None:
-        """Every game of this evaluation as SGF (``shared.game_records``)."""
+        """Every game of this evaluation as SGF (``zeroforge.actors.game_records``)."""
         if self.games_records is None:
             return
         for spec, m in matches.items():

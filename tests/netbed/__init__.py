@@ -17,7 +17,7 @@ mounts over ``/etc/hosts``, so ``redis`` and ``head`` resolve inside the bed). T
 bed and any other run, never share a name, a port space or a directory. ``down`` kills
 every process in the bed's namespaces and deletes what ``up`` made; it is idempotent and
 runs from ``__exit__`` whatever happened (``with Bed() as bed``), and ``python -m
-deploy.netbed down PREFIX`` cleans up after a bed whose owner was killed.
+tests.netbed down PREFIX`` cleans up after a bed whose owner was killed.
 
 Needs root and iproute2. Everything is driven through ``ip``/``ray``/``redis-server``
 processes; Python code of the caller reaches into a namespace only through
@@ -145,7 +145,7 @@ class Bed:
     @classmethod
     def load(cls, prefix: str) -> Bed:
         """The bed ``prefix`` that ``up`` built (another process's: ``python -m
-        deploy.netbed up``), to run commands in it or take it down."""
+        tests.netbed up``), to run commands in it or take it down."""
         state_dir = STATE_ROOT / prefix
         try:
             state = json.loads((state_dir / "bed.json").read_text())
@@ -273,7 +273,7 @@ class Bed:
     def start_relay(self, delay_ms: float) -> subprocess.Popen:
         """The delaying relay on the ``redis`` host, ``relay_port`` -> redis-server."""
         proc = self.popen("redis", [
-            sys.executable, "-m", "deploy.netbed.relay",
+            sys.executable, str(Path(__file__).with_name("relay.py")),
             f"{self.ip('redis')}:{self.config.relay_port}",
             f"{self.ip('redis')}:{self.config.redis_port}", str(delay_ms)],
             log=self.dir / "relay.log")

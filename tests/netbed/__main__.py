@@ -1,4 +1,4 @@
-"""``python -m deploy.netbed up|down|exec|list``: the test bed by hand (as root).
+"""``python -m tests.netbed up|down|exec|list``: the test bed by hand (as root).
 
 - ``up [--slots N] [--delay-ms D]``: build a bed, print its prefix and addresses, leave
   it running;
@@ -14,11 +14,11 @@ import argparse
 import os
 import sys
 
-from deploy.netbed import HOSTS, Bed, BedConfig, BedError, beds, teardown
+from tests.netbed import HOSTS, Bed, BedConfig, BedError, beds, teardown
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.netbed")
+    parser = argparse.ArgumentParser(prog="python -m tests.netbed")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="build a bed and leave it running")
     up.add_argument("--slots", type=int, default=3, help="self-play slots per worker node")
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             bed = Bed(BedConfig(worker_slots=args.slots, delay_ms=args.delay_ms)).up()
             print(f"bed {bed.prefix}: " + ", ".join(f"{h} {bed.ip(h)}" for h in HOSTS))
             print(f"ray address {bed.ray_address}; redis url {bed.redis_url} (password in "
-                  f"{bed.password_file}); down: python -m deploy.netbed down {bed.prefix}")
+                  f"{bed.password_file}); down: python -m tests.netbed down {bed.prefix}")
         elif args.command == "down":
             if not args.all and not args.prefix:
                 parser.error("down: give a PREFIX or --all")

@@ -3,7 +3,7 @@
 Keys of a run (the braces make the run id a Redis Cluster hash tag, so all of them live
 on one node and one Lua script may touch them all):
 
-- ``zf:{RUN}:weights:{V}``: the ``shared.formats.weights.weights_to_bytes`` blob of version V
+- ``zf:{RUN}:weights:{V}``: the ``zeroforge.shared.formats.weight_blob.weights_to_bytes`` blob of version V
 - ``zf:{RUN}:weights:{V}:meta``: hash of version, sha256, size (bytes), time (unix s)
 - ``zf:{RUN}:weights:latest``: the newest version; ``zf:{RUN}:weights:versions``: a
   sorted set of the versions kept (the last ``keep``; older blobs are deleted)
@@ -25,10 +25,9 @@ from typing import cast
 
 import redis
 from torch import nn
-
-from shared.formats.weights import StateDict, weights_from_bytes, weights_to_bytes
-from shared.transport.connection import TransportError, redis_errors
-from shared.transport.stream import check_run_id
+from zeroforge.shared.formats.weight_blob import StateDict, weights_from_bytes, weights_to_bytes
+from zeroforge.shared.transport.connection import TransportError, redis_errors
+from zeroforge.shared.transport.stream import check_run_id
 
 # KEYS: staging, blob, meta, latest, versions. ARGV: version, sha256, size, time, keep,
 # channel, key prefix. The blob arrives in a staging key set just before (in the same

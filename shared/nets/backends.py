@@ -39,11 +39,10 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-
-from shared.formats.weights import StateDict
-from shared.nets import fuse_for_inference
-from shared.search.evaluator import Evaluation
-from shared.torch_evaluator import InferenceConfig, TorchEvaluator, check_batch
+from zeroforge.shared.formats.weight_blob import StateDict
+from zeroforge.shared.nets.model import fuse_for_inference
+from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator, check_batch
+from zeroforge.shared.search.evaluator import Evaluation
 
 __all__ = ["BACKENDS", "BackendError", "make_evaluator", "export_onnx", "ExportedEvaluator",
            "legal_move_probabilities"]

@@ -72,7 +72,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shared import metrics
+from zeroforge.shared import metrics
 
 
 @dataclass(frozen=True)

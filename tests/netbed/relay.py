@@ -8,7 +8,7 @@ in order. Chunks do not wait for each other (a delay line, not a sleep per chunk
 relay adds latency, not a bandwidth cap: a request and its answer cross it once each, so
 a round trip gains ``2 * delay_ms``.
 
-Run it inside a namespace: ``python -m deploy.netbed.relay LISTEN_HOST:PORT
+Run it inside a namespace: ``python -m tests.netbed.relay LISTEN_HOST:PORT
 TARGET_HOST:PORT DELAY_MS``.
 """
 
@@ -98,7 +98,7 @@ def _address(text: str) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
-        print("usage: python -m deploy.netbed.relay LISTEN_HOST:PORT TARGET_HOST:PORT "
+        print("usage: python -m tests.netbed.relay LISTEN_HOST:PORT TARGET_HOST:PORT "
               "DELAY_MS", file=sys.stderr)
         return 2
     try:

@@ -22,17 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 import numpy as np
-
-from shared.games.base import Game, IllegalMoveError, State
-from shared.games.sampling import sample_legal
+from zeroforge.shared.games.base import Game, IllegalMoveError, State
+from zeroforge.shared.games.sampling import sample_legal
 
 if TYPE_CHECKING:
     from torch import nn
-
-    from shared.nets import NetConfig
-    from shared.search.config import SearchConfig
-    from shared.search.evaluator import Evaluator
-    from shared.search.uct import UCTConfig
+    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.search.evaluator import Evaluator
+    from zeroforge.shared.search.uct import UCTConfig
 
 __all__ = ["Player", "PLAYER_SPECS", "make_player", "load_net", "RandomPlayer", "MinimaxPlayer",
            "UCTPlayer", "MCTSPlayer", "HumanPlayer", "SearchAnalysis", "MoveInfo", "Analyst"]
@@ -136,15 +134,15 @@ def make_player(spec: str, game: Game | None = None, *, search: SearchConfig | N
         if kind == "minimax" and game is not None:
             player._setup(game)  # type: ignore[attr-defined]
     elif kind in ("uct", "uctsolver"):
-        from shared.search.uct import UCTConfig
+        from zeroforge.shared.search.uct import UCTConfig
 
         playouts = int(arg) if arg.isdigit() else DEFAULT_PLAYOUTS if not arg else 0
         if playouts < 1:
             raise ValueError(f"player {spec!r}: PLAYOUTS must be a positive integer")
         player = UCTPlayer(UCTConfig(playouts=playouts, solver=kind == "uctsolver"),
                            name=f"{kind}{playouts}")
-    elif kind == "gtp" and arg:  # an external Go program over GTP (shared/gtp_player.py)
-        from shared.gtp_player import GtpPlayer
+    elif kind == "gtp" and arg:  # an external Go program over GTP (shared/players/gtp.py)
+        from zeroforge.shared.players.gtp import GtpPlayer
 
         # A batch of games has no way to score a resignation: the engine passes instead
         # (the match runner, which scores "B+R", asks for "raise" itself).
@@ -161,7 +159,7 @@ def make_player(spec: str, game: Game | None = None, *, search: SearchConfig | N
 def _net_player(spec: str, arg: str, game: Game | None, search: SearchConfig | None,
                 net_config: NetConfig | str | None, opening_moves: int) -> MCTSPlayer:
     """``net:PATH[:SIMULATIONS]`` (the part after ``net:`` is ``arg``)."""
-    from shared.search.config import SearchConfig
+    from zeroforge.shared.search.config import SearchConfig
 
     path_text, _, sims = arg.rpartition(":")
     if not (path_text and sims.isdigit()):
@@ -172,7 +170,7 @@ def _net_player(spec: str, arg: str, game: Game | None, search: SearchConfig | N
         raise ValueError(f"player {spec!r}: a net player needs the game")
     path = Path(path_text)
     net = load_net(path, game, net_config)
-    from shared.torch_evaluator import TorchEvaluator
+    from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 
     search = search or SearchConfig()
     if sims:
@@ -190,9 +188,9 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
     (``RUN_DIR/snapshots/``) whose run config says it. ValueError in one line if the file
     is missing or unreadable, is for another game, or does not fit the net.
     """
-    from shared.config import ConfigError, from_dict
-    from shared.formats.weights import load_weights
-    from shared.nets import NetConfig, build_net
+    from zeroforge.shared.config import ConfigError, from_dict
+    from zeroforge.shared.formats.weight_blob import load_weights
+    from zeroforge.shared.nets.model import NetConfig, build_net
 
     path = Path(path)
     if not path.is_file():
@@ -229,11 +227,10 @@ def _run_net_config(path: Path, game: Game) -> NetConfig | None:
     (``RUN_DIR/snapshots/weights-*`` next to ``RUN_DIR/config.yaml``), None if it is not
     in a run directory. ValueError in one line if that run played another game."""
     import yaml
-
-    from shared.config import ConfigError, from_dict
-    from shared.games import make_game
-    from shared.nets import NetConfig
-    from shared.run_record import CONFIG_NAME, SNAPSHOT_DIR
+    from zeroforge.shared.config import ConfigError, from_dict
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.run_files import CONFIG_NAME, SNAPSHOT_DIR
 
     config_path = path.parent.parent / CONFIG_NAME
     if path.parent.name != SNAPSHOT_DIR or not config_path.is_file():
@@ -266,8 +263,7 @@ def _read_checkpoint(path: Path) -> dict | None:
     None for any other file; read with ``weights_only=True`` and memory-mapped, so the
     replay window it also holds is not read."""
     import torch
-
-    from shared.formats.weights_legacy import ZIP_MAGIC
+    from zeroforge.shared.formats.weight_blob_legacy import ZIP_MAGIC
 
     with open(path, "rb") as f:
         if f.read(len(ZIP_MAGIC)) != ZIP_MAGIC:
@@ -296,14 +292,14 @@ class UCTPlayer:
     games at once."""
 
     def __init__(self, config: UCTConfig | None = None, name: str | None = None) -> None:
-        from shared.search.uct import UCTConfig
+        from zeroforge.shared.search.uct import UCTConfig
 
         self.config = config or UCTConfig()
         self.name = name or f"uct{self.config.playouts}"
 
     def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
         """[B] int32 actions for ``states`` [B]; -1 for games that are already over."""
-        from shared.search.uct import uct_search
+        from zeroforge.shared.search.uct import uct_search
 
         actions = np.full(states.batch_size, -1, np.int32)
         running = np.flatnonzero(~states.terminal)
@@ -315,7 +311,7 @@ class UCTPlayer:
     def analyse(self, game: Game, states: State, rng: np.random.Generator
                 ) -> SearchAnalysis:
         """The search's view of the running games ``states`` [B] (no prior: no net)."""
-        from shared.search.uct import uct_search
+        from zeroforge.shared.search.uct import uct_search
 
         result = uct_search(game, states, self.config, rng)
         visits = result.visits.astype(np.int64)
@@ -333,7 +329,7 @@ class MCTSPlayer:
 
     def __init__(self, game: Game, evaluator: Evaluator, search: SearchConfig,
                  name: str = "agent", opening_moves: int = 0) -> None:
-        from shared.search.mcts import MCTS
+        from zeroforge.shared.search.mcts import MCTS
 
         self.name = name
         self.search_config = dataclasses.replace(
@@ -349,7 +345,7 @@ class MCTSPlayer:
                 ) -> SearchAnalysis:
         """One search of the running games ``states`` [B], as ``select`` does it, with
         the root visits, visit shares, the net's prior and the root value."""
-        from shared.search.tree import ILLEGAL
+        from zeroforge.shared.search.tree import ILLEGAL
 
         result = self._mcts.search(states, rng)
         tree = self._mcts.tree

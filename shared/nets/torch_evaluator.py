@@ -27,10 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-
-from shared.formats.weights import StateDict
-from shared.nets import fuse_for_inference
-from shared.search.evaluator import Evaluation
+from zeroforge.shared.formats.weight_blob import StateDict
+from zeroforge.shared.nets.model import fuse_for_inference
+from zeroforge.shared.search.evaluator import Evaluation
 
 __all__ = ["PRECISIONS", "InferenceConfig", "TorchEvaluator", "check_precision",
            "native_bfloat16", "resolve_device", "resolve_dtype"]

@@ -14,7 +14,7 @@ shape). One metadata key keeps the bytes deterministic (safetensors writes sever
 hash-map order). Why safetensors: docs/architecture.md, "Formats".
 
 Still read, never written: ``ZFW1`` blobs (the wire format before safetensors) and
-``torch.save`` files (snapshots before it); see ``shared.formats.weights_legacy``.
+``torch.save`` files (snapshots before it); see ``zeroforge.shared.formats.weight_blob_legacy``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from typing import BinaryIO
 import safetensors.torch
 import torch
 from torch import nn
-
-from shared.formats import weights_legacy
+from zeroforge.shared.formats import weight_blob_legacy as weights_legacy
 
 __all__ = [
     "StateDict", "WEIGHTS_FORMAT", "plain_state_dict", "weights_to_bytes",

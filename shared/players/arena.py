@@ -4,7 +4,7 @@
 the sub-batch of running games where that player is to move, then steps all games
 together. Player A moves first in the even-numbered games and second in the odd ones, so
 both players get both colours equally often (A gets the extra game when G is odd).
-Players (the ``Player`` protocol, ``make_player``) live in ``shared.players``.
+Players (the ``Player`` protocol, ``make_player``) live in ``zeroforge.shared.players.factory``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
-
-from shared.games.base import Game
-from shared.players import Player, make_player
+from zeroforge.shared.games.base import Game
+from zeroforge.shared.players.factory import Player, make_player
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,12 @@ position only), so all positions are checked; ``docs/benchmarks.md`` has the cos
 from __future__ import annotations
 
 import numpy as np
-
-from shared.games.base import Game
-from shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
-from shared.games.fivestone import FiveStone
-from shared.games.go import Go
-from shared.games.gomoku import Gomoku, GomokuState
-from shared.samples import GameSamples, SampleFormatError
+from zeroforge.shared.games.base import Game
+from zeroforge.shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
+from zeroforge.shared.games.fivestone import FiveStone
+from zeroforge.shared.games.go import Go
+from zeroforge.shared.games.gomoku import Gomoku, GomokuState
+from zeroforge.shared.samples import GameSamples, SampleFormatError
 
 POLICY_SUM_TOL = 2e-3
 """Allowed |sum(policy) - 1| per position. Policies travel as float16, which keeps 11

@@ -38,23 +38,22 @@ from typing import Any
 import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
-
-from actors.inference import InferenceServer
-from deploy.builder import build_evaluator, build_learner, build_selfplay
-from shared import config as cfg
-from shared import metrics
-from shared.nets import NetConfig
-from shared.node_stats import ResourceReporter
-from shared.search.evaluator import Evaluation, check_evaluation
-from shared.service import Service
-from shared.status import RunStatus
-from shared.train_config import (
+from zeroforge.actors.inference import InferenceServer
+from zeroforge.deploy.builder import build_evaluator, build_learner, build_selfplay
+from zeroforge.deploy.node_stats import ResourceReporter
+from zeroforge.deploy.status import RunStatus
+from zeroforge.shared import config as cfg
+from zeroforge.shared import metrics
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.search.evaluator import Evaluation, check_evaluation
+from zeroforge.shared.service import Service
+from zeroforge.shared.train_config import (
     DistributedConfig,
     InferenceServerConfig,
     RunContext,
     TrainConfig,
 )
-from shared.transport import open_transport
+from zeroforge.shared.transport import open_transport
 
 log = logging.getLogger(__name__)
 
@@ -1501,7 +1500,7 @@ def find_run(address: str | None, run_id: str | None, run_dir: str | None = None
     ``run_id``). With none of these: the only live run in the index; several live runs
     are refused (listed in one line) rather than guessed; none: the newest local cluster.
     """
-    from deploy import run_registry
+    from zeroforge.deploy import run_registry
 
     entry = None
     try:
