@@ -48,7 +48,7 @@ from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluato
 from zeroforge.shared.players import ladder as ladders
 from zeroforge.shared.players.arena import MatchResult, clipped_elo, play_match
 from zeroforge.shared.players.factory import MCTSPlayer, make_player
-from zeroforge.shared.run_files import RunRecord, keep_aside
+from zeroforge.shared.run_files import RunFiles, keep_aside
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.train_config import EvaluationConfig, RunContext
 from zeroforge.shared.transport import Transport, TransportError
@@ -61,7 +61,7 @@ BEST = "best"
 """Anchor label of the match against the best weights so far."""
 
 
-class EvaluatorService:
+class RatingService:
     """Evaluates each new weights version of a run against anchors and the best so far.
 
     ``anchors``/``games`` default to ``evaluation.anchors``/``evaluation.games``; the agent
@@ -74,18 +74,18 @@ class EvaluatorService:
                  evaluation: EvaluationConfig, transport: Transport,
                  anchors: Sequence[str] | None = None, games: int | None = None, *,
                  best_threshold: float | None = None, opening_moves: int = 2,
-                 seed: int | None = None, record: RunRecord | None = None) -> None:
+                 seed: int | None = None, record: RunFiles | None = None) -> None:
         self.anchors = tuple(evaluation.anchors if anchors is None else anchors)
         self.games = int(evaluation.games if games is None else games)
         if best_threshold is None:
             best_threshold = evaluation.best_threshold
         if self.games < 1:
-            raise ValueError(f"EvaluatorService: games must be >= 1, got {self.games}")
+            raise ValueError(f"RatingService: games must be >= 1, got {self.games}")
         if not 0.0 <= best_threshold <= 1.0:
-            raise ValueError(f"EvaluatorService: best_threshold must be in [0, 1], "
+            raise ValueError(f"RatingService: best_threshold must be in [0, 1], "
                              f"got {best_threshold}")
         if BEST in self.anchors:
-            raise ValueError(f"EvaluatorService: {BEST!r} is always played; do not list it")
+            raise ValueError(f"RatingService: {BEST!r} is always played; do not list it")
         self.config = evaluation
         self.run_id = ctx.run_id
         self.record = record

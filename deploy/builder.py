@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeroforge.actors.rating_service import EvaluatorService
+from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
 from zeroforge.learner.service import LearnerService
-from zeroforge.shared.run_files import RunRecord
+from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.search.evaluator import Evaluator
 from zeroforge.shared.train_config import RunContext, TrainConfig
 from zeroforge.shared.transport import Transport
@@ -34,9 +34,9 @@ def build_learner(config: TrainConfig, ctx: RunContext, transport: Transport,
     return LearnerService(ctx, config.net, config.learner, transport, resume, **options)
 
 
-def build_evaluator(config: TrainConfig, ctx: RunContext, transport: Transport,
-                    **options: Any) -> EvaluatorService:
+def build_rating_service(config: TrainConfig, ctx: RunContext, transport: Transport,
+                    **options: Any) -> RatingService:
     """The run's evaluator; it appends each evaluation to the run record."""
-    options.setdefault("record", RunRecord(ctx.run_dir))
-    return EvaluatorService(ctx, config.net, config.search, config.evaluation, transport,
+    options.setdefault("record", RunFiles(ctx.run_dir))
+    return RatingService(ctx, config.net, config.search, config.evaluation, transport,
                             **options)

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
-from zeroforge.shared.run_files import RunRecord
+from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.train_config import TrainConfig
 from zeroforge.shared.transport.stream import check_run_id
 
@@ -53,7 +53,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     out = out or sys.stdout
     run_id = check_run_id(config.run.run_id or new_run_id())
     run_dir = str(Path(config.run.run_dir).resolve())
-    RunRecord(run_dir).write_config(cfg.to_dict(config))
+    RunFiles(run_dir).write_config(cfg.to_dict(config))
     server = None
     entry = None
     dashboard = mirror = None

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from zeroforge.deploy.builder import build_evaluator, build_learner, build_selfplay
+from zeroforge.deploy.builder import build_learner, build_rating_service, build_selfplay
 from zeroforge.deploy.node_stats import ResourceReporter
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared import metrics
-from zeroforge.shared.run_files import RunRecord
+from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.train_config import TrainConfig
 from zeroforge.shared.transport.memory import MemoryTransport
 
@@ -43,7 +43,7 @@ class LocalRun:
         self.config = config
         self.out = out or sys.stdout
         self.run_id = config.run.run_id or "local"
-        self.record = RunRecord(config.run.run_dir)
+        self.record = RunFiles(config.run.run_dir)
         self.transport = MemoryTransport(self.run_id)
         self.ctx = config.context(self.run_id, "memory://")
         self.learner = build_learner(config, self.ctx, self.transport, resume)
@@ -54,7 +54,7 @@ class LocalRun:
         # a resumed run plays new games: the worker's seed depends on the steps so far
         self.worker = build_selfplay(config, self.ctx, self.transport, 0,
                                      salt=self.learner.learner.steps)
-        self.evaluation = build_evaluator(config, self.ctx, self.transport, record=self.record)
+        self.evaluation = build_rating_service(config, self.ctx, self.transport, record=self.record)
         self._started = time.monotonic()
         self._resources = ResourceReporter("local", "0", socket.gethostname())
         self._recorder = metrics.Recorder()

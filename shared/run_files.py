@@ -59,7 +59,7 @@ def snapshot_files(run_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-class RunRecord:
+class RunFiles:
     """Writes and reads the run record of one run directory."""
 
     def __init__(self, run_dir: str | Path) -> None:
@@ -73,7 +73,7 @@ class RunRecord:
         return path
 
     def append_eval(self, entry: Mapping[str, Any]) -> None:
-        """One evaluation as a JSON line (``EvaluatorService`` results)."""
+        """One evaluation as a JSON line (``RatingService`` results)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         path = self.run_dir / EVAL_LOG_NAME
         # A run killed mid-write leaves half a line: start on a fresh one, or this entry

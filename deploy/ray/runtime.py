@@ -39,7 +39,7 @@ import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from zeroforge.actors.inference import InferenceServer
-from zeroforge.deploy.builder import build_evaluator, build_learner, build_selfplay
+from zeroforge.deploy.builder import build_learner, build_rating_service, build_selfplay
 from zeroforge.deploy.node_stats import ResourceReporter
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
@@ -379,7 +379,7 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
         options=lambda c: _run_dir_options(c.distributed, {
             "num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4}),
-        build=lambda c, ctx, i, resume, ev: build_evaluator(c, ctx, _transport(ctx))),
+        build=lambda c, ctx, i, resume, ev: build_rating_service(c, ctx, _transport(ctx))),
     ActorKind(
         "selfplay", desired=lambda c, inf: c.selfplay.workers,
         options=lambda c: _worker_options(c.distributed),

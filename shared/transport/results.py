@@ -2,7 +2,7 @@
 
 Keys of a run (braces: the run id is a Redis Cluster hash tag, as for the other keys):
 
-- ``zf:{RUN}:eval``: msgpack map, the newest evaluation (``EvaluatorService.results()``)
+- ``zf:{RUN}:eval``: msgpack map, the newest evaluation (``RatingService.results()``)
 - ``zf:{RUN}:eval:history``: list of the same maps, newest first, the last ``history``
 - ``zf:{RUN}:eval:best``: msgpack map ``{version, sha256, weights}``: the weights that the
   evaluator gates new versions against, kept here because the weight store prunes old

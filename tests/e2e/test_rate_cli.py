@@ -15,7 +15,7 @@ from zeroforge.shared.formats.weight_blob import save_weights
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.players import ladder as ladders
-from zeroforge.shared.run_files import RunRecord, snapshot_path
+from zeroforge.shared.run_files import RunFiles, snapshot_path
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.train_config import EvaluationConfig, TrainConfig
 
@@ -29,7 +29,7 @@ def make_run(run_dir: Path, snapshots: tuple[int, ...] = SNAPSHOTS) -> TrainConf
     config = TrainConfig(game="tictactoe", net=NetConfig.preset("tiny"),
                          search=SearchConfig(num_simulations=4),
                          evaluation=EvaluationConfig(anchors=("random", "uct:8")))
-    RunRecord(run_dir).write_config(to_dict(config))
+    RunFiles(run_dir).write_config(to_dict(config))
     for i, seconds in enumerate(snapshots):
         torch.manual_seed(i)
         path = snapshot_path(run_dir, seconds)

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 import pytest
 import ray
 import redis
-from zeroforge.actors.rating_service import EvaluatorService
-from zeroforge.deploy.builder import build_evaluator, build_learner
+from zeroforge.actors.rating_service import RatingService
+from zeroforge.deploy.builder import build_learner, build_rating_service
 from zeroforge.deploy.ray.runtime import NAMESPACE
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.train_config import TrainConfig
@@ -56,12 +56,12 @@ def learner_service(config: TrainConfig, url: str, run_id: str, run_dir: str,
     return build_learner(config, ctx, open_transport(url, run_id), resume, **options)
 
 
-def evaluator_service(config: TrainConfig, url: str, run_id: str,
+def rating_service(config: TrainConfig, url: str, run_id: str,
                       anchors: Sequence[str] | None = None, games: int | None = None,
-                      run_dir: str = "", **options: object) -> EvaluatorService:
+                      run_dir: str = "", **options: object) -> RatingService:
     """The run's evaluator as the Ray runtime builds it (no run record unless
     ``run_dir``)."""
     ctx = dataclasses.replace(config.context(run_id, url), run_dir=run_dir)
     options.setdefault("record", None)
-    return build_evaluator(config, ctx, open_transport(url, run_id), anchors=anchors,
+    return build_rating_service(config, ctx, open_transport(url, run_id), anchors=anchors,
                            games=games, **options)

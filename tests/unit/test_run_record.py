@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import yaml
-from zeroforge.shared.run_files import RunRecord, snapshot_files, snapshot_path
+from zeroforge.shared.run_files import RunFiles, snapshot_files, snapshot_path
 
 
 def test_snapshot_names_sort_by_time_and_old_names_are_found(tmp_path):
@@ -18,7 +18,7 @@ def test_snapshot_names_sort_by_time_and_old_names_are_found(tmp_path):
 
 
 def test_config_and_evaluations_round_trip(tmp_path):
-    record = RunRecord(tmp_path / "run")
+    record = RunFiles(tmp_path / "run")
     path = record.write_config({"game": "tictactoe", "learner": {"lr": 0.01}})
     assert yaml.safe_load(path.read_text()) == {"game": "tictactoe", "learner": {"lr": 0.01}}
     assert record.evals() == []

@@ -1,4 +1,4 @@
-"""EvaluatorService against a real redis-server: anchors, the best-weights gate, results in
+"""RatingService against a real redis-server: anchors, the best-weights gate, results in
 Redis, restarts and unusable weights."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from zeroforge.shared.train_config import EvaluationConfig, RunConfig, TrainConf
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
 from zeroforge.shared.transport.weight_store import WeightStore
 
-from tests.integration.conftest import evaluator_service, learner_service
+from tests.integration.conftest import learner_service, rating_service
 
 GAME = "tictactoe"
 ANCHORS = ("random", "minimax")
@@ -50,7 +50,7 @@ def test_new_weights_are_scored_against_each_anchor_and_the_best(
         redis_server, redis_client, run_id):
     store = WeightStore(redis_client, run_id)
     store.publish(random_weights(1), 3)
-    ev = evaluator_service(config(), redis_server.url, run_id)
+    ev = rating_service(config(), redis_server.url, run_id)
     assert ev.results() == {}
 
     first = ev.run_once()
@@ -82,7 +82,7 @@ def test_new_weights_are_scored_against_each_anchor_and_the_best(
     ev.close()
 
     # A restarted evaluator keeps its best and does not redo version 4.
-    again = evaluator_service(config(), redis_server.url, run_id)
+    again = rating_service(config(), redis_server.url, run_id)
     assert again.best_version == ev.best_version and again.version == 4
     assert again.results() == second
     assert gauges(again.stats(), "evaluator_score_ratio") == {
@@ -94,7 +94,7 @@ def test_new_weights_are_scored_against_each_anchor_and_the_best(
 def test_weights_published_by_the_learner_service_are_evaluated(
         redis_server, run_id, tmp_path):
     learner = learner_service(config(), redis_server.url, run_id, str(tmp_path))
-    ev = evaluator_service(config(), redis_server.url, run_id, anchors=("uct:20",), games=2)
+    ev = rating_service(config(), redis_server.url, run_id, anchors=("uct:20",), games=2)
     results = ev.run_once()
     assert results["weights_version"] == 0  # the learner's initial random weights
     check_anchor(results["anchors"]["uct:20"], 2)
@@ -107,7 +107,7 @@ def test_unusable_weights_are_skipped_and_the_next_ones_evaluated(
     store = WeightStore(redis_client, run_id)
     # Weights of a net for another board: shapes do not fit the tic-tac-toe net.
     store.publish(random_weights(1, "gomoku:width=5,height=5,k=4"), 1)
-    ev = evaluator_service(config(), redis_server.url, run_id, anchors=("random",), games=2)
+    ev = rating_service(config(), redis_server.url, run_id, anchors=("random",), games=2)
     with caplog.at_level("WARNING"):
         assert ev.run_once() is None
     assert ev.bad_weights == 1 and ev.version == 1
@@ -139,7 +139,7 @@ def test_garbage_in_the_results_keys(redis_server, redis_client, run_id):
 
     # The evaluator starts anyway, gating afresh.
     WeightStore(redis_client, run_id).publish(random_weights(1), 1)
-    ev = evaluator_service(config(), redis_server.url, run_id, anchors=("random",), games=2)
+    ev = rating_service(config(), redis_server.url, run_id, anchors=("random",), games=2)
     assert ev.best_version is None
     assert ev.run_once()["best_version"] == 1
     assert stored.latest()["weights_version"] == 1
@@ -150,10 +150,10 @@ def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
         redis_server, redis_client, run_id, tmp_path):
     from zeroforge.shared.formats.sgf import read_sgf_file, replay
     from zeroforge.shared.players import ladder as ladders
-    from zeroforge.shared.run_files import RunRecord
+    from zeroforge.shared.run_files import RunFiles
 
     store = WeightStore(redis_client, run_id)
-    ev = evaluator_service(config(), redis_server.url, run_id, record=RunRecord(tmp_path))
+    ev = rating_service(config(), redis_server.url, run_id, record=RunFiles(tmp_path))
     store.publish(random_weights(1), 3)
     first = ev.run_once()
     store.publish(random_weights(2), 4)
@@ -196,8 +196,8 @@ def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
     ev.close()
 
     # another run's ladder in the same run dir is kept aside, not mixed with this one's
-    other = evaluator_service(config(), redis_server.url, run_id + "-b",
-                              record=RunRecord(tmp_path))
+    other = rating_service(config(), redis_server.url, run_id + "-b",
+                              record=RunFiles(tmp_path))
     WeightStore(redis_client, run_id + "-b").publish(random_weights(5), 1)
     other.run_once()
     assert set(ladders.load_ladder(tmp_path).players) == {"v1", *ANCHORS}
