@@ -157,7 +157,7 @@ class InferenceServer:
         return await request.future
 
     async def load_weights(self, state_dict_bytes: bytes, version: int) -> int:
-        """Swap in ``zeroforge.shared.formats.weight_blob.weights_to_bytes`` weights as ``version`` (between two
+        """Swap in ``weight_blob.weights_to_bytes`` weights as ``version`` (between two
         network calls, like the store's); returns the version now held."""
         from zeroforge.shared.formats.weight_blob import weights_from_bytes
 

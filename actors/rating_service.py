@@ -3,7 +3,7 @@
 A plain class (the distributed runtime wraps it in a Ray actor). Each ``run_once`` fetches
 the newest weights from the run's weight store, if they are newer than the last ones
 evaluated, and plays ``games`` games (colours alternating) against each anchor
-(``random``, ``uct:N``, ``minimax`` ... see ``zeroforge.shared.players.factory.make_player``) with the
+(``random``, ``uct:N``, ``minimax`` ... see ``players.factory.make_player``) with the
 trained agent: the run's search (PUCT, or Gumbel where ``search.gumbel`` says so) with
 its net, no noise, most-visited move (Gumbel: the sequential-halving winner).
 
@@ -23,7 +23,7 @@ agent's advantage over the anchor, ±inf after a clean sweep either way.
 
 With a run record (``record``) every game is also kept as SGF
 (``RUN_DIR/games/eval/v<version>-<anchor>-<n>.sgf``, ``zeroforge.actors.game_records``) and every
-match goes into the run's Elo ladder (``RUN_DIR/ladder.json``, ``zeroforge.shared.players.ladder``): the
+match goes into the run's Elo ladder (``RUN_DIR/ladder.json``, ``players.ladder``): the
 version as player ``v<version>``, the anchors under their specs, the gate match against
 the best weights as ``v<version>`` against ``v<best>``. After each evaluation the ladder is
 refitted and ``evaluator_ladder_elo{player,bound}`` gives the newest version's rating

@@ -147,7 +147,7 @@ class SelfPlayService:
         return self.appended - start
 
     def _write_records(self) -> None:
-        """The sampled games as SGF (``zeroforge.actors.game_records``; errors are logged, counted)."""
+        """The sampled games as SGF (``actors.game_records``; errors are logged, counted)."""
         sampled, self.worker.records = self.worker.records, []
         if self.records is None:
             if not (self._run_dir and Path(self._run_dir).is_dir()):

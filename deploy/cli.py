@@ -2,6 +2,7 @@
 
 Every subcommand has ``--help``; a bad argument prints one line and exits with code 2;
 a runtime error (bad game spec, illegal move from a file...) prints one line and exits 1.
+Each subcommand is added by its register function, listed in ``SUBCOMMANDS``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from collections.abc import Sequence
 
 from zeroforge.deploy import commands
 from zeroforge.deploy.arg_types import nonneg, positive, seconds_between
+from zeroforge.deploy.engines import cli as engines_cli
+from zeroforge.deploy.rating import cli as rating_cli
+from zeroforge.deploy.subcommand import Register, Subparsers, add_command
 
 from zeroforge import __version__
 
@@ -24,8 +28,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _PlayParser(_Parser):
-    """``play``'s help lists the players; zeroforge.shared.players.factory (numpy, numba) is imported only
-    when that help is shown, so that ``status`` and ``top`` start fast."""
+    """``play``'s help lists the players; zeroforge.shared.players.factory (numpy, numba)
+    is imported only when that help is shown, so that ``status`` and ``top`` start fast."""
 
     def format_help(self) -> str:
         from zeroforge.shared.players.factory import PLAYER_SPECS
@@ -45,12 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zeroforge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    for register in SUBCOMMANDS:
+        register(sub)
+    return parser
 
-    games = sub.add_parser("games", help="list the games and presets")
-    games.set_defaults(func=commands.cmd_games)
 
-    play = sub.add_parser(
-        "play",
+def register_games(sub: Subparsers) -> None:
+    add_command(sub, "games", commands.cmd_games, help="list the games and presets")
+
+
+def register_play(sub: Subparsers) -> None:
+    play = add_command(
+        sub, "play", commands.cmd_play,
         help="play a game in the terminal or the browser (people, trained nets, built-in players)",
         description="Play one game.",
     )
@@ -73,10 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "token, kept in a 0600 file whose path is printed)")
     play.add_argument("--port", type=nonneg, default=8090,
                       help="--web: port (default 8090; 0 picks a free one)")
-    play.set_defaults(func=commands.cmd_play)
 
-    train = sub.add_parser(
-        "train",
+
+def register_train(sub: Subparsers) -> None:
+    train = add_command(
+        sub, "train", commands.cmd_train,
         help="train an agent by self-play",
         description="Train by self-play. --local runs everything in this process.",
     )
@@ -110,10 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="SECTION.KEY=VALUE",
                        help="override any config field, e.g. --set learner.lr=0.01 (repeatable)")
-    train.set_defaults(func=commands.cmd_train)
 
-    pre = sub.add_parser(
-        "pretrain",
+
+def register_pretrain(sub: Subparsers) -> None:
+    pre = add_command(
+        sub, "pretrain", commands.cmd_pretrain,
         help="supervised pre-training from SGF game records (Go or gomoku)",
         description="Train the policy (move played) and value (result) from SGF records; "
                     "writes RUN_DIR/checkpoint.pt, which `zeroforge train --resume` continues.",
@@ -127,10 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--run-dir", default=None, help="where the checkpoint goes")
     pre.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="SECTION.KEY=VALUE", help="override any config field")
-    pre.set_defaults(func=commands.cmd_pretrain)
 
-    curve = sub.add_parser(
-        "curve",
+
+def register_curve(sub: Subparsers) -> None:
+    curve = add_command(
+        sub, "curve", commands.cmd_curve,
         help="draw a run's learning curve (PNG/SVG) from its RUN_DIR/eval.jsonl",
         description="Draw the evaluator's score against each anchor, and the Elo it implies, "
                     "over training, from the evaluations the run recorded (works while the run "
@@ -143,10 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
                        default="minutes",
                        help="x axis: wall clock since the run started, learner steps (from "
                             "RUN_DIR/history.jsonl), or weights version (default: minutes)")
-    curve.set_defaults(func=commands.cmd_curve)
 
-    top = sub.add_parser(
-        "top",
+
+def register_top(sub: Subparsers) -> None:
+    top = add_command(
+        sub, "top", commands.cmd_top,
         help="watch a running job live in the terminal (q or Ctrl-C to quit)",
         description="A live view of a running job, refreshed every second from its run "
                     "server: state, weights, loss, one line per actor with its rate, totals, "
@@ -157,10 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--run-id", default=None, help="which live run, if several are going")
     top.add_argument("--interval", type=seconds_between(0.1, 60), default=1.0,
                      help="seconds between refreshes (default: 1)")
-    top.set_defaults(func=commands.cmd_top)
 
-    dash = sub.add_parser(
-        "dashboard",
+
+def register_dashboard(sub: Subparsers) -> None:
+    dash = add_command(
+        sub, "dashboard", commands.cmd_dashboard,
         help="the URL of a run's dashboard (a finished run's: served from its RUN_DIR)",
         description="Print (--open: also open) the dashboard URL of a running run. For a "
                     "finished run (--run-dir of a run whose driver is gone) serve its recorded "
@@ -171,46 +186,60 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("--open", action="store_true", help="open the page in a web browser")
     dash.add_argument("--port", type=nonneg, default=0,
                       help="port for a finished run's page (default: any free one)")
-    dash.set_defaults(func=commands.cmd_dashboard)
-
-    # Subcommands that live with their code (each module imports only argparse here).
-    from zeroforge.deploy.engines.cli import register as register_engines
-    from zeroforge.deploy.rating.cli import register as register_rating
-
-    register_engines(sub)
-    register_rating(sub)
-
-    for name, text in (("status", "show a running job: actors, throughput, weights, lag"),
-                       ("scale", "change the number of self-play workers or inference servers"),
-                       ("stop", "stop a running job cleanly (final checkpoint)")):
-        p = sub.add_parser(name, help=text, description=text)
-        p.add_argument("--run-dir", default=None,
-                       help="the run whose run directory this is (its run.json says where "
-                            "its cluster is); the surest way to pick a run")
-        p.add_argument("--run-id", default=None,
-                       help="which run, if several are going (looked up among this user's "
-                            "live runs, or on --address)")
-        p.add_argument("--address", default=None,
-                       help="Ray cluster of the job, host:port of its GCS (default: the only "
-                            "live run of this user, else $RAY_ADDRESS or the local cluster)")
-        if name == "status":
-            p.add_argument("--json", action="store_true", help="machine-readable output")
-        if name == "scale":
-            p.add_argument("--workers", type=nonneg, default=None, help="self-play workers")
-            p.add_argument("--inference-servers", type=positive, default=None,
-                           help="inference servers")
-        p.set_defaults(func=getattr(commands, f"cmd_{name}"))
-    return parser
 
 
+def register_status(sub: Subparsers) -> None:
+    text = "show a running job: actors, throughput, weights, lag"
+    status = add_command(sub, "status", commands.cmd_status, help=text, description=text)
+    _which_run_arguments(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
 
+
+def register_scale(sub: Subparsers) -> None:
+    text = "change the number of self-play workers or inference servers"
+    scale = add_command(sub, "scale", commands.cmd_scale, help=text, description=text)
+    _which_run_arguments(scale)
+    scale.add_argument("--workers", type=nonneg, default=None, help="self-play workers")
+    scale.add_argument("--inference-servers", type=positive, default=None,
+                       help="inference servers")
+
+
+def register_stop(sub: Subparsers) -> None:
+    text = "stop a running job cleanly (final checkpoint)"
+    stop = add_command(sub, "stop", commands.cmd_stop, help=text, description=text)
+    _which_run_arguments(stop)
+
+
+def _which_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments that pick a distributed run (``status``, ``scale``, ``stop``)."""
+    parser.add_argument("--run-dir", default=None,
+                        help="the run whose run directory this is (its run.json says where "
+                             "its cluster is); the surest way to pick a run")
+    parser.add_argument("--run-id", default=None,
+                        help="which run, if several are going (looked up among this user's "
+                             "live runs, or on --address)")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster of the job, host:port of its GCS (default: the only "
+                             "live run of this user, else $RAY_ADDRESS or the local cluster)")
+
+
+SUBCOMMANDS: tuple[Register, ...] = (
+    register_games, register_play, register_train, register_pretrain, register_curve,
+    register_top, register_dashboard,
+    engines_cli.register_gtp, engines_cli.register_pbrain, engines_cli.register_match,
+    rating_cli.register_rate, rating_cli.register_replay,
+    register_status, register_scale, register_stop,
+)
+"""Every subcommand's register function, in the order ``zeroforge --help`` lists them.
+Each one calls ``add_command`` with its name and handler (deploy/subcommand.py); their
+modules import only argparse, the handlers import the rest when they run."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        return int(args.handler(args) or 0)
     except (commands.CommandError, ValueError, OSError) as err:
         print(f"zeroforge {args.command}: error: {err}", file=sys.stderr)
         return 1

@@ -81,7 +81,7 @@ class Curve:
 
 
 def implied_elo(score: float) -> float:
-    """The Elo difference a score implies (``zeroforge.shared.players.arena``), clipped to +-ELO_CLIP."""
+    """The Elo difference a score implies (``players.arena``), clipped to +-ELO_CLIP."""
     return clipped_elo(elo_difference(min(max(score, 0.0), 1.0)).elo)
 
 

@@ -3,66 +3,7 @@
 Every run prints it as its progress line; the run's driver serves it on its run server
 (``/api/status``, ``deploy/dashboard/``) to ``zeroforge status`` (text or ``--json``),
 ``top`` and the dashboard (the distributed driver's copy comes from the Ray controller).
-The JSON form's keys (``RunStatus.to_json``):
-
-| key | meaning |
-|---|---|
-| run_id, state | the run's name; ``starting``, ``running``, ``stopping``, ``stopped``, ``failed`` |
-| elapsed_s | seconds since the run started |
-| inference | ``local`` (each worker's own net) or ``server`` (inference servers) |
-| desired, alive, restarts | per actor kind: wanted, running (see below), replaced after dying |
-| games, positions | self-play games and positions played (``games``: see below) |
-| games_received | games the learner took into its replay window |
-| learner_steps, samples_per_insert, replay_positions | learner progress |
-| weights_version | newest version the learner published |
-| stream_lag | stream entries not yet acknowledged by the learner |
-| rejected | rejected stream entries by reason |
-| scores | newest evaluation score (0..1, draws half) per anchor |
-| losses | last learner loss by part (``total``, ``policy``, ``value``); added in 0.2 |
-| metrics_url | the run's Prometheus endpoint |
-| actor_states | per actor kind: ``{state: count}`` (states below); added in 0.3 |
-| waiting | per actor kind with pending actors, why they wait; added in 0.3 |
-| error | why the run failed or what its stop lost; "" if nothing; added in 0.3 |
-| lost | what the final stop could not save, by item (below); added in 0.3 |
-| actors | one row per live actor (below); added in 0.5 |
-
-Added in 0.3 (failure reporting, ``docs/reliability.md``):
-
-- ``state`` ``failed``: an actor kind crashed past its crash-loop limit; ``error`` names
-  the kind and its last error.
-- ``alive`` counts actors whose ``run`` is going; an actor still waiting for resources or
-  building its service is not counted (before 0.3 it was).
-- ``actor_states`` states: ``pending`` (Ray has not scheduled it: no free resources),
-  ``starting``, ``restarting`` (a replacement for a crashed actor, not running yet),
-  ``alive``, ``stopping``, ``failed`` (the crashes that made the run give up).
-- ``waiting``: e.g. ``{"selfplay": "2 waiting for 1 CPU each (free: 0.5 CPU)"}``.
-- ``lost`` items: ``unacked`` (stream entries the final acks could not acknowledge),
-  ``unpublished_steps`` (learner steps the final publish could not put in Redis),
-  ``crashed_while_stopping`` (1: the learner died during its final checkpoint).
-
-``actors`` (0.5): one dict per live actor, ``{"kind", "index", "state", "node", "ip",
-"pid", "games", "positions", "steps", "evaluations"}``: ``state`` as in ``actor_states``
-(pending, starting, restarting, alive, stopping); ``node`` a short Ray node id (its first 8
-hex digits; "" until the actor answered); ``ip`` that node's IP address ("" until the actor
-answered; absent from older JSON); ``pid`` its process id (0 until then); the counters
-are that actor's own (``selfplay_games_total``, ``selfplay_positions_total``,
-``learner_steps_total``, ``nn_evaluations_total``: positions its network evaluated), 0
-where the actor has none. JSON from before 0.5 reads as an empty list.
-
-Counters within a run never go back (0.4): ``learner_steps`` and ``games_received`` stay
-at least what the last learner reported before it died, while its successor works back up
-from the checkpoint (``shared.metrics.RestoredCounters``; the work done again is in the
-``*_redone_total`` / ``*_received_again_total`` metrics, not here).
-
-``games`` (0.4, distributed runs) is the larger of two counts of the same games: the
-workers' own ``selfplay_games_total`` and the games the learner received in this run
-(``games_received`` less what a resumed checkpoint had already received). A worker reports
-its counters every monitor tick; a worker killed outright takes the games it appended
-after its last report with it from the first count, but they reached the stream and the
-learner counts them (every received game was played and appended by some worker). So
-``games`` is the number of self-play games known to have been finished and appended in
-this run; it may still miss a killed worker's games that were not yet received. The
-Prometheus counter ``selfplay_games_total`` stays the workers' own count.
+The JSON form's keys, what each means and the version that added it: docs/status.md.
 """
 
 from __future__ import annotations

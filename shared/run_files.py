@@ -5,7 +5,7 @@ RUN_DIR/config.yaml             the run's full config (written at start)
 RUN_DIR/checkpoint.pt           learner state + stream cursor (learner.learner)
 RUN_DIR/eval.jsonl              one JSON line per evaluation (the evaluator)
 RUN_DIR/snapshots/weights-<seconds>s.safetensors   weight snapshots (learning curves)
-RUN_DIR/ladder.json             the run's Elo ladder (zeroforge.shared.players.ladder: evaluator, zeroforge rate)
+RUN_DIR/ladder.json             the run's Elo ladder (players.ladder: evaluator, zeroforge rate)
 RUN_DIR/games/eval|selfplay/    SGF game records (zeroforge.actors.game_records)
 ```
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 
 from zeroforge.deploy.arg_types import positive
+from zeroforge.deploy.subcommand import Subparsers, add_command
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Adds the engine subcommands to the CLI's subparsers ``sub``."""
-    gtp = sub.add_parser(
-        "gtp",
+def register_gtp(sub: Subparsers) -> None:
+    gtp = add_command(
+        sub, "gtp", _gtp,
         help="a trained Go net as a GTP engine on stdin/stdout (Sabaki, GoGui, GnuGo...)",
         description="Speak GTP version 2 on stdin/stdout with the net of a learner "
                     "checkpoint (its game, board size and rules are read from it). Moves "
@@ -24,10 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     gtp.add_argument("--resign-below", type=float, default=-0.95, metavar="V",
                      help="resign when the search's root value falls below V "
                           "(default: -0.95; -1 never resigns)")
-    gtp.set_defaults(func=_gtp)
 
-    brain = sub.add_parser(
-        "pbrain",
+
+def register_pbrain(sub: Subparsers) -> None:
+    brain = add_command(
+        sub, "pbrain", _pbrain,
         help="a trained gomoku net as a Gomocup (piskvork) brain on stdin/stdout",
         description="Speak the Gomocup brain protocol (START, BEGIN, TURN, BOARD, INFO, "
                     "TAKEBACK, ABOUT, END...) on stdin/stdout with the net of a learner "
@@ -35,10 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "See docs/engines.md.",
     )
     _net_arguments(brain, "gomoku")
-    brain.set_defaults(func=_pbrain)
 
-    match = sub.add_parser(
-        "match",
+
+def register_match(sub: Subparsers) -> None:
+    match = add_command(
+        sub, "match", _match,
         help="play games between two players (nets, baselines, GTP engines such as GnuGo)",
         description="Play --games games, --black against --white (any player spec, e.g. "
                     "net:PATH[:SIMS], uct:N, random, gtp:\"gnugo --mode gtp --level 1\"), "
@@ -61,7 +63,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     match.add_argument("--simulations", type=positive, default=None,
                        help="search simulations a move of net: players without their own")
     match.add_argument("--seed", type=int, default=0, help="seed of the players' choices")
-    match.set_defaults(func=_match)
 
 
 def _net_arguments(parser: argparse.ArgumentParser, what: str) -> None:

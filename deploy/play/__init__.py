@@ -1,4 +1,4 @@
 """Playing a game with people: ``zeroforge play`` in the terminal (``terminal``) and in the
 browser (``web``: a small HTTP server, ``board.html`` and ``board.js``). Both use
-``shared.games.session.GameSession`` for the rules and history, ``zeroforge.shared.players.factory`` for the
+``games.session.GameSession`` for the rules and history, ``players.factory`` for the
 computer's moves and hints, and ``shared.formats.sgf`` for records."""

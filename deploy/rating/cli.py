@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 
 from zeroforge.deploy.arg_types import nonneg, positive, seconds_between
+from zeroforge.deploy.subcommand import Subparsers, add_command
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Adds the rating subcommands to the CLI's subparsers ``sub``."""
-    rate = sub.add_parser(
-        "rate",
+def register_rate(sub: Subparsers) -> None:
+    rate = add_command(
+        sub, "rate", _rate,
         help="rate a run's snapshots and anchors on one Elo ladder (table + plot)",
         description="The run's Elo ladder (RUN_DIR/ladder.json): every weights snapshot "
                     "(RUN_DIR/snapshots/), every version the in-run evaluator played and "
@@ -39,10 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     rate.add_argument("--seed", type=int, default=0, help="seed of the games played")
     rate.add_argument("--play", action=argparse.BooleanOptionalAction, default=True,
                       help="play more games before fitting (--no-play: fit what is recorded)")
-    rate.set_defaults(func=_rate)
 
-    replay = sub.add_parser(
-        "replay",
+
+def register_replay(sub: Subparsers) -> None:
+    replay = add_command(
+        sub, "replay", _replay,
         help="show an SGF game move by move in the terminal and check it replays legally",
         description="Replay an SGF file (zeroforge's own records in RUN_DIR/games/, or any "
                     "Go / gomoku SGF): each move with the board, then the result, checked "
@@ -57,7 +58,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="seconds to wait after each move (default: 0)")
     replay.add_argument("--move", type=nonneg, default=None, metavar="N",
                         help="show only the position after move N (0: the start)")
-    replay.set_defaults(func=_replay)
 
 
 def _rate(args: argparse.Namespace) -> int:
@@ -70,6 +70,3 @@ def _replay(args: argparse.Namespace) -> int:
     from zeroforge.deploy.rating.replay import cmd_replay
 
     return cmd_replay(args)
-
-
-

@@ -3,7 +3,7 @@
 Keys of a run (the braces make the run id a Redis Cluster hash tag, so all of them live
 on one node and one Lua script may touch them all):
 
-- ``zf:{RUN}:weights:{V}``: the ``zeroforge.shared.formats.weight_blob.weights_to_bytes`` blob of version V
+- ``zf:{RUN}:weights:{V}``: the ``weight_blob.weights_to_bytes`` blob of version V
 - ``zf:{RUN}:weights:{V}:meta``: hash of version, sha256, size (bytes), time (unix s)
 - ``zf:{RUN}:weights:latest``: the newest version; ``zf:{RUN}:weights:versions``: a
   sorted set of the versions kept (the last ``keep``; older blobs are deleted)

@@ -12,6 +12,8 @@ from zeroforge.deploy.engines.gtp import Clock, GtpEngine, clean_line
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.shared.nets.model import NetConfig
 
+from zeroforge import __version__
+
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -51,7 +53,7 @@ def test_framing_ids_comments_blank_lines_and_case(engine: GtpEngine) -> None:
               "11 PROTOCOL_VERSION\n"  # command names are case-sensitive
               "12 no_such_command\n"
               "13\x01 name\n")  # control characters are dropped
-    assert talk(engine, script) == ["= 2", "=7 zeroforge", "=8 0.1.0", "=9 true",
+    assert talk(engine, script) == ["= 2", "=7 zeroforge", f"=8 {__version__}", "=9 true",
                                     "=10 false", "?11 unknown command",
                                     "?12 unknown command", "=13 zeroforge"]
 

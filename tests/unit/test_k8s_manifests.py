@@ -137,7 +137,7 @@ def test_references_resolve(target):
 def test_entrypoint_parses_with_the_real_cli_and_has_no_password(target, tmp_path):
     objs = render(target)
     args = entrypoint_args(objs)
-    assert args.func is commands.cmd_train and not args.local
+    assert args.handler is commands.cmd_train and not args.local
     assert args.address == "auto"
     url = urlsplit(args.redis_url)
     assert url.scheme == "redis" and url.password is None, "the password belongs in the Secret"

@@ -11,6 +11,8 @@ from zeroforge.deploy.engines.pbrain import Brain
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.shared.nets.model import NetConfig
 
+from zeroforge import __version__
+
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory) -> Agent:
@@ -107,7 +109,7 @@ def test_info_about_and_rules(brain: Brain) -> None:
     out = talk(brain, "INFO rule 4\nABOUT\n")
     assert out[0].startswith("MESSAGE zeroforge plays free-style or exact-five")
     assert not brain.game.exact  # rule 4 (renju) has no exact bit
-    assert out[1].startswith('name="zeroforge", version="0.1.0"')
+    assert out[1].startswith(f'name="zeroforge", version="{__version__}"')
 
 
 def test_time_limits_budget_each_move(brain: Brain) -> None:

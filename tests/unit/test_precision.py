@@ -1,4 +1,4 @@
-"""Precision names (``zeroforge.shared.nets.torch_evaluator.PRECISIONS``): what each means on the CPU,
+"""Precision names (``torch_evaluator.PRECISIONS``): what each means on the CPU,
 bfloat16 inference against float32, and the self-play worker's own network."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The weights format (zeroforge.shared.formats.weight_blob): safetensors bytes and files with a checksum,
+"""The weights format (shared/formats/weight_blob.py): safetensors bytes and files with a checksum,
 and the older formats it still reads (ZFW1 blobs, torch.save snapshot files)."""
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_save_and_load_weights_file(tmp_path: Path) -> None:
     assert torch.equal(load_weights(buf)["trunk.0.conv.weight"], net.trunk[0].conv.weight)
 
 
-# The ZFW1 fixture was written by the old zeroforge.shared.nets.model.weights_to_bytes (before safetensors).
+# The ZFW1 fixture was written by the old shared.nets.weights_to_bytes (before safetensors).
 OLD_TENSORS = {"w": torch.arange(6.0).reshape(2, 3) / 4,
                "h": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
                "m": torch.tensor([True, False, True]), "n": torch.tensor(7)}
