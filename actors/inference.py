@@ -12,7 +12,7 @@ requests meanwhile. New weights come from the ``WeightStore`` (pub/sub announcem
 a periodic look) and are swapped in on that same network thread, hence always *between*
 two network calls: a batch is never computed with mixed weights and every answer carries
 the version that computed it. Its Ray side (the actor, and the ``RemoteEvaluator`` a
-self-play worker holds) lives in ``deploy/ray/runtime.py``.
+self-play worker holds) lives in ``deploy/ray/hosts.py``.
 
 Torch is imported only where a network is built, so a self-play process that merely holds
 a ``RemoteEvaluator`` does not pay for it.
@@ -96,7 +96,8 @@ class InferenceServer:
         self._cache = (CachedEvaluator(self._evaluator, config.cache_entries)
                        if config.cache_entries else None)
         self.recorder = Recorder()
-        self._label = {"server": server}
+        self._server = server
+        """The ``server`` label of this server's metrics."""
         self.recorder.set("weights_version", self.weights_version, component="inference")
         # Every torch call (forward passes and weight swaps) runs on this one thread, in
         # submission order: that is what keeps a swap from landing inside a batch.
@@ -290,24 +291,24 @@ class InferenceServer:
                 await self._run([request])
             return
         size = sum(r.size for r in batch)
-        rec, label = self.recorder, self._label
+        rec, server = self.recorder, self._server
         if cache is not None and before is not None:
             rec.inc("eval_cache_lookups_total", cache.lookups - before[0], source="server")
             rec.inc("eval_cache_hits_total", cache.hits - before[1], source="server")
             rec.inc("nn_evaluations_total", cache.evaluated - before[2], source="server")
         else:
             rec.inc("nn_evaluations_total", size, source="server")
-        rec.inc("inference_requests_total", len(batch), **label)
+        rec.inc("inference_requests_total", len(batch), server=server)
         self._served += len(batch)
-        rec.observe("inference_batch_size", size, **label)
-        rec.observe("inference_batch_fill_ratio", size / self.config.max_batch, **label)
+        rec.observe("inference_batch_size", size, server=server)
+        rec.observe("inference_batch_fill_ratio", size / self.config.max_batch, server=server)
         answered = loop.time()
         for request in batch:
             rec.observe("inference_queue_wait_seconds", max(now - request.arrived, 0.0),
-                        **label)
+                        server=server)
             # arrival to answer: queue wait + the network call (its results are set next)
             rec.observe("inference_request_latency_seconds",
-                        max(answered - request.arrived, 0.0), **label)
+                        max(answered - request.arrived, 0.0), server=server)
         start = 0
         for request in batch:
             end = start + request.size

@@ -21,12 +21,12 @@ from zeroforge.actors.game_records import RecordWriter, selfplay_writer
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.shared.games import make_game
 from zeroforge.shared.metrics import Recorder
-from zeroforge.shared.nets.backends import make_evaluator
+from zeroforge.shared.nets.backends import ExportedEvaluator, make_evaluator
 from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig
+from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.eval_cache import CachedEvaluator
-from zeroforge.shared.search.evaluator import Evaluator
+from zeroforge.shared.search.evaluator import VersionedEvaluator
 from zeroforge.shared.train_config import RunContext, SelfPlayConfig
 from zeroforge.shared.transport import SampleSink, TransportError, WeightSource
 
@@ -46,7 +46,8 @@ class SelfPlayService:
 
     def __init__(self, ctx: RunContext, net: NetConfig, search: SearchConfig,
                  selfplay: SelfPlayConfig, sink: SampleSink, weights: WeightSource | None,
-                 *, worker_id: str, seed: int, evaluator: Evaluator | None = None) -> None:
+                 *, worker_id: str, seed: int,
+                 evaluator: VersionedEvaluator | None = None) -> None:
         if ctx.torch_threads:
             torch.set_num_threads(ctx.torch_threads)
         self.worker_id = worker_id
@@ -56,13 +57,15 @@ class SelfPlayService:
         self.sink = sink
         self.weights = weights
         self.own_network = evaluator is None
+        self._own_evaluator: TorchEvaluator | ExportedEvaluator | None = None
+        """The own network's evaluator (None with inference servers): weights load into it."""
         if evaluator is None:
             if weights is None:
                 raise ValueError("SelfPlayService: its own network needs a weight source")
-            evaluator = make_evaluator(
+            evaluator = self._own_evaluator = make_evaluator(
                 build_net(net, self.game.spec), selfplay.backend,
                 config=InferenceConfig(device="cpu", precision=selfplay.precision))
-        self.evaluator = evaluator
+        self.evaluator: VersionedEvaluator = evaluator
         # The cache sits in front of either evaluator (own network or inference servers);
         # self.evaluator stays the bare one, which weights are loaded into.
         self.cache = (CachedEvaluator(evaluator, selfplay.eval_cache_entries)
@@ -85,18 +88,19 @@ class SelfPlayService:
 
     def refresh_weights(self) -> None:
         """Own network: take newer published weights (between moves)."""
-        if not self.own_network or self.weights is None:
+        own = self._own_evaluator
+        if own is None or self.weights is None:
             return
         self._last_poll = time.monotonic()
         try:
-            newer = self.weights.fetch(newer_than=self.evaluator.weights_version)
+            newer = self.weights.fetch(newer_than=own.weights_version)
         except TransportError as err:
             self.errors += 1
             log.warning("worker %s: cannot fetch weights: %s", self.worker_id, err)
             return
         if newer is not None:
             version, state_dict = newer
-            self.evaluator.load_state_dict(state_dict, version)
+            own.load_state_dict(state_dict, version)
 
     def run_once(self, moves: int = 1) -> int:
         """Play ``moves`` moves of every game, append the games that finished; returns how

@@ -24,7 +24,8 @@ import time
 import torch
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.config import load_train_config
-from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.deploy.ray.cluster import disconnect, init_local
+from zeroforge.deploy.ray.handle import start_run
 from zeroforge.shared import metrics
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import build_net
@@ -51,12 +52,12 @@ def single_process(config, seconds: float) -> float:
 
 def distributed(config, workers: int, seconds: float, warmup: float) -> float:
     with RedisServer() as redis:
-        ray_runtime.init_local()
+        init_local()
         try:
             run_id = f"bench-{workers}-{int(time.time())}"
             ctx = dataclasses.replace(config.context(run_id, redis.url),
                                       run_dir=f"/tmp/zf-bench/{run_id}")
-            run = ray_runtime.start_run(config, ctx)
+            run = start_run(config, ctx)
             run.scale(workers=workers)
             time.sleep(warmup)
 
@@ -71,7 +72,7 @@ def distributed(config, workers: int, seconds: float, warmup: float) -> float:
             run.shutdown()
             return rate
         finally:
-            ray_runtime.disconnect()
+            disconnect()
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ import time
 import numpy as np
 from server_stats import batching, mean_ms  # benchmarks/ (scripts run from here)
 from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
-from zeroforge.deploy.ray.runtime import RemoteEvaluator, make_inference_actor
+from zeroforge.deploy.ray.hosts import RemoteEvaluator, make_inference_actor
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator

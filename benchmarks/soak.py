@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ray  # noqa: E402
-from zeroforge.deploy.ray.runtime import NAMESPACE  # noqa: E402
+from zeroforge.deploy.ray.naming import NAMESPACE  # noqa: E402
+from zeroforge.deploy.ray.private_api import init_on_node_ip  # noqa: E402
 
 from tests.integration.test_chaos import SETTINGS, chaos_run  # noqa: E402
 
@@ -41,8 +42,8 @@ def main() -> int:
                         help="more config settings (as `zeroforge train --set`)")
     args = parser.parse_args()
     settings = [*SETTINGS, f"selfplay.workers={args.workers}", *args.set]
-    ray.init(num_cpus=args.cpus, include_dashboard=False, namespace=NAMESPACE,
-             logging_level="ERROR", log_to_driver=False, _node_ip_address="127.0.0.1")
+    init_on_node_ip("127.0.0.1", num_cpus=args.cpus, include_dashboard=False,
+                    namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False)
     started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory(prefix="zeroforge-soak-") as run_dir:

@@ -1,6 +1,6 @@
 """Services from a TrainConfig: the one place that hands each service its sections.
 
-The local run (``deploy/local_run.py``) and the Ray runtime (``deploy/ray/runtime.py``)
+The local run (``deploy/local_run.py``) and the Ray runtime (``deploy/ray/``)
 both build their self-play workers, learner and evaluator here, over whichever transport
 they use (in memory or Redis), so the two modes run the same services with the same
 settings (the way acme's builders serve local and distributed agents).
@@ -14,13 +14,14 @@ from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.run_files import RunFiles
-from zeroforge.shared.search.evaluator import Evaluator
+from zeroforge.shared.search.evaluator import VersionedEvaluator
 from zeroforge.shared.train_config import RunContext, TrainConfig
 from zeroforge.shared.transport import Transport
 
 
 def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,
-                   *, salt: int = 0, evaluator: Evaluator | None = None) -> SelfPlayService:
+                   *, salt: int = 0,
+                   evaluator: VersionedEvaluator | None = None) -> SelfPlayService:
     """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net."""
     return SelfPlayService(ctx, config.net, config.search, config.selfplay,
                            transport.samples(), transport.weights(), worker_id=f"w{index}",

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
+
+from zeroforge.deploy.signals import sigterm_as_interrupt
 
 
 class CommandError(Exception):
@@ -90,44 +88,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (``kill``, a scheduler ending the job) is handled like Ctrl-C: the first
-    one raises KeyboardInterrupt in the main thread (drain, final checkpoint, report);
-    later ones are ignored so that the clean stop can finish. ``install_sigterm`` puts the
-    handler back after a library (``ray.init``) replaced it.
-
-    SIGINT too stops the run cleanly when it arrives, even if this process was started with
-    it ignored: a shell without job control starts ``cmd &`` that way (so ``nohup zeroforge
-    train ... &`` from a script), and Python then leaves it ignored, so ``kill -INT`` or a
-    supervisor's Ctrl-C would do nothing. Such a run now stops as a foreground one does."""
-    previous = signal.getsignal(signal.SIGTERM)
-    previous_int = signal.getsignal(signal.SIGINT)
-    install_sigterm()
-    if previous_int == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, previous_int)
-
-
-def install_sigterm() -> None:
-    """Make SIGTERM raise KeyboardInterrupt once (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    fired = []
-
-    def handler(signum: int, frame: object) -> None:
-        if not fired:
-            fired.append(signum)
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from zeroforge.deploy.config import load_train_config
     from zeroforge.learner.pretrain import pretrain
@@ -186,7 +146,7 @@ def _client(entry):
 
 
 def _run(args: argparse.Namespace):
-    from zeroforge.deploy.ray import runtime as ray_runtime
+    from zeroforge.deploy.ray.handle import RunNotFound, find_run
 
     entry = _registered(args)
     if entry is not None and entry.local:
@@ -194,8 +154,8 @@ def _run(args: argparse.Namespace):
                            f"{args.command} needs a distributed run; stop it with Ctrl-C in "
                            "its terminal")
     try:
-        return ray_runtime.find_run(args.address, args.run_id, args.run_dir)
-    except ray_runtime.RunNotFound as err:
+        return find_run(args.address, args.run_id, args.run_dir)
+    except RunNotFound as err:
         raise CommandError(str(err)) from None
 
 

@@ -1,7 +1,7 @@
 """The distributed run's driver: Redis, Ray, the run's controller, progress until the end.
 
 ``zeroforge train`` with no ``--local``: start (or use) Redis, start (or join) Ray, start
-the run's Controller (``deploy/ray/runtime.py``), print progress until the run ends, and
+the run's Controller (``deploy/ray/controller.py``), print progress until the run ends, and
 write the run record (``config.yaml`` here; the learner and evaluator write the rest).
 """
 
@@ -47,7 +47,15 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     """Run a distributed training job until its limits or ``zeroforge stop``; returns the
     final status."""
     from zeroforge.deploy import run_registry
-    from zeroforge.deploy.ray import runtime as ray_runtime
+    from zeroforge.deploy.ray.cluster import (
+        cluster_address,
+        disconnect,
+        init_local,
+        join,
+        token_path,
+    )
+    from zeroforge.deploy.ray.handle import ControllerLost, start_run
+    from zeroforge.deploy.ray.naming import kill_run_actors
     from zeroforge.shared.transport import RedisServer, RedisServerConfig
 
     out = out or sys.stdout
@@ -66,17 +74,17 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     ctx = dataclasses.replace(config.context(run_id, redis_url), run_dir=run_dir)
     try:
         if address:
-            ray_runtime.join(address)
+            join(address)
         else:
-            ray_runtime.init_local()
+            init_local()
         # ray.init installs its own SIGTERM handler (exit at once): ours stops cleanly
-        from zeroforge.deploy.commands import install_sigterm
+        from zeroforge.deploy.signals import install_sigterm
 
         install_sigterm()
         started = time.time()
-        run = ray_runtime.start_run(config, ctx, resume)
+        run = start_run(config, ctx, resume)
         status = run.status()
-        token = ray_runtime.token_path()
+        token = token_path()
         # the run server (dashboard, `zeroforge status`) answers from the driver's copy
         from zeroforge.deploy.dashboard.mirror import RunMirror
         from zeroforge.deploy.dashboard.run import LEGEND, RunDashboard
@@ -85,7 +93,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         dashboard = RunDashboard(config.run, run_id, run_dir, mirror.status, mirror.merged,
                                  started)
         entry = run_registry.RunEntry(
-            run_id=run_id, address=ray_runtime.cluster_address(),
+            run_id=run_id, address=cluster_address(),
             token_path=str(token) if token is not None and token.exists() else "",
             metrics_url=status.metrics_url, driver_pid=os.getpid(), run_dir=run_dir,
             started=started, dashboard_url=dashboard.url,
@@ -111,7 +119,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
                     next_line += config.run.progress_every_s
                     status = run.status()
                     print(status.progress_line(), file=out, flush=True)
-        except ray_runtime.ControllerLost as err:
+        except ControllerLost as err:
             # its actors are killed below; the stream and the last checkpoint remain
             status = dataclasses.replace(status, state="failed", error=str(err))
         except KeyboardInterrupt:
@@ -138,7 +146,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
             run.shutdown()
         else:
             with contextlib.suppress(Exception):
-                ray_runtime.kill_run_actors(run_id)
-        ray_runtime.disconnect()
+                kill_run_actors(run_id)
+        disconnect()
         if server is not None:
             server.stop()

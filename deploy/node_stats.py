@@ -1,6 +1,6 @@
 """Resource figures of an actor's process and of the node it runs on, as metrics.
 
-Each actor host (``deploy/ray/runtime.py``) owns one ``ResourceReporter`` and adds its
+Each actor host (``deploy/ray/hosts.py``) owns one ``ResourceReporter`` and adds its
 figures to every metrics snapshot the actor reports: the process's CPU time and resident
 memory (``actor_*``), and the node's CPU utilisation, memory and GPUs (``node_*``). Every
 actor on a node reports the same node figures; the merge takes their maximum

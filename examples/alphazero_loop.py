@@ -53,13 +53,13 @@ class Args:
     ``name:key=value,...`` (``zeroforge games`` lists them)."""
     net: str = "tiny"
     """Network preset (``NetConfig.preset``): tiny, small, resnet6x64, ..."""
-    iterations: int = 20
+    iterations: int = 40
     """Rounds of play -> train -> publish."""
     games_per_iteration: int = 64
     """Self-play games finished per iteration (at least; a round ends on a whole move)."""
     games_in_parallel: int = 64
     """B: games played in lock-step, so one net call evaluates a leaf of each of them."""
-    simulations: int = 32
+    simulations: int = 64
     """MCTS simulations per move."""
     c_puct: float = 1.5
     """PUCT exploration constant."""
@@ -79,9 +79,9 @@ class Args:
     over-fitted (0: no cap, every iteration trains ``max_steps_per_iteration`` steps)."""
     max_steps_per_iteration: int = 200
     """Most SGD steps per iteration (the samples-per-insert cap usually binds first)."""
-    eval_every: int = 5
+    eval_every: int = 10
     """Play the strength check every this many iterations (and after the last; 0: never)."""
-    eval_games: int = 20
+    eval_games: int = 40
     """Games per opponent in a strength check (colours alternate)."""
     opponents: str = ""
     """Comma-separated player specs to measure against (random, uct:N, minimax...);
@@ -140,9 +140,10 @@ def main(args: Args) -> None:
         game.spec.spec_string, net_config)
 
     # Self-play searches through an Evaluator (obs, legal -> logits, value). TorchEvaluator
-    # keeps its own inference copy of the net (batch norm folded in, eval mode), so the
-    # learner can train while games use the last published weights, as workers do in the
-    # distributed run. It starts from the learner's random initialisation: version 0.
+    # keeps its own inference copy of the net (batch norm folded in, eval mode): games are
+    # played with the last *published* weights while the learner's copy moves on, as a
+    # worker's copy does in the distributed run. It starts as the learner's random
+    # initialisation, weights version 0.
     evaluator = TorchEvaluator(learner.net, config=InferenceConfig(device="cpu"))
 
     # PUCT with root Dirichlet noise and early-move temperature: the self-play settings.
@@ -158,16 +159,27 @@ def main(args: Args) -> None:
                             seed=args.seed)
 
     # The agent of the strength check: the same evaluator (so always the newest weights)
-    # with the noise off and the most visited move played, except for 2 sampled opening
-    # plies so that two deterministic players do not repeat one game over and over.
-    agent = MCTSPlayer(game, evaluator, search, name="agent", opening_moves=2)
+    # with the noise off and the most visited move played, except on the first ply, which
+    # is sampled from the visits so that a deterministic opponent does not meet one game
+    # over and over. (More sampled plies would hand a perfect opponent some lost games.)
+    agent = MCTSPlayer(game, evaluator, search, name="agent", opening_moves=1)
     opponents = [s for s in args.opponents.split(",") if s] or (
         ["random", "minimax"] if game.spec.name == "tictactoe" else ["random", "uct:200"])
     eval_rng = np.random.default_rng([args.seed, 1])
 
+    def strength() -> str:
+        """Matches of the agent against each opponent; score: win 1, draw 1/2, loss 0."""
+        results = evaluate_against(game, agent, opponents, args.eval_games, eval_rng)
+        return "  score " + " ".join(f"vs {spec} {r.score:.2f} (+{r.wins} ={r.draws} "
+                                     f"-{r.losses})" for spec, r in results.items())
+
     print(f"{game.spec.spec_string}: net {args.net}, {args.simulations} simulations, "
           f"{args.games_in_parallel} games in parallel, opponents {', '.join(opponents)}",
           flush=True)
+    if args.eval_every:
+        # The untrained net's strength, to measure the learning against: search over the
+        # rules with a random prior already beats a random player.
+        print(f"iter   0  weights v0{strength()}", flush=True)
 
     for iteration in range(1, args.iterations + 1):
         # --- 1. self-play: (s, pi, z) ---------------------------------------------------
@@ -189,9 +201,10 @@ def main(args: Args) -> None:
         # In the distributed run this state dict goes through the weight store (Redis) to
         # every worker and inference server; here it is loaded straight into the evaluator.
         if losses:
-            evaluator.load_state_dict(learner.weights(), learner.publish())
+            version = learner.publish()  # a new version number for the current weights
+            evaluator.load_state_dict(learner.weights(), version)
 
-        # --- 4. now and then, a strength check --------------------------------------------
+        # --- 4. report, and now and then a strength check ---------------------------------
         line = (f"iter {iteration:3d}  games {worker.stats.games:5d}  "
                 f"positions {worker.stats.positions:6d}  steps {learner.steps:5d}  ")
         if losses:
@@ -203,15 +216,12 @@ def main(args: Args) -> None:
         line += f"weights v{evaluator.weights_version}"
         last = iteration == args.iterations
         if args.eval_every and (iteration % args.eval_every == 0 or last):
-            results = evaluate_against(game, agent, opponents, args.eval_games, eval_rng)
-            # Score: win 1, draw 1/2, loss 0, from the agent's side, averaged over games.
-            line += "  score " + " ".join(f"vs {spec} {r.score:.2f}"
-                                          for spec, r in results.items())
+            line += strength()
         print(f"{line}  {time.monotonic() - start:.1f}s", flush=True)
 
     if args.save:
-        # The library's checkpoint: weights, optimizer, replay window and counters, the
-        # same file `zeroforge train --local --resume` continues from.
+        # The learner's checkpoint (weights, optimizer, replay window, counters): the file
+        # `zeroforge train` keeps as RUN_DIR/checkpoint.pt, which a net:PATH player loads.
         print(f"checkpoint: {learner.save(args.save)}")
     print(f"done: {learner.steps} SGD steps on {learner.games_seen} games "
           f"in {time.monotonic() - start:.1f}s")

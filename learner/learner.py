@@ -143,7 +143,7 @@ class Learner:
 
     def train_available(self, max_steps: int) -> list[dict[str, float]]:
         """Up to ``max_steps`` steps, as far as the samples-per-insert ratio allows."""
-        out = []
+        out: list[dict[str, float]] = []
         while len(out) < max_steps and self.can_train():
             out.append(self.step())
         return out

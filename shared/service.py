@@ -1,7 +1,7 @@
 """The Service protocol: what the runtime (local loop or Ray actor) needs of a service.
 
 Self-play workers, the learner, the evaluator and inference servers are plain classes
-that implement it; ``deploy/ray/runtime.py`` hosts them in Ray actors and
+that implement it; ``deploy/ray/hosts.py`` hosts them in Ray actors and
 ``deploy/local_run.py`` steps them in one process.
 """
 

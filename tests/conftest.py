@@ -6,8 +6,10 @@ runs) is marked ``slow`` here, by directory, so a new test file there joins the 
 without a decorator; a slow test elsewhere carries
 ``@pytest.mark.slow`` itself.
 
-- ``python -m pytest -q``: the whole suite (README, CI).
-- ``python -m pytest -q -m "not slow"``: the fast lane, unit and contract tests.
+- ``scripts/test`` (README, CI): set-up, lint and type check, then ``python -m pytest -q``,
+  the whole suite.
+- ``scripts/test -m "not slow"`` (or ``python -m pytest -q -m "not slow"``): the fast lane,
+  unit and contract tests.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def load(path: str | Path, config: HistoryConfig | None = None) -> History:
     except OSError as err:
         raise ValueError(f"cannot read the run's history {path}: {err.strerror}") from None
     try:
-        head = json.loads(lines[0]) if lines else None
+        head = json.loads(lines[0])  # no lines: IndexError
         run_id, started = str(head["run_id"]), float(head["started"])
         interval = float(head.get("interval_s", 2.0))
     except (ValueError, TypeError, KeyError, IndexError):

@@ -1,9 +1,10 @@
 """SGF (FF[4]) game records for Go (GM[1]) and gomoku (GM[4]): read, write, replay.
 
 Reading follows the main line (the first variation) of every game tree in a collection.
-The parser is our own and small: strict about syntax, so a malformed file raises
-``SgfError`` naming the game and the character offset, and lenient about content that does
-not matter here (unknown properties are ignored).
+The grammar (text -> nodes, escapes, charsets) is ``sgf_syntax.py``, strict: a malformed
+file raises ``SgfError`` naming the game and the character offset. This module gives the
+properties their meaning, lenient about content that does not matter here (unknown
+properties are ignored).
 
 SGF coordinates are two letters, the column from the left then the row from the TOP, both
 starting at ``a``; so ``point = row * width + col``, the same numbering as our actions.
@@ -15,16 +16,22 @@ property for (gomoku's k, Go's ko rule) survive a round trip; other programs ign
 
 from __future__ import annotations
 
-import codecs
 import logging
 import os
-import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from zeroforge.shared.formats.sgf_syntax import (
+    Node,
+    SgfError,
+    decode,
+    escape,
+    parse_collection,
+    text_value,
+)
 from zeroforge.shared.games import make_game, parse_spec
 from zeroforge.shared.games.base import Game, IllegalMoveError
 from zeroforge.shared.games.session import GameSession
@@ -40,13 +47,7 @@ GM_GO, GM_GOMOKU = 1, 4
 _GM_OF_GAME = {"go": GM_GO, "gomoku": GM_GOMOKU, "tictactoe": GM_GOMOKU}
 _LETTERS = string.ascii_lowercase + string.ascii_uppercase  # FF[4]: a-z then A-Z, up to 52
 _MAX_SIDE = len(_LETTERS)
-_SPACE = re.compile(r"\s*")
-_IDENT = re.compile(r"[A-Za-z]+")
 _SETUP = ("AB", "AW", "AE")
-
-
-class SgfError(ValueError):
-    """Malformed or unsupported SGF; the one-line message says what and where."""
 
 
 # --- records -----------------------------------------------------------------------------
@@ -139,180 +140,22 @@ class GameRecord:
         return parse_spec(self.game)[0]
 
 
-# --- syntax: text -> trees of nodes --------------------------------------------------------
-@dataclass
-class _Node:
-    offset: int
-    props: dict[str, list[str]] = field(default_factory=dict)
-    where: dict[str, int] = field(default_factory=dict)
-    """Offset of each property's name in the text, for error messages."""
-    children: list[_Node] = field(default_factory=list)
-
-
-@dataclass
-class _Frame:
-    """An open '(' while parsing: where it hangs and what it has seen so far."""
-
-    parent: _Node | None
-    opened_at: int
-    has_node: bool = False
-    has_variation: bool = False
-
-
-class _Parser:
-    """Recursive-descent SGF parser, iterative over game trees because some programs nest
-    every move in its own variation, deeper than Python's recursion limit."""
-
-    def __init__(self, text: str) -> None:
-        # A byte-order mark is not SGF but editors add it; it must not count as junk.
-        self.text = text[1:] if text.startswith("\ufeff") else text
-        self.pos = 0
-        self.game = 0
-
-    def fail(self, what: str, at: int | None = None) -> SgfError:
-        at = self.pos if at is None else at
-        where = f"game {self.game}, offset {at}" if self.game else f"offset {at}"
-        return SgfError(f"SGF {where}: {what}")
-
-    def skip_space(self) -> None:
-        self.pos = _SPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
-
-    def collection(self) -> list[_Node]:
-        roots = []
-        while True:
-            self.skip_space()
-            if self.pos >= len(self.text):
-                break
-            if self.text[self.pos] != "(":
-                raise self.fail(f"expected '(' to start a game tree, found {self.text[self.pos]!r}")
-            self.game += 1
-            roots.append(self.game_tree())
-        if not roots:
-            raise self.fail("no game tree found")
-        return roots
-
-    def game_tree(self) -> _Node:
-        text = self.text
-        stack: list[_Frame] = []
-        root: _Node | None = None
-        current: _Node | None = None  # last node of the innermost open sequence
-        while True:
-            self.skip_space()
-            if self.pos >= len(text):
-                raise self.fail(
-                    f"end of text inside the game tree opened at offset {stack[-1].opened_at} "
-                    "(missing ')')"
-                )
-            c = text[self.pos]
-            if c == "(":
-                if stack:
-                    if not stack[-1].has_node:
-                        raise self.fail("variation before any node of its game tree")
-                    stack[-1].has_variation = True
-                stack.append(_Frame(current, self.pos))
-                self.pos += 1
-            elif c == ";":
-                top = stack[-1]
-                if top.has_variation:
-                    raise self.fail("node after a variation (nodes must come first)")
-                node = _Node(self.pos)
-                if current is None:
-                    root = node
-                else:
-                    current.children.append(node)
-                current = node
-                top.has_node = True
-                self.pos += 1
-                self.properties(node)
-            elif c == ")":
-                top = stack.pop()
-                if not top.has_node:
-                    raise self.fail("empty game tree '()'")
-                current = top.parent
-                self.pos += 1
-                if not stack:
-                    assert root is not None
-                    return root
-            else:
-                raise self.fail(f"unexpected {c!r} (expected ';', '(' or ')')")
-
-    def properties(self, node: _Node) -> None:
-        text = self.text
-        while True:
-            self.skip_space()
-            m = _IDENT.match(text, self.pos)
-            if m is None:
-                return
-            at = self.pos
-            # FF[3] allowed long names like "AddBlack"; only the capitals are the identifier.
-            ident = "".join(ch for ch in m.group() if ch.isupper())
-            if not ident:
-                raise self.fail(f"property name {m.group()!r} has no capital letter", at)
-            self.pos = m.end()
-            values = []
-            while True:
-                self.skip_space()
-                if self.pos < len(text) and text[self.pos] == "[":
-                    values.append(self.value())
-                else:
-                    break
-            if not values:
-                raise self.fail(f"property {ident} has no value", at)
-            # A repeated property in one node is illegal FF[4] but common; its values add up.
-            node.props.setdefault(ident, []).extend(values)
-            node.where.setdefault(ident, at)
-
-    def value(self) -> str:
-        """One ``[...]`` value with escapes resolved: ``\\x`` -> ``x``, ``\\``+newline -> ""."""
-        text = self.text
-        start = self.pos
-        i = start + 1
-        parts = []
-        while True:
-            close = text.find("]", i)
-            if close < 0:
-                raise self.fail("property value never closed (missing ']')", start)
-            slash = text.find("\\", i, close)
-            if slash < 0:
-                parts.append(text[i:close])
-                self.pos = close + 1
-                return "".join(parts)
-            parts.append(text[i:slash])
-            escaped = text[slash + 1:slash + 2]
-            if escaped in ("\n", "\r"):
-                # Soft line break: the escaped newline (\n, \r, \r\n or \n\r) disappears.
-                i = slash + 2
-                after = text[i:i + 1]
-                if after in ("\n", "\r") and after != escaped:
-                    i += 1
-            else:
-                parts.append(escaped)
-                i = slash + 2
-
-
 # --- semantics: a tree's main line -> GameRecord ---------------------------------------------
-def _text(value: str, simple: bool) -> str:
-    """FF[4] Text (or SimpleText) value: newlines normalised, other white space as spaces."""
-    v = value.replace("\r\n", "\n").replace("\n\r", "\n").replace("\r", "\n")
-    v = v.replace("\t", " ").replace("\v", " ").replace("\f", " ")
-    return v.replace("\n", " ") if simple else v
-
-
 class _Reader:
     """Turns the main line of one game tree into a GameRecord."""
 
-    def __init__(self, root: _Node, game_no: int) -> None:
+    def __init__(self, root: Node, game_no: int) -> None:
         self.root = root
         self.game_no = game_no
 
-    def fail(self, what: str, node: _Node, prop: str | None = None) -> SgfError:
+    def fail(self, what: str, node: Node, prop: str | None = None) -> SgfError:
         at = node.where.get(prop, node.offset) if prop else node.offset
         return SgfError(f"SGF game {self.game_no}, offset {at}: {what}")
 
     def one(self, prop: str, simple: bool = True) -> str | None:
         """First value of a root property, as (Simple)Text."""
         values = self.root.props.get(prop)
-        return None if values is None else _text(values[0], simple)
+        return None if values is None else text_value(values[0], simple)
 
     def number(self, prop: str, kind: type, low: float, high: float) -> float | None:
         text = (self.one(prop) or "").strip()
@@ -357,7 +200,7 @@ class _Reader:
         shape = f"size={width}" if width == height else f"width={width},height={height}"
         return f"gomoku:{shape},k={min(5, max(width, height))}"
 
-    def point(self, value: str, node: _Node, prop: str, width: int, height: int) -> int:
+    def point(self, value: str, node: Node, prop: str, width: int, height: int) -> int:
         if (len(value) != 2 or value[0] not in _LETTERS or value[1] not in _LETTERS):
             raise self.fail(f"{prop}[{value}] is not a point like 'cd'", node, prop)
         col, row = _LETTERS.index(value[0]), _LETTERS.index(value[1])
@@ -365,7 +208,7 @@ class _Reader:
             raise self.fail(f"{prop}[{value}] is off the {width}x{height} board", node, prop)
         return row * width + col
 
-    def points(self, node: _Node, prop: str, width: int, height: int) -> list[int]:
+    def points(self, node: Node, prop: str, width: int, height: int) -> list[int]:
         """A list of points, where ``aa:cc`` stands for the rectangle between two corners."""
         out = []
         for value in node.props[prop]:
@@ -419,7 +262,7 @@ class _Reader:
         black: list[int] = []
         white: list[int] = []
         first = 0
-        node: _Node | None = self.root
+        node: Node | None = self.root
         while node is not None:
             for prop in _SETUP:
                 if prop not in node.props:
@@ -469,28 +312,12 @@ class _Reader:
 
 def read_sgf(text: str) -> list[GameRecord]:
     """Every game of an SGF collection (main lines only); SgfError if any is malformed."""
-    return [_Reader(tree, i).record() for i, tree in enumerate(_Parser(text).collection(), 1)]
-
-
-def _decode(data: bytes) -> str:
-    """SGF bytes as text: UTF-8 if it is, else the charset named by CA, else Latin-1."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        pass
-    m = re.search(rb"CA\s*\[([^\]]*)\]", data)
-    if m:
-        try:
-            return data.decode(codecs.lookup(m.group(1).decode("ascii").strip()).name,
-                               errors="replace")
-        except (LookupError, UnicodeDecodeError):
-            pass
-    return data.decode("latin-1")  # never fails: every byte is a character
+    return [_Reader(tree, i).record() for i, tree in enumerate(parse_collection(text), 1)]
 
 
 def read_sgf_file(path: str | os.PathLike[str]) -> list[GameRecord]:
     """The games of one SGF file; SgfError names the file if it is malformed."""
-    text = _decode(Path(path).read_bytes())
+    text = decode(Path(path).read_bytes())
     try:
         return read_sgf(text)
     except SgfError as err:
@@ -532,7 +359,7 @@ def iter_sgf_dir(directory: str | os.PathLike[str],
     for path in _sgf_paths(root):
         stats.files += 1
         try:
-            trees = _Parser(_decode(path.read_bytes())).collection()
+            trees = parse_collection(decode(path.read_bytes()))
         except (OSError, SgfError) as err:
             stats.skipped_files += 1
             log.warning("skipping SGF file %s: %s", path, err)
@@ -555,12 +382,6 @@ def _num(x: float) -> str:
     return str(int(x)) if x.is_integer() else repr(x)
 
 
-def _escape(text: str, simple: bool = False) -> str:
-    if simple:
-        text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-    return text.replace("\\", "\\\\").replace("]", "\\]")
-
-
 def _coord(point: int, width: int) -> str:
     row, col = divmod(point, width)
     return _LETTERS[col] + _LETTERS[row]
@@ -580,13 +401,13 @@ def write_sgf(record: GameRecord) -> str:
     head = [f"(;FF[4]GM[{gm}]CA[UTF-8]AP[zeroforge]SZ[{sz}]"]
     if record.komi is not None:
         head.append(f"KM[{_num(record.komi)}]")
-    head.append(f"ZG[{_escape(record.game, simple=True)}]")
+    head.append(f"ZG[{escape(record.game, simple=True)}]")
     for prop, value in (("PB", record.black), ("PW", record.white), ("DT", record.date),
                         ("RE", record.result_text)):
         if value:
-            head.append(f"{prop}[{_escape(value, simple=True)}]")
+            head.append(f"{prop}[{escape(value, simple=True)}]")
     if record.comment:
-        head.append(f"GC[{_escape(record.comment)}]")
+        head.append(f"GC[{escape(record.comment)}]")
     for prop, points in (("AB", record.setup_black), ("AW", record.setup_white)):
         for p in points:
             if not 0 <= p < size:

@@ -30,6 +30,14 @@ class Evaluator(Protocol):
         ...
 
 
+class VersionedEvaluator(Evaluator, Protocol):
+    """An evaluator that says which weights it holds (or answered with last): a network's,
+    in this process or behind inference servers, as self-play workers use."""
+
+    @property
+    def weights_version(self) -> int: ...
+
+
 class EvaluationError(ValueError):
     """An evaluator returned output of the wrong shape or with non-finite numbers."""
 

@@ -18,7 +18,6 @@ from zeroforge.shared.transport.base import (
     Transport,
     WeightSink,
     WeightSource,
-    open_transport,
 )
 from zeroforge.shared.transport.connection import (
     CA_ENV,
@@ -27,6 +26,7 @@ from zeroforge.shared.transport.connection import (
     TransportError,
     connect,
 )
+from zeroforge.shared.transport.opener import open_transport
 from zeroforge.shared.transport.server import (
     BINARY_ENV,
     RedisServer,

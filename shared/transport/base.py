@@ -1,13 +1,14 @@
 """The transport seams: what services need from the data plane, as Protocols.
 
-Two implementations hold each of them: Redis (``stream.py``, ``weights.py``,
+Two implementations hold each of them: Redis (``stream.py``, ``weight_store.py``,
 ``results.py``; between processes and machines) and in memory (``memory.py``; one
 process, the local run and unit tests). Both encode what they carry in the same wire
 formats, and one contract suite (``tests/contract/test_transport_contract.py``) runs
 against both. Services are written against these Protocols only.
 
-``Transport`` hands out the three endpoints of one run; ``open_transport`` picks the
-implementation from a URL (``redis://``, ``rediss://`` or ``memory://``).
+``Transport`` hands out the three endpoints of one run; ``open_transport``
+(``opener.py``) picks the implementation from a URL (``redis://``, ``rediss://`` or
+``memory://``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,21 @@ class SampleSource(Protocol):
         ...
 
 
+class SampleStreamEndpoint(SampleSink, SampleSource, Protocol):
+    """A sample stream endpoint as ``Transport.samples`` hands it out: both halves."""
+
+
+class WeightAnnouncements(Protocol):
+    """A subscription to new-version announcements (``WeightSink.subscribe``)."""
+
+    def poll(self, timeout_s: float = 0.0) -> int | None:
+        """The newest version announced since the last poll, waiting up to ``timeout_s``
+        for the first announcement; None if there was none."""
+        ...
+
+    def close(self) -> None: ...
+
+
 @runtime_checkable
 class WeightSource(Protocol):
     """Where workers, inference servers and the evaluator get weights (acme's
@@ -91,6 +107,10 @@ class WeightSink(WeightSource, Protocol):
         exceed every earlier one (``StaleVersionError``); returns the blob's sha256."""
         ...
 
+    def subscribe(self) -> WeightAnnouncements:
+        """A subscription to new-version announcements (inference servers wait on it)."""
+        ...
+
 
 @runtime_checkable
 class ResultsStore(Protocol):
@@ -112,7 +132,7 @@ class Transport(Protocol):
 
     run_id: str
 
-    def samples(self, config: StreamConfig | None = None) -> SampleSink | SampleSource:
+    def samples(self, config: StreamConfig | None = None) -> SampleStreamEndpoint:
         """A sample stream endpoint (both append and read; each side uses its half)."""
         ...
 
@@ -127,19 +147,3 @@ class Transport(Protocol):
     def close(self) -> None:
         """Release connections (idempotent)."""
         ...
-
-
-def open_transport(url: str, run_id: str) -> Transport:
-    """The transport of run ``run_id`` at ``url``: ``redis://``/``rediss://`` (connects),
-    or ``memory://NAME`` (the process-wide in-memory transport of that name)."""
-    if url.startswith("memory://"):
-        from zeroforge.shared.transport.memory import MemoryTransport
-
-        return MemoryTransport.named(url, run_id)
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        from zeroforge.shared.transport.redis_transport import RedisTransport
-
-        return RedisTransport(url, run_id)
-    scheme = url.split("://", 1)[0] if "://" in url else url
-    raise ValueError(f"transport URL {scheme!r}: expected redis://, rediss:// or memory://")
-

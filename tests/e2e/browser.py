@@ -29,7 +29,7 @@ def chromium(width: int = 1400, height: int = 4200) -> Iterator:
 
     for path in (CHROMIUM, CHROMEDRIVER):
         assert Path(path).exists(), f"{path} missing: install Debian's chromium and " \
-                                    "chromium-driver (.ci/run does)"
+                                    "chromium-driver (scripts/test does)"
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

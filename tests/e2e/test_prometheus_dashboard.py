@@ -1,7 +1,7 @@
 """The Grafana dashboard against a real Prometheus scraping a real run.
 
 A distributed ``zeroforge train`` (inference servers, one worker, the evaluator on, a tiny
-net) serves its metrics; Debian's ``prometheus`` (installed by ``.ci/run``) scrapes it every
+net) serves its metrics; Debian's ``prometheus`` (``scripts/test`` installs it) scrapes it every
 second with the job of ``deploy/monitoring/prometheus.yml``; then every query of every panel
 of ``deploy/monitoring/zeroforge.json`` goes through Prometheus' HTTP API, with Grafana's
 variables filled in, and must return data. The GPU panels are checked only where
@@ -104,7 +104,7 @@ def wanted_series(text: str) -> set[str]:
 
 def test_every_panel_of_the_grafana_dashboard_has_data_in_prometheus(tmp_path):
     assert Path(PROMETHEUS).exists(), (
-        "prometheus is not installed (Debian: apt-get install prometheus; .ci/run does)")
+        "prometheus is not installed (Debian: apt-get install prometheus; scripts/test does)")
     run_id = f"prom-{uuid.uuid4().hex[:10]}"
     queries = panel_queries("127.0.0.1:1")  # every metric the panels read
     charted = {re.sub(r"_(bucket|sum|count)$", "", n)

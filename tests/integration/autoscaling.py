@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 import yaml
-from zeroforge.deploy.ray.runtime import private_token
+from zeroforge.deploy.ray.cluster import private_token
 
 from tests.integration.ray_watch import MARK
 
@@ -92,7 +92,7 @@ class AutoscalingCluster:
         env = dict(os.environ, RAY_FAKE_CLUSTER="1", AUTOSCALER_UPDATE_INTERVAL_S="1",
                    RAY_AUTH_MODE="token", RAY_OVERRIDE_NODE_ID_FOR_TESTING=HEAD_NODE_ID,
                    RAY_CLOUD_INSTANCE_ID=HEAD_NODE_ID, RAY_USAGE_STATS_ENABLED="0",
-                   # keeps Ray's addresses on loopback (zeroforge.deploy.ray.runtime._loopback_node);
+                   # keeps Ray on loopback (deploy/ray/private_api.py, single_node_mode);
                    # the provider's nodes inherit it from the monitor
                    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
         cmd = [RAY, "start", "--head", "--block", f"--port={port}",

@@ -14,7 +14,8 @@ import ray
 import redis
 from zeroforge.actors.rating_service import RatingService
 from zeroforge.deploy.builder import build_learner, build_rating_service
-from zeroforge.deploy.ray.runtime import NAMESPACE
+from zeroforge.deploy.ray.naming import NAMESPACE
+from zeroforge.deploy.ray.private_api import init_on_node_ip
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.train_config import TrainConfig
 from zeroforge.shared.transport import RedisServer, connect, open_transport
@@ -23,8 +24,8 @@ from zeroforge.shared.transport import RedisServer, connect, open_transport
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     """A local Ray cluster (2 CPUs, loopback) for one test module."""
-    ray.init(num_cpus=2, include_dashboard=False, namespace=NAMESPACE,
-             logging_level="ERROR", _node_ip_address="127.0.0.1")
+    init_on_node_ip("127.0.0.1", num_cpus=2, include_dashboard=False, namespace=NAMESPACE,
+                    logging_level="ERROR")
     yield
     ray.shutdown()
 

@@ -1,7 +1,7 @@
 """What a Ray cluster holds, as JSON lines, for tests that watch a cluster from outside.
 
 ``python -m tests.integration.ray_watch ADDRESS`` joins the cluster at ADDRESS the way the
-CLI does (``zeroforge.deploy.ray.runtime.join``: loopback, Ray's token) and answers each line on
+CLI does (``zeroforge.deploy.ray.cluster.join``: loopback, Ray's token) and answers each line on
 stdin with one line on stdout, ``MARK`` and JSON ``{"nodes": [...], "actors": [...]}``
 read from the GCS (no dashboard needed). It runs in its own process so that the test's process never
 joins (or changes the Ray settings of) a cluster other tests do not expect.
@@ -13,8 +13,9 @@ import json
 import sys
 
 import ray
-from ray._private import state
-from zeroforge.deploy.ray.runtime import NAMESPACE, _connect, _use_token
+from zeroforge.deploy.ray.cluster import connect, use_token
+from zeroforge.deploy.ray.naming import NAMESPACE
+from zeroforge.deploy.ray.private_api import gcs_actor_table
 
 MARK = "ray_watch: "
 """Prefix of the answer lines (Ray may print other lines on stdout)."""
@@ -27,7 +28,7 @@ def snapshot() -> dict:
               "ip": n.get("NodeManagerAddress", "")}
              for n in ray.nodes() if n.get("Alive")]
     actors = []
-    for info in state.actors().values():
+    for info in gcs_actor_table().values():
         if not info.get("Name"):
             continue
         actors.append({"name": info["Name"], "state": info.get("State", ""),
@@ -37,10 +38,10 @@ def snapshot() -> dict:
 
 
 def main(address: str) -> None:
-    # as ``zeroforge.deploy.ray.runtime.join`` (token, loopback), without the actors' log lines
-    _use_token(address)
-    _connect(address, namespace=NAMESPACE, include_dashboard=False, logging_level="ERROR",
-             log_to_driver=False)
+    # as ``zeroforge.deploy.ray.cluster.join`` (token, loopback), without the actors' log lines
+    use_token(address)
+    connect(address, namespace=NAMESPACE, include_dashboard=False, logging_level="ERROR",
+            log_to_driver=False)
     print(MARK + json.dumps({"ready": True}), flush=True)
     for _ in sys.stdin:
         print(MARK + json.dumps(snapshot()), flush=True)

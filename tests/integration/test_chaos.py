@@ -51,8 +51,8 @@ from typing import Any
 import ray
 import redis
 from zeroforge.deploy.config import load_train_config
-from zeroforge.deploy.ray import runtime as ray_runtime
-from zeroforge.deploy.ray.runtime import RunHandle
+from zeroforge.deploy.ray.handle import RunHandle, start_run
+from zeroforge.deploy.ray.naming import run_actor_names
 from zeroforge.learner.learner import load_checkpoint
 from zeroforge.shared.samples import decode
 from zeroforge.shared.transport import RedisServer, connect, stream_key
@@ -233,9 +233,8 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
         config = load_train_config(None, settings or SETTINGS)
         ctx = dataclasses.replace(config.context(run_id, server.url), run_dir=str(run_dir))
         auditor = Auditor(server.url, run_id)
-        handle = ray_runtime.start_run(config, ctx, max_crashes={"learner": 10_000,
-                                                                 "selfplay": 10_000},
-                                       max_controller_deaths=10_000)
+        handle = start_run(config, ctx, max_crashes={"learner": 10_000, "selfplay": 10_000},
+                           max_controller_deaths=10_000)
         watch = _Watch(handle)
         watch.until(lambda st: st["learner_steps"] > 0, 120)
         start, start_wall = time.monotonic(), time.time()
@@ -369,7 +368,5 @@ def test_kill_9_at_random_loses_no_game_and_no_counter_goes_back(local_ray, run_
     assert result.final["restarts"]["learner"] == sum(t == "learner" for _, t, _ in result.kills)
     assert result.controller_restarts == sum(t == "controller" for _, t, _ in result.kills)
     # the run's detached actors went with its shutdown
-    assert ray_runtime.run_actor_names(run_id) == []
+    assert run_actor_names(run_id) == []
 
-
-_ = ray_runtime  # the module under test (its Controller and RunHandle)

@@ -8,8 +8,8 @@ import dataclasses
 import ray
 from ray.cluster_utils import Cluster
 from zeroforge.deploy.config import load_train_config
-from zeroforge.deploy.ray import runtime as ray_runtime
-from zeroforge.deploy.ray.runtime import NAMESPACE
+from zeroforge.deploy.ray.handle import start_run
+from zeroforge.deploy.ray.naming import NAMESPACE
 
 from tests.integration.test_distributed import SETTINGS, status, wait_for
 
@@ -27,7 +27,7 @@ def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path):
                                           "distributed.learner_cpus=0.5"])
         ctx = dataclasses.replace(config.context(run_id, redis_server.url),
                                   run_dir=str(tmp_path))
-        controller = ray_runtime.start_run(config, ctx).actor
+        controller = start_run(config, ctx).actor
         wait_for(lambda: status(controller)["alive"]["selfplay"] == 2
                  and status(controller)["games_received"] >= 5, timeout=120)
         workers = ray.get(controller.actor_handles.remote("selfplay"))

@@ -18,8 +18,8 @@ import urllib.request
 import pytest
 import ray
 from zeroforge.deploy.config import load_train_config
-from zeroforge.deploy.ray import runtime as ray_runtime
-from zeroforge.deploy.ray.runtime import NAMESPACE, RunHandle, controller_name
+from zeroforge.deploy.ray.handle import ControllerLost, RunHandle, start_run
+from zeroforge.deploy.ray.naming import NAMESPACE, controller_name, run_actor_names
 from zeroforge.learner.learner import load_checkpoint
 from zeroforge.shared.transport.server import free_port
 
@@ -43,7 +43,7 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
     config = load_train_config(None, [*SETTINGS, "selfplay.workers=2",
                                       f"run.metrics_port={port}"])
     ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
-    handle = ray_runtime.start_run(config, ctx, max_crashes={"selfplay": 100})
+    handle = start_run(config, ctx, max_crashes={"selfplay": 100})
     try:
         wait_for(lambda: handle.keep_alive() is False and (
             st := handle.status_json())["learner_steps"] > 0 and st["games"] > 0
@@ -107,7 +107,7 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
     finally:
         handle.shutdown()
     # detached actors do not outlive the run
-    assert ray_runtime.run_actor_names(run_id) == []
+    assert run_actor_names(run_id) == []
 
 
 def test_a_failed_run_leaves_no_detached_actor(local_ray, redis_server, run_id, tmp_path):
@@ -116,15 +116,15 @@ def test_a_failed_run_leaves_no_detached_actor(local_ray, redis_server, run_id, 
     config = load_train_config(None, SETTINGS)
     bad_url = redis_server.url.replace("://:", "://:wrong", 1)
     ctx = dataclasses.replace(config.context(run_id, bad_url), run_dir=str(tmp_path))
-    handle = ray_runtime.start_run(config, ctx)
+    handle = start_run(config, ctx)
     try:
         wait_for(lambda: handle.status_json()["state"] == "failed", 150)
     finally:
         handle.shutdown()
     deadline = time.monotonic() + 10
-    while ray_runtime.run_actor_names(run_id) and time.monotonic() < deadline:
+    while run_actor_names(run_id) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert ray_runtime.run_actor_names(run_id) == []
+    assert run_actor_names(run_id) == []
 
 
 def test_a_controller_that_keeps_dying_fails_the_run(local_ray, redis_server, run_id, tmp_path):
@@ -132,12 +132,12 @@ def test_a_controller_that_keeps_dying_fails_the_run(local_ray, redis_server, ru
     the shutdown that follows leaves nothing of the run."""
     config = load_train_config(None, SETTINGS)
     ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
-    handle = ray_runtime.start_run(config, ctx, max_controller_deaths=0)
+    handle = start_run(config, ctx, max_controller_deaths=0)
     try:
         wait_for(lambda: handle.status_json()["alive"]["learner"] == 1)
         os.kill(handle.controller_pid(), signal.SIGKILL)
-        with pytest.raises(ray_runtime.ControllerLost, match=f"run {run_id} died 1 times"):
+        with pytest.raises(ControllerLost, match=f"run {run_id} died 1 times"):
             wait_for(handle.keep_alive, timeout=60, every=0.2)
     finally:
         handle.shutdown()
-    assert ray_runtime.run_actor_names(run_id) == []
+    assert run_actor_names(run_id) == []

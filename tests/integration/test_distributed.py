@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import ray
 from zeroforge.deploy.config import load_train_config
-from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.deploy.ray.handle import start_run as start_run_handle
 from zeroforge.shared.games import make_game
 from zeroforge.shared.samples import GameSamples, encode
 from zeroforge.shared.transport import connect, stream_key
@@ -61,7 +61,7 @@ def start_run(redis_server, run_id, tmp_path, *extra):
     """The run's controller actor (started through the runtime, as the driver does)."""
     config = load_train_config(None, [*SETTINGS, *extra])
     ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
-    controller = ray_runtime.start_run(config, ctx).actor
+    controller = start_run_handle(config, ctx).actor
     _RUNS.append(controller)
     return controller
 
@@ -269,7 +269,7 @@ def test_crash_loop_fails_the_run_in_one_line(local_ray, redis_server, run_id, t
     config = load_train_config(None, SETTINGS)
     bad_url = redis_server.url.replace("://:", "://:wrong", 1)
     ctx = dataclasses.replace(config.context(run_id, bad_url), run_dir=str(tmp_path))
-    controller = ray_runtime.start_run(config, ctx).actor
+    controller = start_run_handle(config, ctx).actor
     _RUNS.append(controller)
     final = wait_for(lambda: (st := status(controller))["state"] == "failed" and st, 150)
     assert "actors crashed" in final["error"] and "credentials" in final["error"]

@@ -13,11 +13,7 @@ import ray
 import torch
 from zeroforge.actors.inference import InferenceServerConfig
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
-from zeroforge.deploy.ray.runtime import (
-    NoInferenceServerError,
-    RemoteEvaluator,
-    make_inference_actor,
-)
+from zeroforge.deploy.ray.hosts import NoInferenceServerError, RemoteEvaluator, make_inference_actor
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import TorchEvaluator

@@ -4,7 +4,7 @@ runtime-env agent, autoscaler monitor, the driver's and every actor's gRPC serve
 on 127.0.0.1 only, and Ray's token file is readable by its owner only (0600).
 
 Ray 2.60 rewrites a loopback node address to the machine's outward one unless told that
-multi-node clusters are off (``deploy/ray/runtime.py``, ``_loopback_node``); without that,
+multi-node clusters are off (``deploy/ray/private_api.py``, ``single_node_mode``); without that,
 every one of them listened on 0.0.0.0, ``::`` or the machine's address.
 """
 
@@ -15,7 +15,8 @@ import stat
 
 import psutil
 import ray
-from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.deploy.ray.cluster import disconnect, init_local, token_path
+from zeroforge.deploy.ray.private_api import session_dir
 from zeroforge.shared.transport import RedisServer
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
@@ -53,11 +54,11 @@ class _Probe:
 
 def test_local_run_listens_on_loopback_and_keeps_its_token_private():
     with RedisServer() as redis_server:
-        ray_runtime.init_local(num_cpus=2)
+        init_local(num_cpus=2)
         try:
             probe = _Probe.remote()
             ray.get(probe.pid.remote())
-            session = ray._private.worker._global_node.get_session_dir_path()
+            session = session_dir()
             me = psutil.Process()
             pids = {p.pid for p in me.children(recursive=True)} | {me.pid}
             pids |= {p.pid for p in psutil.process_iter(["cmdline"])
@@ -65,8 +66,8 @@ def test_local_run_listens_on_loopback_and_keeps_its_token_private():
             assert redis_server.pid in pids
             listeners = _listeners(pids)
         finally:
-            ray_runtime.disconnect()
-    token = ray_runtime.token_path()
+            disconnect()
+    token = token_path()
     assert token is not None and token.exists()
     assert stat.S_IMODE(token.stat().st_mode) == 0o600, oct(token.stat().st_mode)
     assert stat.S_IMODE(token.parent.stat().st_mode) & 0o022 == 0

@@ -9,13 +9,13 @@ from __future__ import annotations
 import time
 
 import ray
-from zeroforge.deploy.ray import runtime as ray_runtime
+from zeroforge.deploy.ray.naming import run_actor_names
 
 from tests.integration.test_distributed import start_run, status, wait_for
 
 
 def _named_workers(run_id: str) -> list[int]:
-    return [i for kind, i, _ in ray_runtime.run_actor_names(run_id) if kind == "selfplay"]
+    return [i for kind, i, _ in run_actor_names(run_id) if kind == "selfplay"]
 
 
 def test_workers_that_do_not_fit_stay_pending_then_go_at_once(local_ray, redis_server,

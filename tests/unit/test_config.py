@@ -81,9 +81,9 @@ def test_each_section_lives_below_the_sides():
     import subprocess
     import sys
 
-    code = ("import sys, shared.train_config; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('actors', 'learner', 'deploy')))")
+    code = ("import sys, zeroforge.shared.train_config; "
+            "print(sorted(m for m in sys.modules if m.split('.')[:2] in "
+            "(['zeroforge', 'actors'], ['zeroforge', 'learner'], ['zeroforge', 'deploy'])))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"

@@ -107,7 +107,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def describe(found: list[list[str]]) -> str:
-    return "import cycles:\n" + "\n".join("  " + " <-> ".join(c) for c in found)
+    return "import cycles (modules that import each other):\n" + "\n".join(
+        "  " + ", ".join(c) for c in found)
 
 
 def test_the_package_has_no_import_cycles():
@@ -115,13 +116,12 @@ def test_the_package_has_no_import_cycles():
     assert not found, describe(found)
 
 
-def test_the_graph_sees_every_kind_of_import():
-    """A function-level import counts; ``from package import module`` is an edge to the
-    module, ``from module import name`` one to the module."""
+def test_the_graph_covers_every_folder():
+    """Every folder's modules are in the graph, with their imports of each other."""
     graph = import_graph(ROOT)
-    assert "zeroforge.shared.games" in graph
-    assert "zeroforge" in graph
-    assert graph["zeroforge.shared.games.go"] <= set(graph)
+    for package in FOLDERS.values():
+        assert any(m == package or m.startswith(package + ".") for m in graph), package
+    assert "zeroforge.shared.transport.base" in graph["zeroforge.shared.transport.memory"]
 
 
 def test_the_checker_finds_a_planted_cycle(tmp_path, monkeypatch):
@@ -141,5 +141,5 @@ def test_the_checker_finds_a_planted_cycle(tmp_path, monkeypatch):
     assert found == [["zeroforge.shared.pkg.a", "zeroforge.shared.pkg.b"]]
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     with pytest.raises(AssertionError,
-                       match="zeroforge.shared.pkg.a <-> zeroforge.shared.pkg.b"):
+                       match="zeroforge.shared.pkg.a, zeroforge.shared.pkg.b"):
         test_the_package_has_no_import_cycles()

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 import pytest
-from zeroforge.deploy.ray.runtime import KINDS
+from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.shared import config as cfg
 from zeroforge.shared.train_config import DistributedConfig, TrainConfig
 

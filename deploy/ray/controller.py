@@ -1,0 +1,487 @@
+"""The controller: one named Ray actor per run (``controller-<run>``) that keeps the
+desired actors of each kind alive, replaces crashed ones (up to a crash-loop limit),
+scales, stops in order, and gathers the actors' metrics into a ``RunStatus``.
+
+Its helpers hold the parts with seams of their own: ``slots`` (its record of each actor
+and what it learns from them), ``resources`` (what the actors need against what the
+cluster has free), ``run_metrics`` (merging and serving the metrics) and ``failures``
+(crash windows, error lines, a stop's losses). A controller that dies is succeeded by one
+that adopts the run's live actors from its last ``controller_state()`` (``RunHandle``).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import copy
+import logging
+import os
+import threading
+import time
+
+import ray
+from zeroforge.deploy.ray.failures import CrashWindows, error_line, stop_losses
+from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
+from zeroforge.deploy.ray.kinds import KINDS
+from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
+from zeroforge.deploy.ray.resources import shortfall, waiting_line
+from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
+from zeroforge.deploy.ray.slots import Slot, adopt, probe, rows, slot_state, unscheduled
+from zeroforge.deploy.status import RunStatus
+from zeroforge.shared import config as cfg
+from zeroforge.shared.train_config import RunContext, TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    """Owns one run (a named Ray actor). The CLI calls ``status``, ``scale`` and ``stop``
+    through a ``RunHandle``."""
+
+    def __init__(self, config: dict, ctx: dict, resume: bool = False,
+                 max_crashes: dict[str, int] | None = None,
+                 takeover: dict | None = None) -> None:
+        """``max_crashes``: per kind, a crash-loop limit other than ``ActorKind.max_crashes``
+        (chaos tests kill actors on purpose, more often than a crash loop).
+
+        ``takeover``: this controller succeeds one that died; the dict is the last
+        ``controller_state()`` the driver got from it (``{}`` if none). ``start`` then
+        adopts the run's live actors instead of starting fresh ones."""
+        self.config = cfg.from_dict(TrainConfig, config, "config")
+        self.crashes = CrashWindows(max_crashes)
+        self.ctx = RunContext.from_dict(ctx)
+        self.run_id = self.ctx.run_id
+        self.resume = resume
+        self.inference = self.config.distributed.inference
+        if self.inference == "auto":
+            self.inference = "server" if ray.cluster_resources().get("GPU", 0) > 0 else "local"
+        self.desired = {k: kind.desired(self.config, self.inference) for k, kind in KINDS.items()}
+        self.slots: dict[str, list[Slot]] = {k: [] for k in KINDS}
+        self.restarts = dict.fromkeys(KINDS, 0)
+        self.metrics = RunMetrics()
+        self.error = ""
+        """Why the run failed (crash loop) or what its stop lost; "" when neither."""
+        self._failed = False
+        self.lost: dict[str, float] = {}
+        """What the final stop could not save (``unacked``, ``unpublished_steps``...)."""
+        self._final_reports: dict[str, dict] = {}
+        """The last dict a kind's ``run`` returned (the learner's final ``status()``)."""
+        self._minutes_up = False
+        self._next_index = dict.fromkeys(KINDS, 0)
+        self._lock = threading.RLock()
+        self._state = "starting"
+        self._started = time.monotonic()
+        self.takeover = takeover
+        self.generation = 0
+        """Controllers of this run before this one (restarts after a controller died)."""
+        self._known: list[dict] = []
+        """The slots of the predecessor's last state (``_adopt`` counts the missing ones)."""
+        self._resumed_state = ""
+        """The predecessor's run state (a stopping run goes on stopping)."""
+        self._ready = threading.Event()
+        """``start`` has run (a successor: adopted the actors). Until then the monitor only
+        collects, and ``stop`` / ``scale`` wait, so nothing is created or stopped twice."""
+        if takeover is not None:
+            self._load_state(takeover)
+        r = self.config.run
+        self._endpoint = open_endpoint(lambda: self.metrics.merged, r.metrics_host,
+                                       r.metrics_port, (takeover or {}).get("metrics_port", 0))
+        self.metrics_url = self._endpoint.url
+        self._monitor = threading.Thread(target=self._monitor_loop, daemon=True)
+        self._monitor.start()
+
+    # --- actor creation ------------------------------------------------------------------
+    def _servers(self) -> list:
+        return [s.handle for s in self.slots["inference"] if not s.stopping]
+
+    def _create(self, name: str) -> Slot:
+        kind = KINDS[name]
+        index = self._next_index[name]
+        self._next_index[name] += 1
+        c = self.config
+        # Detached and named by run, kind and index: the actor outlives this controller
+        # (a kill -9 of it), and its successor finds and adopts it (``_adopt``).
+        named = actor_name(self.run_id, name, index)
+        if kind.is_server:
+            handle = make_inference_actor(c.game, c.net, c.inference, self.ctx.transport,
+                                          self.run_id, index=index, name=named,
+                                          detached=True)
+        else:
+            # a replacement learner resumes from the checkpoint its predecessor wrote
+            resume = self.resume or self.restarts[name] > 0
+            servers = self._servers() if self.inference == "server" else None
+            options = kind.options(c)
+            # each adopting controller leaves one ``run`` call waiting in the actor
+            options["max_concurrency"] = options.get("max_concurrency", 1) + 32
+            handle = ray.remote(ServiceHost).options(
+                **options, name=named, namespace=NAMESPACE, lifetime="detached").remote(
+                name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers)
+        return Slot(name, index, handle, run_ref=handle.run.remote(),
+                    replacement=self.restarts[name] > 0)
+
+    def _fill(self) -> None:
+        """Create actors up to the desired counts; stop extra ones (newest first)."""
+        if self._failed:
+            return
+        for name, kind in KINDS.items():
+            live = [s for s in self.slots[name] if not s.stopping]
+            for _ in range(self.desired[name] - len(live)):
+                self.slots[name].append(self._create(name))
+                if kind.is_server:
+                    self._push_servers()
+            extra = max(0, len(live) - self.desired[name])
+            for slot in sorted(live, key=lambda s: -s.index)[:extra]:
+                self._retire(slot)
+
+    def _retire(self, slot: Slot) -> None:
+        slot.stopping = True
+        if not slot.started and unscheduled(slot):
+            # A pending actor left to stop itself would first be scheduled (on resources
+            # the scale-down frees, or on a node the autoscaler adds for it), build its
+            # service and only then see the stop. It has played nothing: kill it.
+            slot.cancelled = True
+            with contextlib.suppress(Exception):
+                ray.kill(slot.handle, no_restart=True)
+        else:
+            try:
+                slot.handle.stop.remote()
+            except Exception as err:  # the actor may already be gone
+                log.warning("stopping %s %d: %s", slot.kind, slot.index, err)
+        if KINDS[slot.kind].is_server:
+            self._push_servers()
+
+    def _push_servers(self) -> None:
+        servers = self._servers()
+        for w in self.slots["selfplay"]:
+            w.handle.set_servers.remote(servers)
+
+    # --- the monitor loop ------------------------------------------------------------------
+    def _monitor_loop(self) -> None:
+        while self._state != "stopped":
+            try:
+                with self._lock:
+                    if self._state == "running" and self._ready.is_set():
+                        self._reap()
+                        self._fill()
+                        self._check_minutes()
+                    self._collect()
+            except Exception as err:  # keep watching whatever happened
+                log.exception("controller monitor: %s", err)
+            time.sleep(self.config.distributed.monitor_interval_s)
+
+    def _reap(self) -> None:
+        """Find actors whose ``run`` ended: planned (retired) or not (crashed: replaced)."""
+        for name, slots in self.slots.items():
+            kind = KINDS[name]
+            for slot in list(slots):
+                ready, _ = ray.wait([slot.run_ref], timeout=0)
+                if not ready:
+                    continue
+                slots.remove(slot)
+                if slot.cancelled:  # killed before it ran (``_retire``): no crash
+                    continue
+                try:
+                    result = ray.get(slot.run_ref)
+                    crashed = False
+                    if isinstance(result, dict):
+                        self._final_reports[name] = result
+                    # its final counters, after its last games went out
+                    with contextlib.suppress(Exception):
+                        slot.last_stats = ray.get(slot.handle.stats.remote(), timeout=10)
+                except Exception as err:
+                    crashed = True
+                    self.crashes.last_error[name] = error_line(err)
+                    log.warning("%s %d died: %s", name, slot.index,
+                                self.crashes.last_error[name])
+                self.metrics.ended(name, slot.index, slot.last_stats)
+                if slot.stopping:
+                    # retired by scale-down: its games are in; free its CPUs for others
+                    with contextlib.suppress(Exception):
+                        ray.kill(slot.handle)
+                    continue
+                if kind.clean_end_ends_run and not crashed:
+                    # A run limit was reached. No successor: the _fill after this reap must
+                    # not start a fresh one (it would overwrite the final checkpoint).
+                    self.desired[name] = 0
+                    threading.Thread(target=self.stop, daemon=True).start()
+                    continue
+                if self._crash_loop(name):
+                    continue
+                self.restarts[name] += 1  # the next _fill replaces it
+                if kind.is_server:
+                    self._push_servers()
+
+    def _crash_loop(self, name: str) -> bool:
+        """Count a crash of ``name``; past the kind's limit fail the run (and say so)."""
+        if not self.crashes.record(name, time.monotonic(), self.desired[name]) or self._failed:
+            return False
+        self._failed = True
+        self.error = self.crashes.give_up_line(name)
+        log.error("run %s failed: %s", self.run_id, self.error)
+        threading.Thread(target=self.stop, daemon=True).start()
+        return True
+
+    def _check_minutes(self) -> None:
+        """``run.minutes`` counted from the run's start, whatever its actors do (a learner
+        replaced after a crash counts its own minutes from its own start)."""
+        minutes = self.config.run.minutes
+        if (minutes and not self._minutes_up
+                and time.monotonic() - self._started >= minutes * 60):
+            log.info("run %s: %s minutes are up", self.run_id, minutes)
+            self._minutes_up = True
+            threading.Thread(target=self.stop, daemon=True).start()
+
+    def _collect(self) -> None:
+        """Gather every live actor's metrics snapshot (bounded wait)."""
+        probe(self.slots)
+        self.metrics.collect(self.slots, self.desired, {k: self._alive(k) for k in KINDS},
+                             self.restarts)
+
+    # --- public, called through Ray -------------------------------------------------------
+    def start(self) -> dict:
+        """Create the actors; returns the metrics URL and a one-line warning ("" if none)
+        when the cluster's free resources cannot hold them all.
+
+        A successor (``takeover``) first adopts the run's live actors, counts those of its
+        predecessor's that died meanwhile as crashes, then fills up as usual; a run that
+        was stopping goes on stopping. A fresh run kills leftovers of its run id first."""
+        adopted = 0
+        with self._lock:
+            if self.takeover is None:
+                if kill_run_actors(self.run_id):
+                    log.warning("run %s: killed actors left by an earlier run of this id",
+                                self.run_id)
+            else:
+                adopted = self._adopt()
+            ending = self._resumed_state in ("stopping", "stopped", "failed")
+            warning = "" if ending else shortfall(self.config, self.slots, self.desired)
+            self._state = "running"  # when ending, stop() below takes it from here
+            if not ending:
+                self._fill()
+            self._collect()
+            self._ready.set()
+        if ending:
+            threading.Thread(target=self.stop, daemon=True).start()
+        return {"metrics_url": self.metrics_url, "warning": warning, "adopted": adopted}
+
+    # --- surviving a controller's death ---------------------------------------------------
+    def controller_state(self) -> dict:
+        """The small plain-data state a successor needs to take the run over (the driver
+        asks for it every half second and keeps the last): desired counts, restarts, crash
+        windows, errors, the counters' floors (``RestoredCounters``, ``MonotonicGuard``,
+        ended actors' snapshots) and each live actor's last report. Wall-clock times, as
+        the successor may run on another node."""
+        with self._lock:
+            now, wall = time.monotonic(), time.time()
+            state = {
+                "state": self._state, "started_wall": wall - (now - self._started),
+                "generation": self.generation, "desired": self.desired,
+                "restarts": self.restarts, "next_index": self._next_index,
+                **self.crashes.state(now, wall),
+                "error": self.error, "failed": self._failed,
+                "lost": self.lost, "final_reports": self._final_reports,
+                "minutes_up": self._minutes_up, "inference": self.inference,
+                **self.metrics.state(),
+                "metrics_port": int(self.metrics_url.rsplit(":", 1)[1].split("/")[0]),
+                "slots": [{"kind": s.kind, "index": s.index, "stopping": s.stopping,
+                           "started": s.started, "replacement": s.replacement,
+                           "last_stats": s.last_stats, "where": s.where}
+                          for slots in self.slots.values() for s in slots],
+            }
+            # a deep copy now: Ray serialises the reply after the lock is released
+            return copy.deepcopy(state)
+
+    def _load_state(self, st: dict) -> None:
+        """Take over a dead predecessor's ``controller_state()`` (see ``start``)."""
+        if not st:
+            return
+        now, wall = time.monotonic(), time.time()
+        self._started = now - (wall - st["started_wall"])
+        self.generation = int(st["generation"]) + 1
+        self.desired.update(st["desired"])
+        self.restarts.update(st["restarts"])
+        self._next_index.update(st["next_index"])
+        self.crashes.load(st, now, wall)
+        self.error, self._failed, self.lost = st["error"], st["failed"], st["lost"]
+        self._final_reports.update(st["final_reports"])
+        self._minutes_up = st["minutes_up"]
+        self.inference = st["inference"]
+        self.metrics.load(st)
+        self._known = list(st["slots"])
+        # status shows the run's state at once; the monitor waits for start() (_ready)
+        self._state = self._resumed_state = st["state"]
+
+    def _adopt(self) -> int:
+        """Adopt the run's live named actors (``run`` again: see ``ServiceHost``); a slot
+        of the predecessor's state that is gone died while no controller watched (a crash,
+        unless it was being retired). Returns how many were adopted."""
+        known = {(s["kind"], s["index"]): s for s in self._known}
+        adopted, found = adopt(self.run_id, known)
+        for slot in adopted:
+            self.slots[slot.kind].append(slot)
+            self._next_index[slot.kind] = max(self._next_index[slot.kind], slot.index + 1)
+        for (kind, index), was in known.items():
+            self.metrics.ended(kind, index, was.get("last_stats") or {},
+                               keep_live_gauges=True)
+            if was.get("stopping"):
+                continue
+            self.crashes.last_error[kind] = "died while the run had no controller"
+            log.warning("%s %d died while the run had no controller", kind, index)
+            if not self._crash_loop(kind):
+                self.restarts[kind] += 1
+        self._known = []
+        if self.slots["inference"]:
+            self._push_servers()
+        return found
+
+    def pid(self) -> int:
+        """The controller's process id (chaos tests kill it with SIGKILL)."""
+        return os.getpid()
+
+    def scale(self, workers: int | None = None, inference_servers: int | None = None) -> dict:
+        """Change the desired counts; the monitor loop creates or retires actors."""
+        return self.scale_report(workers, inference_servers)["desired"]
+
+    def scale_report(self, workers: int | None = None, inference_servers: int | None = None
+                     ) -> dict:
+        """``scale``, returning ``{"desired": counts, "warning": line}``: the warning says
+        when the cluster's free resources cannot hold the new actors ("" if they fit)."""
+        warning = ""
+        self._ready.wait(120)
+        with self._lock:
+            if workers is not None:
+                if workers < 0:
+                    raise ValueError(f"workers must be >= 0, got {workers}")
+                self.desired["selfplay"] = workers
+            if inference_servers is not None:
+                if self.inference != "server":
+                    raise ValueError("this run evaluates in-process (inference=local); "
+                                     "it has no inference servers to scale")
+                if inference_servers < 1:
+                    raise ValueError("a run with inference=server needs at least 1 server")
+                self.desired["inference"] = inference_servers
+            if self._state == "running":
+                warning = shortfall(self.config, self.slots, self.desired)
+                self._fill()
+        return {"desired": dict(self.desired), "warning": warning}
+
+    def stop(self, timeout_s: float = 60.0) -> dict:
+        """Stop the actors phase by phase (``ActorKind.stop_phase``): workers and the
+        evaluator (their finished games are appended), then the learner (final
+        checkpoint), then the inference servers."""
+        self._ready.wait(120)
+        with self._lock:
+            if self._state in ("stopping", "stopped", "failed"):
+                return self.status()
+            self._state = "stopping"
+            # an actor Ray never scheduled (no resources) has nothing to save: kill it now
+            # rather than wait for it. One that is starting (a replacement learner that
+            # resumes from the checkpoint) is stopped like the others: its ``run`` begins,
+            # sees the stop and drains, so the games appended since its predecessor's last
+            # checkpoint are in the final one.
+            with contextlib.suppress(Exception):
+                probe(self.slots, timeout_s=1.0)
+            for slots in self.slots.values():
+                for slot in [s for s in slots
+                             if s.cancelled
+                             or (not s.started and slot_state(s) == "pending")]:
+                    slots.remove(slot)
+                    with contextlib.suppress(Exception):
+                        ray.kill(slot.handle, no_restart=True)
+        unfinished = []
+        for phase in sorted({k.stop_phase for k in KINDS.values()}):
+            refs = {}
+            for name, kind in KINDS.items():
+                if kind.stop_phase != phase:
+                    continue
+                self.desired[name] = 0
+                for slot in self.slots[name]:
+                    self._retire(slot)
+                    refs[slot.run_ref] = slot
+            ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+            for ref in ready:
+                self._final_report(refs[ref])
+            unfinished += [f"{refs[r].kind} {refs[r].index}" for r in late]
+        with self._lock:
+            self._collect()
+            problems = stop_losses(self._final_reports.get("learner", {}), self.lost,
+                                   self.crashes.last_error.get("learner", "?"))
+            if unfinished:
+                problems.append(f"{', '.join(unfinished)} did not finish within "
+                                f"{timeout_s:.0f} s (no final checkpoint from them)")
+            if problems and not self.error:
+                self.error = "the stop lost data: " + "; ".join(problems)
+            self._state = "failed" if self._failed else "stopped"
+        return self.status()
+
+    def _final_report(self, slot: Slot) -> None:
+        """Keep what a stopped actor's ``run`` returned, or why it failed."""
+        try:
+            result = ray.get(slot.run_ref)
+        except Exception as err:
+            self.crashes.last_error[slot.kind] = error_line(err)
+            if KINDS[slot.kind].clean_end_ends_run:
+                self.lost["crashed_while_stopping"] = 1
+            return
+        if isinstance(result, dict):
+            self._final_reports[slot.kind] = result
+
+    def shutdown(self) -> None:
+        """Stop (if not yet) and kill every actor of the run, freeing their resources."""
+        self.stop()
+        with self._lock:
+            for slots in self.slots.values():
+                for slot in slots:
+                    with contextlib.suppress(Exception):
+                        ray.kill(slot.handle, no_restart=True)
+                slots.clear()
+            # detached actors: also any this controller never knew of (a predecessor made
+            # them just before it died)
+            with contextlib.suppress(Exception):
+                kill_run_actors(self.run_id)
+        with contextlib.suppress(Exception):
+            self._endpoint.close()
+
+    def _alive(self, name: str) -> int:
+        return sum(s.started and not s.stopping for s in self.slots[name])
+
+    def _actor_states(self) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+        """Per kind, how many actors are pending / starting / restarting / alive /
+        stopping (and ``failed``: crashes in the window after the run gave up), and why
+        pending ones wait."""
+        states: dict[str, dict[str, int]] = {}
+        waiting: dict[str, str] = {}
+        free = None
+        for name in KINDS:
+            counts: collections.Counter[str] = collections.Counter()
+            for slot in self.slots[name]:
+                counts[slot_state(slot)] += 1
+            if self._failed and self.crashes.times[name]:
+                counts["failed"] = len(self.crashes.times[name])
+            states[name] = dict(counts)
+            if counts["pending"]:
+                if free is None:
+                    free = ray.available_resources()
+                waiting[name] = waiting_line(self.config, name, counts["pending"], free)
+        return states, waiting
+
+    def status(self) -> dict:
+        """``RunStatus.to_json()`` (plain data crosses Ray)."""
+        alive = {k: self._alive(k) for k in KINDS}
+        states, waiting = self._actor_states()
+        return RunStatus.from_metrics(
+            self.metrics.merged, received_before=self.metrics.received_before(self.resume),
+            run_id=self.run_id, state=self._state,
+            elapsed_s=round(time.monotonic() - self._started, 1), inference=self.inference,
+            desired=dict(self.desired), alive=alive, restarts=dict(self.restarts),
+            metrics_url=self.metrics_url, actor_states=states, waiting=waiting,
+            error=self.error, lost=dict(self.lost), actors=rows(self.slots)).to_json()
+
+    def metrics_snapshot(self) -> dict:
+        """The merged snapshot, as plain data (for tests, tools and the driver's dashboard
+        history, which needs the histograms too)."""
+        return self.metrics.plain()
+
+    def actor_handles(self, kind: str) -> list:
+        """Live actor handles of one kind (for tests that kill one)."""
+        return [s.handle for s in self.slots[kind] if not s.stopping]

@@ -1,0 +1,245 @@
+"""The Ray actors that host a run's services, and how a self-play worker reaches the
+inference servers:
+
+- ``ServiceHost``: runs one plain service (self-play, learner or evaluator, built from
+  ``KINDS``) in a threaded actor, ``run`` in one thread, ``stop``/``stats`` from another.
+- ``InferenceServerActor`` / ``make_inference_actor``: an ``InferenceServer`` in an async
+  actor; ``RemoteEvaluator``: the evaluator a self-play worker holds to reach them.
+
+Configs cross into actors as plain dicts (``shared.config.to_dict``), never as pickled
+classes of ours. Ray pickles these classes by reference to this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+from zeroforge.actors.inference import InferenceServer
+from zeroforge.deploy.node_stats import ResourceReporter
+from zeroforge.deploy.ray.kinds import KINDS
+from zeroforge.deploy.ray.naming import NAMESPACE
+from zeroforge.shared import config as cfg
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.search.evaluator import Evaluation, check_evaluation
+from zeroforge.shared.service import Service
+from zeroforge.shared.train_config import InferenceServerConfig, RunContext, TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+def _where() -> dict:
+    """This actor's process id, short Ray node id and node IP address (status rows)."""
+    return {"pid": os.getpid(), "node": _node_label(), "ip": ray.util.get_node_ip_address()}
+
+
+def _node_label() -> str:
+    """The ``node`` label of an actor's resource metrics: its Ray node id's first 8 hex
+    digits (as in ``zeroforge status``)."""
+    return str(ray.get_runtime_context().get_node_id())[:8]
+
+
+# ------------------------------------------------------------------------------------------
+# inference servers
+# ------------------------------------------------------------------------------------------
+
+
+class NoInferenceServerError(RuntimeError):
+    """Every inference server a RemoteEvaluator knew of has died."""
+
+
+class RemoteEvaluator:
+    """The Evaluator of a self-play worker whose network lives in InferenceServer actors.
+
+    ``evaluate`` sends the leaf batch to the servers in turn (round robin from a random
+    start, so workers do not all begin on the same one); a server found dead is dropped,
+    logged once, and the batch goes to the next. ``weights_version`` is the version of
+    the last answer, so finished games are tagged with the weights that played them.
+    """
+
+    def __init__(self, servers: Sequence[Any], timeout_s: float | None = 300.0) -> None:
+        self.timeout_s = timeout_s
+        """Longest wait for one answer (None: forever); a server busy compiling its first
+        batches may take a while."""
+        self.weights_version = 0
+        self._servers: list[Any] = []
+        self._next = 0
+        self.set_servers(servers)
+
+    @property
+    def servers(self) -> list[Any]:
+        """The server handles still in use."""
+        return list(self._servers)
+
+    def set_servers(self, servers: Sequence[Any]) -> None:
+        """Use these server actor handles from now on (after scaling or replacement)."""
+        self._servers = list(servers)
+        self._next = random.randrange(len(self._servers)) if self._servers else 0
+
+    def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
+        """obs [B, C, H, W] uint8, legal [B, A] bool -> Evaluation from one server."""
+        while self._servers:
+            i = self._next % len(self._servers)
+            server = self._servers[i]
+            try:
+                logits, value, version = ray.get(server.evaluate.remote(obs, legal),
+                                                 timeout=self.timeout_s)
+            except RayActorError as err:
+                del self._servers[i]
+                self._next = i  # the next server has moved into slot i
+                log.warning("inference server %s is gone (%s); failing over to %d other(s)",
+                            server, type(err).__name__, len(self._servers))
+                continue
+            except GetTimeoutError:
+                raise TimeoutError(f"inference server {server} did not answer within "
+                                   f"{self.timeout_s} s") from None
+            self._next = i + 1
+            ev = Evaluation(logits, value, int(version))
+            check_evaluation(ev, legal.shape[0], legal.shape[1])
+            self.weights_version = ev.weights_version
+            return ev
+        raise NoInferenceServerError(
+            "RemoteEvaluator: no inference server left (all have died); the controller "
+            "must start new ones and hand them over with set_servers")
+
+
+class InferenceServerActor(InferenceServer):
+    """The form Ray instantiates: configs arrive as plain dicts (``shared.config.to_dict``)
+    so none of our classes is pickled across the process boundary."""
+
+    def __init__(self, game_spec: str, net_config: dict, config: dict, redis_url: str | None,
+                 run_id: str, index: int = 0) -> None:
+        super().__init__(game_spec, cfg.from_dict(NetConfig, net_config, "net"),
+                         cfg.from_dict(InferenceServerConfig, config, "inference"),
+                         redis_url, run_id, server=str(index))
+        self._resources = ResourceReporter("inference", str(index), _node_label())
+
+    def stats(self) -> dict:
+        """The server's metrics plus its process's and node's resource figures."""
+        return self._resources.add_to(super().stats())
+
+    def where(self) -> dict:
+        """Process id and short node id (``zeroforge status`` rows)."""
+        return _where()
+
+    def pid(self) -> int:
+        """The actor's process id (chaos tests kill it with SIGKILL)."""
+        return os.getpid()
+
+
+def make_inference_actor(game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
+                         redis_url: str | None, run_id: str, *, name: str | None = None,
+                         index: int = 0, detached: bool = False) -> Any:
+    """Start one InferenceServer as an async Ray actor; returns its handle.
+
+    It takes a GPU when ``config.device`` asks for CUDA, or is ``"auto"`` and the cluster
+    has GPUs; otherwise it runs on ``config.num_cpus`` CPUs. Call ``ready`` on the handle
+    to wait until it serves. ``ray.init`` must have run. ``index`` labels its metrics.
+    ``detached``: the actor outlives its creator (a run's controller), in ``NAMESPACE``
+    under ``name``; someone must kill it.
+    """
+    gpus = ray.cluster_resources().get("GPU", 0.0)
+    wants_gpu = config.device.startswith("cuda") or (config.device == "auto" and gpus >= 1)
+    if wants_gpu and gpus < 1:
+        raise ValueError(f"inference device {config.device!r} needs a GPU, and the Ray "
+                         "cluster has none")
+    options: dict[str, Any] = {"num_cpus": config.num_cpus,
+                               "max_concurrency": config.max_concurrency}
+    if wants_gpu:
+        options["num_gpus"] = 1
+    if name is not None:
+        options["name"] = name
+    if detached:
+        options.update(lifetime="detached", namespace=NAMESPACE)
+    actor_cls = ray.remote(InferenceServerActor).options(**options)
+    return actor_cls.remote(game_spec, cfg.to_dict(net_config), cfg.to_dict(config),
+                            redis_url, run_id, index)
+
+
+# ------------------------------------------------------------------------------------------
+# services in actors
+# ------------------------------------------------------------------------------------------
+
+
+class ServiceHost:
+    """Runs one plain service inside a threaded Ray actor.
+
+    ``run`` blocks in one actor thread until ``stop`` (from another thread) sets the event;
+    the service's own loop then finishes cleanly (final append, final checkpoint).
+
+    A run's actors are detached (they outlive a controller killed with kill -9), so a new
+    controller adopts one by calling ``run`` again: only the first call runs the service,
+    later ones wait for its end and return its result or raise its error (an actor that
+    dies fails every such call, which the controller counts as a crash).
+    """
+
+    def __init__(self, kind: str, config: dict, ctx: dict, index: int, resume: bool,
+                 servers: list | None) -> None:
+        self.kind = kind
+        train = cfg.from_dict(TrainConfig, config, "config")
+        context = RunContext.from_dict(ctx)
+        self.remote_evaluator = RemoteEvaluator(servers) if servers is not None else None
+        self.service: Service = KINDS[kind].build(train, context, index, resume,
+                                                  self.remote_evaluator)
+        self._resources = ResourceReporter(kind, str(index), _node_label())
+        self._stop = threading.Event()
+        self._run_lock = threading.Lock()
+        self._running = False
+        self._done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    def run(self) -> Any:
+        """Run the service until ``stop`` (first call); a later call (a new controller
+        adopting this actor) waits for that end and returns the same result or error."""
+        with self._run_lock:
+            first, self._running = not self._running, True
+        if not first:
+            self._done.wait()
+            if self._error is not None:
+                raise self._error
+            return self._result
+        try:
+            result = self.service.run(self._stop)
+            self._result = result if isinstance(result, int | dict) else None
+        except BaseException as err:
+            self._error = err
+            raise
+        finally:
+            self._done.set()
+        return self._result
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def stats(self) -> dict:
+        """The service's metrics plus its process's and node's resource figures."""
+        return self._resources.add_to(self.service.stats())
+
+    def set_servers(self, servers: list) -> None:
+        """New inference-server handles after scaling or a replacement."""
+        if self.remote_evaluator is not None:
+            self.remote_evaluator.set_servers(servers)
+
+    def node_id(self) -> str:
+        """The Ray node this actor runs on (where the scheduler placed it)."""
+        return ray.get_runtime_context().get_node_id()
+
+    def game_ids(self) -> list[str]:
+        return self.service.game_ids()
+
+    def pid(self) -> int:
+        """The actor's process id (chaos tests kill it with SIGKILL)."""
+        return os.getpid()
+
+    def where(self) -> dict:
+        """Process id and short node id (``zeroforge status`` rows)."""
+        return _where()
+

@@ -1,0 +1,93 @@
+"""The per-kind table of a run's actors (``KINDS``): for the learner, the inference
+servers, the evaluator and the self-play workers, how many are wanted, their Ray options
+(resources, placement), how their service is built, the stop order and what a clean end
+or a crash means. The controller has no per-kind branches beyond it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from zeroforge.deploy.builder import build_learner, build_rating_service, build_selfplay
+from zeroforge.shared.train_config import DistributedConfig, RunContext, TrainConfig
+from zeroforge.shared.transport import open_transport
+
+
+def _transport(ctx: RunContext):
+    return open_transport(ctx.transport, ctx.run_id)
+
+
+@dataclass(frozen=True)
+class ActorKind:
+    """How the controller treats one kind of actor."""
+
+    name: str
+    desired: Callable[[TrainConfig, str], int]
+    """Actors wanted at start, from the config and the inference mode."""
+    options: Callable[[TrainConfig], dict]
+    """Ray actor options (resources, concurrency)."""
+    build: Callable[..., Any] = lambda *a: None
+    """(config, ctx, index, resume, remote_evaluator) -> the service (ServiceHost kinds)."""
+    stop_phase: int = 0
+    """Stop order: lower phases are stopped (and awaited) first."""
+    clean_end_ends_run: bool = False
+    """A clean return of ``run`` means a run limit was reached: no successor, stop the run."""
+    counters_survive_crash: bool = True
+    """A crashed actor's last counters still count. False for the learner: its successor
+    restores them from the checkpoint, and ``metrics.RestoredCounters`` keeps the run's
+    counters from going back meanwhile (work done again is counted apart)."""
+    is_server: bool = False
+    """An inference server: an async actor of its own, handed to the self-play workers."""
+    max_crashes: int = 5
+    """Crash-loop limit: this many crashes of this kind within ``crash_window_s`` (at least
+    twice the desired count, for many workers) fail the run with one line naming the kind
+    and its last error, instead of replacing actors forever."""
+    crash_window_s: float = 300.0
+    """The window of the crash-loop limit, in seconds."""
+
+
+def _worker_options(d: DistributedConfig) -> dict:
+    """A self-play worker's Ray options: its CPUs, the custom resource that keeps it on
+    the machines meant for self-play, and SPREAD placement when asked for."""
+    options: dict[str, Any] = {"num_cpus": d.worker_cpus, "max_concurrency": 4}
+    if d.worker_resource:
+        options["resources"] = {d.worker_resource: 1.0}
+    if d.worker_spread:
+        options["scheduling_strategy"] = "SPREAD"
+    return options
+
+
+def _run_dir_options(d: DistributedConfig, options: dict) -> dict:
+    """``options`` of an actor that writes the run directory (learner, evaluator), plus
+    one unit of ``run_dir_resource`` when set, which keeps it on the machine holding it."""
+    if d.run_dir_resource:
+        options["resources"] = {d.run_dir_resource: 1.0}
+    return options
+
+
+KINDS: dict[str, ActorKind] = {k.name: k for k in (
+    ActorKind(
+        "learner", desired=lambda c, inf: 1,
+        options=lambda c: _run_dir_options(c.distributed, {
+            "num_cpus": c.distributed.learner_cpus, "num_gpus": c.distributed.learner_gpus,
+            "max_concurrency": 4}),
+        build=lambda c, ctx, i, resume, ev: build_learner(c, ctx, _transport(ctx), resume),
+        stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3),
+    ActorKind(
+        "inference", desired=lambda c, inf: c.distributed.inference_servers
+        if inf == "server" else 0,
+        options=lambda c: {}, stop_phase=2, is_server=True),
+    ActorKind(
+        "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
+        options=lambda c: _run_dir_options(c.distributed, {
+            "num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4}),
+        build=lambda c, ctx, i, resume, ev: build_rating_service(c, ctx, _transport(ctx))),
+    ActorKind(
+        "selfplay", desired=lambda c, inf: c.selfplay.workers,
+        options=lambda c: _worker_options(c.distributed),
+        build=lambda c, ctx, i, resume, ev: build_selfplay(c, ctx, _transport(ctx), i,
+                                                           evaluator=ev)),
+)}
+"""Per-kind behaviour, in start order (learner first: it publishes the first weights)."""

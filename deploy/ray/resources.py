@@ -1,0 +1,59 @@
+"""What a run's actors reserve on the cluster (``needs``) and whether its free resources
+hold them: the one-line warnings of ``start`` and ``scale`` (``shortfall``) and why a
+pending actor waits (``waiting_line``).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import ray
+from zeroforge.deploy.ray.kinds import KINDS
+from zeroforge.deploy.ray.slots import Slot
+from zeroforge.shared.train_config import TrainConfig
+
+
+def needs(config: TrainConfig, name: str) -> dict[str, float]:
+    """Resources one actor of kind ``name`` reserves."""
+    if KINDS[name].is_server:
+        c = config.inference
+        gpu = c.device.startswith("cuda") or (
+            c.device == "auto" and ray.cluster_resources().get("GPU", 0) >= 1)
+        return {"CPU": c.num_cpus, "GPU": 1.0 if gpu else 0.0}
+    o = KINDS[name].options(config)
+    custom = {r: float(v) for r, v in o.get("resources", {}).items()}
+    return {"CPU": float(o.get("num_cpus") or 0), "GPU": float(o.get("num_gpus") or 0),
+            **custom}
+
+
+def shortfall(config: TrainConfig, slots: dict[str, list[Slot]], desired: dict[str, int]
+              ) -> str:
+    """One line when the actors a fill up to ``desired`` is about to create (plus those
+    still pending) need more CPUs/GPUs than the cluster has free; "" when they fit."""
+    free = ray.available_resources()
+    need: dict[str, float] = collections.defaultdict(float)
+    new = []
+    for name in KINDS:
+        live = [s for s in slots[name] if not s.stopping]
+        waiting = [s for s in live if not s.started]
+        count = max(desired[name] - len(live), 0)
+        if count:
+            new.append(f"{count} {name}")
+        for res, amount in needs(config, name).items():
+            need[res] += amount * (count + len(waiting))
+    short = [f"{need[r]:g} {r} (free: {free.get(r, 0.0):g})" for r in need
+             if need[r] > free.get(r, 0.0) + 1e-9]
+    if not short or not new:
+        return ""
+    return (f"the cluster cannot hold all the asked actors ({', '.join(new)}) now: they "
+            f"need {' and '.join(short)}; the rest stay pending until resources free up "
+            "(see `zeroforge status`)")
+
+
+def waiting_line(config: TrainConfig, name: str, pending: int, free: dict) -> str:
+    """Why ``pending`` actors of kind ``name`` wait: what each needs, what is ``free``
+    (``ray.available_resources()``)."""
+    each = needs(config, name)
+    wanted = " + ".join(f"{v:g} {r}" for r, v in each.items() if v)
+    have = ", ".join(f"{free.get(r, 0.0):g} {r}" for r, v in each.items() if v)
+    return f"{pending} waiting for {wanted or 'resources'} each (free: {have or 'n/a'})"

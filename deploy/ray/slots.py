@@ -1,0 +1,154 @@
+"""The controller's record of each actor it looks after (``Slot``) and what it learns
+from the actors: their metrics snapshots and whereabouts (``probe``), their state
+(``slot_state``: pending, starting, restarting, alive, stopping) and their status rows;
+and ``adopt``, which rebuilds the slots of a run's live actors for a successor controller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from zeroforge.deploy.ray.naming import NAMESPACE, run_actor_names
+from zeroforge.deploy.ray.private_api import gcs_actor_state
+
+PENDING_STATES = ("PENDING_CREATION", "DEPENDENCIES_UNREADY")
+"""GCS actor states of an actor Ray has not scheduled yet (no node has its resources)."""
+
+ROW_COUNTERS = {"games": "selfplay_games_total", "positions": "selfplay_positions_total",
+                "steps": "learner_steps_total", "evaluations": "nn_evaluations_total"}
+"""Status row key -> the counter of an actor's own snapshot it shows (summed over labels)."""
+
+
+@dataclass
+class Slot:
+    """One live actor the controller looks after."""
+
+    kind: str
+    index: int
+    handle: Any
+    run_ref: Any = None
+    """ObjectRef of the actor's long-running ``run`` call: it resolving means the actor ended."""
+    stopping: bool = False
+    last_stats: dict = field(default_factory=dict)
+    started: bool = False
+    """The actor answered a ``stats`` call: it was scheduled, built its service and its
+    ``run`` is going. Until then it is pending (no resources yet) or starting."""
+    replacement: bool = False
+    """Created to replace a crashed actor of its kind."""
+    probe: Any = None
+    """The outstanding ``stats`` call (one at a time, so a never-scheduled actor does not
+    pile up calls)."""
+    where: dict = field(default_factory=dict)
+    """``{"pid", "node", "ip"}`` once the actor told (status rows)."""
+    where_ref: Any = None
+    """The outstanding ``where`` call."""
+    cancelled: bool = False
+    """Retired while Ray had not scheduled it yet: killed at once (nothing to save), so
+    it takes no resources a scale-down frees and no autoscaler node; no crash, no stats."""
+
+
+def unscheduled(slot: Slot) -> bool:
+    """Ray has not scheduled the slot's actor yet (it waits for resources)."""
+    return gcs_actor_state(slot.handle) in PENDING_STATES
+
+
+def slot_state(slot: Slot) -> str:
+    """pending, starting, restarting, alive or stopping (status and ``actor_states``)."""
+    if slot.stopping:
+        return "stopping"
+    if slot.started:
+        return "alive"
+    if unscheduled(slot):
+        return "pending"
+    return "restarting" if slot.replacement else "starting"
+
+
+def probe(slots: dict[str, list[Slot]], timeout_s: float = 2.0) -> None:
+    """Ask every actor for its metrics snapshot, one outstanding call per actor; wait
+    up to ``timeout_s`` for the started ones (a pending actor is not waited for)."""
+    started: dict[Any, Slot] = {}
+    fresh: dict[Any, Slot] = {}
+    for kind_slots in slots.values():
+        for slot in kind_slots:
+            if slot.probe is None:
+                slot.probe = slot.handle.stats.remote()
+            (started if slot.started else fresh)[slot.probe] = slot
+    for refs, timeout in ((started, timeout_s), (fresh, 0)):
+        if not refs:
+            continue
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        for ref in ready:
+            slot = refs[ref]
+            slot.probe = None
+            # an actor that died between wait and get is the reaper's business
+            with contextlib.suppress(Exception):
+                slot.last_stats = ray.get(ref)
+                slot.started = True
+    _locate(slots)
+
+
+def _locate(slots: dict[str, list[Slot]]) -> None:
+    """Learn each started actor's pid and node once (status rows), without waiting."""
+    asked = {}
+    for kind_slots in slots.values():
+        for slot in kind_slots:
+            if slot.started and not slot.where:
+                if slot.where_ref is None:
+                    slot.where_ref = slot.handle.where.remote()
+                asked[slot.where_ref] = slot
+    if asked:
+        ready, _ = ray.wait(list(asked), num_returns=len(asked), timeout=0)
+        for ref in ready:
+            slot = asked[ref]
+            slot.where_ref = None
+            with contextlib.suppress(Exception):
+                slot.where = dict(ray.get(ref))
+
+
+def _own_total(snapshot: dict, name: str) -> float:
+    """One counter of an actor's own (unmerged) snapshot, summed over its series."""
+    return float(sum(v for _, v in (snapshot or {}).get("values", {}).get(name, [])))
+
+
+def rows(slots: dict[str, list[Slot]]) -> list[dict]:
+    """One row per live actor (``RunStatus.actors``)."""
+    out = []
+    for name, kind_slots in slots.items():
+        for slot in sorted(kind_slots, key=lambda s: s.index):
+            row = {"kind": name, "index": slot.index, "state": slot_state(slot),
+                   "node": str(slot.where.get("node", "")),
+                   "ip": str(slot.where.get("ip", "")),
+                   "pid": int(slot.where.get("pid", 0))}
+            for key, metric in ROW_COUNTERS.items():
+                row[key] = _own_total(slot.last_stats, metric)
+            out.append(row)
+    return out
+
+
+def adopt(run_id: str, known: dict[tuple[str, int], dict]) -> tuple[list[Slot], int]:
+    """Slots for the live named actors of ``run_id``, each ``run`` called again (a second
+    call joins the first: see ``ServiceHost``), filled in from the dead controller's
+    records in ``known`` (``(kind, index)`` -> its ``controller_state()`` slot). Adopted
+    records are popped from ``known``: what stays there died while no controller watched.
+    Returns the slots and how many named actors were listed."""
+    found = run_actor_names(run_id)
+    adopted: list[Slot] = []
+    for kind, index, name in found:
+        try:
+            handle = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:  # died between the listing and now
+            continue
+        was = known.pop((kind, index), {})
+        slot = Slot(kind, index, handle, run_ref=handle.run.remote(),
+                    stopping=bool(was.get("stopping")), started=bool(was.get("started")),
+                    replacement=bool(was.get("replacement")),
+                    last_stats=dict(was.get("last_stats") or {}),
+                    where=dict(was.get("where") or {}))
+        adopted.append(slot)
+        if slot.stopping:
+            with contextlib.suppress(Exception):
+                handle.stop.remote()
+    return adopted, len(found)

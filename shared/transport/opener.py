@@ -1,0 +1,24 @@
+"""``open_transport``: a run's ``Transport`` from a URL, Redis or in memory.
+
+Its own module, above both implementations: they import the seams (``base.py``), this
+imports them (each only when its URL comes).
+"""
+
+from __future__ import annotations
+
+from zeroforge.shared.transport.base import Transport
+
+
+def open_transport(url: str, run_id: str) -> Transport:
+    """The transport of run ``run_id`` at ``url``: ``redis://``/``rediss://`` (connects),
+    or ``memory://NAME`` (the process-wide in-memory transport of that name)."""
+    if url.startswith("memory://"):
+        from zeroforge.shared.transport.memory import MemoryTransport
+
+        return MemoryTransport.named(url, run_id)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from zeroforge.shared.transport.redis_transport import RedisTransport
+
+        return RedisTransport(url, run_id)
+    scheme = url.split("://", 1)[0] if "://" in url else url
+    raise ValueError(f"transport URL {scheme!r}: expected redis://, rediss:// or memory://")
