@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.search.eval_cache import CachedEvaluator

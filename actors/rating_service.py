@@ -39,6 +39,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+
 from zeroforge.actors.game_records import RecordWriter, eval_writer
 from zeroforge.shared.formats.weight_blob import StateDict, weights_from_bytes, weights_to_bytes
 from zeroforge.shared.games import make_game

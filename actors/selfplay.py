@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from zeroforge.shared.games.base import Game
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.search.config import SearchConfig

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from zeroforge.actors.game_records import RecordWriter, selfplay_writer
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.shared.games import make_game

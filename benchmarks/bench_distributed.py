@@ -22,6 +22,7 @@ import platform
 import time
 
 import torch
+
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.cluster import disconnect, init_local

@@ -18,6 +18,7 @@ import statistics
 import time
 
 import numpy as np
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.sampling import sample_legal
 

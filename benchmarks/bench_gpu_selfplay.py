@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.search.evaluator import Evaluation
 
@@ -121,6 +122,7 @@ async def measure_mode(args: argparse.Namespace, game: str, mode: str, holder: d
                        counters: list) -> dict:
     """Swap in a server for ``mode``, warm it up under the workers' load, time a window."""
     from server_stats import batching, mean_ms
+
     from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
     from zeroforge.shared.nets.model import NetConfig
 

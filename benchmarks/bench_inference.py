@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 from server_stats import batching, mean_ms  # benchmarks/ (scripts run from here)
+
 from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
 from zeroforge.deploy.ray.hosts import RemoteEvaluator, make_inference_actor
 from zeroforge.shared.games import make_game

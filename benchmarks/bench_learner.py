@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 from machine import machine_line
+
 from zeroforge.learner.learner import Learner
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig

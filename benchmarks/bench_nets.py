@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import torch
+
 from zeroforge.shared.games import GameSpec, make_game
 from zeroforge.shared.nets.model import build_net, num_parameters
 from zeroforge.shared.nets.torch_evaluator import (

@@ -19,6 +19,7 @@ import platform
 import time
 
 import numpy as np
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.search import MCTS, SearchConfig, UniformEvaluator
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from machine import machine_line  # benchmarks/machine.py (scripts run from here)
+
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, State

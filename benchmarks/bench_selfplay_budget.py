@@ -48,6 +48,7 @@ import time
 import numpy as np
 import torch
 from machine import machine_line  # benchmarks/machine.py (scripts run from here)
+
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.config import load_train_config
 from zeroforge.shared.games import make_game

@@ -25,6 +25,7 @@ import platform
 import time
 
 import numpy as np
+
 from zeroforge.shared.samples import GameSamples, decode, encode
 from zeroforge.shared.transport import RedisServer, SampleStream, StreamConfig, connect
 

@@ -15,6 +15,7 @@ import argparse
 import time
 
 import numpy as np
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.games.sampling import sample_legal

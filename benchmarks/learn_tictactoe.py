@@ -18,6 +18,7 @@ import tempfile
 import time
 
 import numpy as np
+
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.local_run import LocalRun
 from zeroforge.shared.games import make_game

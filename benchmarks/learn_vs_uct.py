@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.local_run import LocalRun
 from zeroforge.learner.learner import CHECKPOINT_NAME

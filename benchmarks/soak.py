@@ -23,10 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ray  # noqa: E402
-from zeroforge.deploy.ray.naming import NAMESPACE  # noqa: E402
-from zeroforge.deploy.ray.private_api import init_on_node_ip  # noqa: E402
 
 from tests.integration.test_chaos import SETTINGS, chaos_run  # noqa: E402
+from zeroforge.deploy.ray.naming import NAMESPACE  # noqa: E402
+from zeroforge.deploy.ray.private_api import init_on_node_ip  # noqa: E402
 
 
 def main() -> int:

@@ -42,6 +42,7 @@ from learn_vs_uct import (  # benchmarks/ (scripts run from here)
     match_table,
 )
 from machine import machine_line
+
 from zeroforge.deploy.config import TrainConfig, load_train_config
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.torch_evaluator import TorchEvaluator

@@ -11,13 +11,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from zeroforge import __version__
 from zeroforge.deploy import commands
 from zeroforge.deploy.arg_types import nonneg, positive, seconds_between
 from zeroforge.deploy.engines import cli as engines_cli
 from zeroforge.deploy.rating import cli as rating_cli
 from zeroforge.deploy.subcommand import Register, Subparsers, add_command
-
-from zeroforge import __version__
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping
 
 import psutil
+
 from zeroforge.shared.metrics import Recorder
 
 log = logging.getLogger(__name__)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.learner.learner import Learner
 from zeroforge.shared.games import make_game

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from zeroforge.learner.replay import ReplayWindow
 from zeroforge.shared.config import to_dict
 from zeroforge.shared.games import make_game

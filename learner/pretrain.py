@@ -19,6 +19,7 @@ from typing import TextIO
 
 import numpy as np
 import torch
+
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replay import ReplayWindow
 from zeroforge.shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay

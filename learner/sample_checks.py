@@ -39,6 +39,7 @@ position only), so all positions are checked; ``docs/benchmarks.md`` has the cos
 from __future__ import annotations
 
 import numpy as np
+
 from zeroforge.shared.games.base import Game
 from zeroforge.shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
 from zeroforge.shared.games.fivestone import FiveStone

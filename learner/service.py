@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.sample_checks import REASONS as SAMPLE_CHECK_REASONS
 from zeroforge.learner.sample_checks import check_game

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, GameSpec, State
 from zeroforge.shared.search.evaluator import Evaluation

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 import numpy as np
+
+from zeroforge import __version__
 from zeroforge.deploy.engines.agent import Agent, compatible
 from zeroforge.shared.games.base import IllegalMoveError
 from zeroforge.shared.games.go import Go, GoState
-
-from zeroforge import __version__
 
 PROTOCOL_VERSION = "2"
 ENGINE_NAME = "zeroforge"

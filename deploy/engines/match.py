@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, IllegalMoveError
 from zeroforge.shared.games.session import GameSession

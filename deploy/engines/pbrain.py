@@ -30,12 +30,11 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from zeroforge import __version__
 from zeroforge.deploy.engines.agent import Agent, compatible
 from zeroforge.shared.games.base import Game, IllegalMoveError
 from zeroforge.shared.games.gomoku import Gomoku
 from zeroforge.shared.games.session import GameSession
-
-from zeroforge import __version__
 
 SAFETY = 0.7
 """Share of a move's time the search may use (the rest is overhead and I/O)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import numpy as np
+
 from zeroforge.shared.games.base import Game, IllegalMoveError
 from zeroforge.shared.games.session import GameSession
 from zeroforge.shared.players.factory import (

@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import numpy as np
+
 from zeroforge.deploy.dashboard.server import is_loopback, token_ok, write_token
 from zeroforge.deploy.play.terminal import LABELS, describe_analysis, hint_player, undo_turn
 from zeroforge.shared.games import PRESETS, make_game

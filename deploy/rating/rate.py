@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from zeroforge.shared.players import ladder as ladders
 from zeroforge.shared.run_files import CONFIG_NAME, snapshot_files
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
     from zeroforge.shared.games.base import Game
     from zeroforge.shared.players.factory import Player
     from zeroforge.shared.train_config import TrainConfig

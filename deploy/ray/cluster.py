@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.deploy.ray.private_api import (
     init_on_node_ip,

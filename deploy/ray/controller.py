@@ -20,6 +20,7 @@ import threading
 import time
 
 import ray
+
 from zeroforge.deploy.ray.failures import CrashWindows, error_line, stop_losses
 from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
 from zeroforge.deploy.ray.kinds import KINDS

@@ -9,6 +9,7 @@ import collections
 import re
 
 from ray.exceptions import RayActorError, RayTaskError
+
 from zeroforge.deploy.ray.kinds import KINDS
 
 _ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Interrupt)): (.+)$")

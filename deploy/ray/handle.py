@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
 from zeroforge.deploy import run_registry
 from zeroforge.deploy.ray.cluster import connect, resolve_address, use_token
 from zeroforge.deploy.ray.controller import Controller

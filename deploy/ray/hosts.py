@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
+
 from zeroforge.actors.inference import InferenceServer
 from zeroforge.deploy.node_stats import ResourceReporter
 from zeroforge.deploy.ray.kinds import KINDS

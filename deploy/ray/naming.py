@@ -9,6 +9,7 @@ import contextlib
 import re
 
 import ray
+
 from zeroforge.deploy.ray.kinds import KINDS
 
 NAMESPACE = "zeroforge"

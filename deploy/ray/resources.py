@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 
 import ray
+
 from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.deploy.ray.slots import Slot
 from zeroforge.shared.train_config import TrainConfig

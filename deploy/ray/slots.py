@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+
 from zeroforge.deploy.ray.naming import NAMESPACE, run_actor_names
 from zeroforge.deploy.ray.private_api import gcs_actor_state
 

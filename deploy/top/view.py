@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+
 from zeroforge.deploy.status import RunStatus
 
 BLOCKS = "▁▂▃▄▅▆▇█"

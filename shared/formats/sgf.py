@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from zeroforge.shared.formats.sgf_syntax import (
     Node,
     SgfError,

@@ -31,6 +31,7 @@ from typing import BinaryIO
 import safetensors.torch
 import torch
 from torch import nn
+
 from zeroforge.shared.formats import weight_blob_legacy as weights_legacy
 
 __all__ = [

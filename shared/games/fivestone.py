@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+
 from zeroforge.shared.games.base import Game, GameSpec, IllegalMoveError, State, Symmetry
 
 SIZE = 5

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from zeroforge.shared.games import go_kernels as K
 from zeroforge.shared.games.base import (
     Game,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+
 from zeroforge.shared.games.base import (
     Game,
     GameSpec,

@@ -7,6 +7,7 @@ A ``GameSession`` wraps a batch of one and checks every move, so a bad move rais
 from __future__ import annotations
 
 import numpy as np
+
 from zeroforge.shared.games.base import Game, IllegalMoveError, State
 
 

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
 from zeroforge.shared.formats.weight_blob import StateDict
 from zeroforge.shared.nets.model import fuse_for_inference
 from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator, check_batch

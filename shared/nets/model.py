@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
+
 from zeroforge.shared.games.base import GameSpec
 
 __all__ = [

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
+
 from zeroforge.shared.formats.weight_blob import StateDict
 from zeroforge.shared.nets.model import fuse_for_inference
 from zeroforge.shared.search.evaluator import Evaluation

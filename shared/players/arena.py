@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+
 from zeroforge.shared.games.base import Game
 from zeroforge.shared.players.factory import Player, make_player
 

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 import numpy as np
+
 from zeroforge.shared.games.base import Game, IllegalMoveError, State
 from zeroforge.shared.games.sampling import sample_legal
 
 if TYPE_CHECKING:
     from torch import nn
+
     from zeroforge.shared.nets.model import NetConfig
     from zeroforge.shared.search.config import SearchConfig
     from zeroforge.shared.search.evaluator import Evaluator
@@ -227,6 +229,7 @@ def _run_net_config(path: Path, game: Game) -> NetConfig | None:
     (``RUN_DIR/snapshots/weights-*`` next to ``RUN_DIR/config.yaml``), None if it is not
     in a run directory. ValueError in one line if that run played another game."""
     import yaml
+
     from zeroforge.shared.config import ConfigError, from_dict
     from zeroforge.shared.games import make_game
     from zeroforge.shared.nets.model import NetConfig
@@ -263,6 +266,7 @@ def _read_checkpoint(path: Path) -> dict | None:
     None for any other file; read with ``weights_only=True`` and memory-mapped, so the
     replay window it also holds is not read."""
     import torch
+
     from zeroforge.shared.formats.weight_blob_legacy import ZIP_MAGIC
 
     with open(path, "rb") as f:

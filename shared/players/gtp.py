@@ -25,6 +25,7 @@ import weakref
 from pathlib import Path
 
 import numpy as np
+
 from zeroforge.shared.games.base import Game, IllegalMoveError, State
 
 __all__ = ["GtpError", "GtpRefused", "GtpEngine", "GtpPlayer", "Resigned", "resolve_command"]

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from typing import Any, cast
 
 import numpy as np
+
 from zeroforge.shared.search.evaluator import Evaluation, Evaluator, check_evaluation
 
 __all__ = ["CacheStats", "CachedEvaluator", "EvalCache", "position_keys"]

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+
 from zeroforge.shared.search.tree import ILLEGAL, TreeArrays, flip
 
 _TINY = 1e-30  # added to priors: a legal move whose prior underflowed keeps a finite log

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.games.sampling import sample_legal
 

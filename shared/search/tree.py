@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+
 from zeroforge.shared.games.base import State
 
 UNEXPANDED = -1

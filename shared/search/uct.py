@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.games.sampling import sample_legal
 from zeroforge.shared.search.rollout import mover_view, rollout_outcomes

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgpack
+
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport.base import StateDict
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import msgpack
 import redis
+
 from zeroforge.shared.transport.connection import TransportError, redis_errors
 from zeroforge.shared.transport.stream import check_run_id
 

@@ -55,6 +55,7 @@ from types import TracebackType
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
 from zeroforge.shared.transport.connection import TransportError
 
 log = logging.getLogger(__name__)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
+
 from zeroforge.shared.samples import MAX_ENTRY_BYTES, GameSamples, SampleFormatError, decode, encode
 from zeroforge.shared.transport.connection import TransportError, redis_errors
 

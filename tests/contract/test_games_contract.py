@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, IllegalMoveError, State
 from zeroforge.shared.games.sampling import sample_legal

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.shared.formats.weight_blob import save_weights
 from zeroforge.shared.games import make_game

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
+
 from zeroforge.shared.formats.weight_blob import weights_to_bytes
 from zeroforge.shared.samples import GameSamples, decode, encode
 from zeroforge.shared.transport import (

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from zeroforge.shared.formats.sgf import read_sgf_file
 
 EXE = shutil.which("zeroforge") or ""

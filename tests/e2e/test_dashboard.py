@@ -13,11 +13,10 @@ import subprocess
 import sys
 import time
 
-from zeroforge.deploy.dashboard.client import RunClient
-
 from tests.e2e.browser import chromium, console_errors, output_dir, wait_for_chart
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import EXE, zf
+from zeroforge.deploy.dashboard.client import RunClient
 
 LOCAL = ["--set", "net=tiny", "--set", "search.num_simulations=12",
          "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",

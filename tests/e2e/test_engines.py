@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from zeroforge.deploy.engines.match import run_match
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.shared.formats.sgf import read_sgf_file, record_from_session, replay

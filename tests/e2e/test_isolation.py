@@ -12,10 +12,9 @@ import signal
 import stat
 import time
 
-from zeroforge.learner.learner import load_checkpoint
-
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import zf
+from zeroforge.learner.learner import load_checkpoint
 
 
 def _record(run_dir) -> dict:

@@ -9,11 +9,11 @@ import signal
 import subprocess
 
 import pytest
-from zeroforge.shared.formats.sgf import read_sgf_file, replay
-from zeroforge.shared.players.factory import PLAYER_SPECS
 
 from tests.e2e.test_cli import EXE, zf
 from tests.play_nets import tiny_checkpoint
+from zeroforge.shared.formats.sgf import read_sgf_file, replay
+from zeroforge.shared.players.factory import PLAYER_SPECS
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from selenium.webdriver.common.by import By
-from zeroforge.shared.formats.sgf import read_sgf, replay
-from zeroforge.shared.games import make_game
 
 from tests.e2e.browser import chromium, console_errors, output_dir
 from tests.e2e.test_cli import EXE
+from zeroforge.shared.formats.sgf import read_sgf, replay
+from zeroforge.shared.games import make_game
 
 
 @pytest.fixture

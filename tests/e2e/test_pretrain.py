@@ -5,14 +5,14 @@ from __future__ import annotations
 import io
 
 import numpy as np
+
+from tests.e2e.test_cli import zf
 from zeroforge.deploy.config import load_train_config
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.pretrain import pretrain
 from zeroforge.shared.formats.sgf import record_from_session, write_sgf
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.session import GameSession
-
-from tests.e2e.test_cli import zf
 
 
 def write_rule_games(folder, n: int, seed: int) -> None:

@@ -25,9 +25,9 @@ import uuid
 from pathlib import Path
 
 import yaml
-from zeroforge.deploy.monitoring import build_dashboard
 
 from tests.e2e.runs import TrainProcess
+from zeroforge.deploy.monitoring import build_dashboard
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 CONFIG = Path(build_dashboard.__file__).with_name("prometheus.yml")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from tests.e2e.test_cli import zf
 from zeroforge.deploy.rating.rate import figure
 from zeroforge.shared.config import to_dict
 from zeroforge.shared.formats.weight_blob import save_weights
@@ -18,8 +20,6 @@ from zeroforge.shared.players import ladder as ladders
 from zeroforge.shared.run_files import RunFiles, snapshot_path
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.train_config import EvaluationConfig, TrainConfig
-
-from tests.e2e.test_cli import zf
 
 SNAPSHOTS = (30, 90)
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import time
 
-from zeroforge.learner.learner import load_checkpoint
-
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import zf
+from zeroforge.learner.learner import load_checkpoint
 
 FAST = ["--set", "net=tiny", "--set", "search.num_simulations=12",
         "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",

@@ -13,10 +13,10 @@ import sys
 import time
 
 import pytest
-from zeroforge.shared.transport import RedisServer
 
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import EXE, zf
+from zeroforge.shared.transport import RedisServer
 
 
 def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:

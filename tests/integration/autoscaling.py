@@ -30,9 +30,9 @@ from pathlib import Path
 
 import psutil
 import yaml
-from zeroforge.deploy.ray.cluster import private_token
 
 from tests.integration.ray_watch import MARK
+from zeroforge.deploy.ray.cluster import private_token
 
 HEAD_NODE_ID = "f" * 51 + "00000"
 """The node id the fake provider gives the head (its workers get ...00001, ...00002):

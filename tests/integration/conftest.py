@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 import ray
 import redis
+
 from zeroforge.actors.rating_service import RatingService
 from zeroforge.deploy.builder import build_learner, build_rating_service
 from zeroforge.deploy.ray.naming import NAMESPACE

@@ -13,6 +13,7 @@ import json
 import sys
 
 import ray
+
 from zeroforge.deploy.ray.cluster import connect, use_token
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.deploy.ray.private_api import gcs_actor_table

@@ -50,6 +50,8 @@ from typing import Any
 
 import ray
 import redis
+
+from tests.integration.test_distributed import SETTINGS as DISTRIBUTED_SETTINGS
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import RunHandle, start_run
 from zeroforge.deploy.ray.naming import run_actor_names
@@ -58,8 +60,6 @@ from zeroforge.shared.samples import decode
 from zeroforge.shared.transport import RedisServer, connect, stream_key
 from zeroforge.shared.transport.server import RedisServerConfig
 from zeroforge.shared.transport.stream import FIELD
-
-from tests.integration.test_distributed import SETTINGS as DISTRIBUTED_SETTINGS
 
 SETTINGS = [*DISTRIBUTED_SETTINGS, "search.num_simulations=8", "selfplay.workers=2"]
 """The distributed tests' tiny run (later overrides win), with two workers."""

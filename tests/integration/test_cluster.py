@@ -7,11 +7,11 @@ import dataclasses
 
 import ray
 from ray.cluster_utils import Cluster
+
+from tests.integration.test_distributed import SETTINGS, status, wait_for
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run
 from zeroforge.deploy.ray.naming import NAMESPACE
-
-from tests.integration.test_distributed import SETTINGS, status, wait_for
 
 
 def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path):

@@ -17,13 +17,13 @@ import urllib.request
 
 import pytest
 import ray
+
+from tests.integration.test_distributed import SETTINGS, wait_for
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import ControllerLost, RunHandle, start_run
 from zeroforge.deploy.ray.naming import NAMESPACE, controller_name, run_actor_names
 from zeroforge.learner.learner import load_checkpoint
 from zeroforge.shared.transport.server import free_port
-
-from tests.integration.test_distributed import SETTINGS, wait_for
 
 COUNTERS = ("games", "games_received", "learner_steps", "positions")
 

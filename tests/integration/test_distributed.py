@@ -15,6 +15,7 @@ import msgpack
 import numpy as np
 import pytest
 import ray
+
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run as start_run_handle
 from zeroforge.shared.games import make_game

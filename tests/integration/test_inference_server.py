@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import ray
 import torch
+
 from zeroforge.actors.inference import InferenceServerConfig
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.deploy.ray.hosts import NoInferenceServerError, RemoteEvaluator, make_inference_actor

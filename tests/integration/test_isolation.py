@@ -15,6 +15,7 @@ import stat
 
 import psutil
 import ray
+
 from zeroforge.deploy.ray.cluster import disconnect, init_local, token_path
 from zeroforge.deploy.ray.private_api import session_dir
 from zeroforge.shared.transport import RedisServer

@@ -13,6 +13,8 @@ import msgpack
 import numpy as np
 import pytest
 import torch
+
+from tests.integration.conftest import learner_service
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
 from zeroforge.learner.service import (
@@ -31,8 +33,6 @@ from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.train_config import RunConfig, TrainConfig
 from zeroforge.shared.transport import SampleStream, TransportError, stream_key
 from zeroforge.shared.transport.weight_store import WeightStore
-
-from tests.integration.conftest import learner_service
 
 GAME = "tictactoe"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 
 import ray
-from zeroforge.deploy.ray.naming import run_actor_names
 
 from tests.integration.test_distributed import start_run, status, wait_for
+from zeroforge.deploy.ray.naming import run_actor_names
 
 
 def _named_workers(run_id: str) -> list[int]:

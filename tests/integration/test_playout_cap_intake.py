@@ -5,6 +5,8 @@ checks), and the replay window holds zero policy rows exactly at the fast moves.
 from __future__ import annotations
 
 import numpy as np
+
+from tests.integration.conftest import learner_service
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
@@ -12,8 +14,6 @@ from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.train_config import LearnerConfig, RunConfig, TrainConfig
 from zeroforge.shared.transport import SampleStream
-
-from tests.integration.conftest import learner_service
 
 GAME = "tictactoe"
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+from tests.integration.conftest import learner_service, rating_service
 from zeroforge.actors.rating_service import BEST
 from zeroforge.learner.learner import LearnerConfig
 from zeroforge.shared.formats.weight_blob import weights_to_bytes
@@ -14,8 +16,6 @@ from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.train_config import EvaluationConfig, RunConfig, TrainConfig
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
 from zeroforge.shared.transport.weight_store import WeightStore
-
-from tests.integration.conftest import learner_service, rating_service
 
 GAME = "tictactoe"
 ANCHORS = ("random", "minimax")

@@ -19,7 +19,11 @@ from collections.abc import Callable
 
 import pytest
 import torch
+
 import zeroforge.actors.selfplay_service as selfplay_service
+from tests.integration.conftest import learner_service
+from tests.integration.test_learner_service import GAME, train_config
+from tests.integration.test_transport import make_games
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.actors.selfplay_service import SelfPlayService
 from zeroforge.shared.games import make_game
@@ -39,10 +43,6 @@ from zeroforge.shared.transport import (
 )
 from zeroforge.shared.transport.results import EvalResultsStore
 from zeroforge.shared.transport.server import free_port
-
-from tests.integration.conftest import learner_service
-from tests.integration.test_learner_service import GAME, train_config
-from tests.integration.test_transport import make_games
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:

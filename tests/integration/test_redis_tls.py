@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from zeroforge.shared.transport import CA_ENV, SampleStream, TransportError, connect
-from zeroforge.shared.transport.server import free_port
 
 from tests.integration.test_transport import make_games
+from zeroforge.shared.transport import CA_ENV, SampleStream, TransportError, connect
+from zeroforge.shared.transport.server import free_port
 
 PASSWORD = "pw-tls-test"
 

@@ -11,6 +11,7 @@ import msgpack
 import numpy as np
 import pytest
 import torch
+
 from zeroforge.shared.formats.weight_blob import weights_to_bytes
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import build_net

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import redis
+
+from tests.integration.test_chaos import Auditor, Ledger
+from tests.netbed import Bed
 from zeroforge.learner.learner import load_checkpoint
 from zeroforge.shared.samples import decode
 from zeroforge.shared.transport import connect, stream_key
 from zeroforge.shared.transport.stream import FIELD
-
-from tests.integration.test_chaos import Auditor, Ledger
-from tests.netbed import Bed
 
 ZEROFORGE = str(Path(sys.executable).with_name("zeroforge"))
 SETTINGS = [

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.players.arena import elo_difference, evaluate_against, play_match

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from zeroforge.deploy.config import TrainConfig, load_train_config
 from zeroforge.shared.config import ConfigError
 

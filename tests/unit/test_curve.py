@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
 from zeroforge.deploy import curve
 
 RECORDED_RUN = Path(__file__).resolve().parent / "data" / "run-tictactoe"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from zeroforge.deploy.dashboard.history import (
     Flattener,
     History,

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+
 from zeroforge.deploy.dashboard.client import RunClient, RunClientError
 from zeroforge.deploy.dashboard.history import History
 from zeroforge.deploy.dashboard.server import TOKEN_FILE, RunServer, is_loopback, read_token

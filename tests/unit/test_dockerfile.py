@@ -10,10 +10,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
-import zeroforge.deploy
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+import zeroforge.deploy
 from tests.unit.deploy_files import (
     DOCKERFILE,
     ROOT,

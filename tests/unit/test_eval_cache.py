@@ -8,6 +8,7 @@ import asyncio
 
 import numpy as np
 import pytest
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.search.eval_cache import CachedEvaluator, EvalCache, position_keys
 from zeroforge.shared.search.evaluator import Evaluation, EvaluationError
@@ -195,6 +196,7 @@ def test_real_net_outputs_are_the_nets_own_and_a_weights_swap_invalidates(spec):
     """With a real network: each answered row is what the net says for that position (up
     to float reassociation across batch sizes), and loading weights empties the cache."""
     import torch
+
     from zeroforge.shared.nets.model import NetConfig, build_net
     from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 
@@ -296,6 +298,7 @@ def test_selfplay_service_counts_worker_cache_hits_and_empties_it_on_new_weights
     """The worker side as a run builds it: its own network, weights from the run's
     (in-process) weight store, the cache in front of the network."""
     import torch
+
     from zeroforge.actors.selfplay_service import SelfPlayService
     from zeroforge.shared.metrics import merge, total
     from zeroforge.shared.nets.model import NetConfig, build_net

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import IllegalMoveError
 from zeroforge.shared.games.fivestone import FiveStone, FiveStoneState

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from zeroforge.actors.game_records import RecordWriter, safe_name, sgf_of_moves
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.cli import main

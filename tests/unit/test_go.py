@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from zeroforge.shared.games import go_kernels as K
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import IllegalMoveError

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from zeroforge.shared.games import make_game
-from zeroforge.shared.search import MCTS, SearchConfig, UniformEvaluator
 
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
+from zeroforge.shared.games import make_game
+from zeroforge.shared.search import MCTS, SearchConfig, UniformEvaluator
 
 
 def gumbel(**kw) -> SearchConfig:

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+
 from zeroforge.shared.games import GameSpec, make_game
 from zeroforge.shared.nets.backends import (
     BACKENDS,

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 import torch
+
 from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
 from zeroforge.shared.formats.weight_blob import weights_to_bytes
 from zeroforge.shared.games import make_game

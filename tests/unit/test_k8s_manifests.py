@@ -18,9 +18,6 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-from zeroforge.deploy import commands
-from zeroforge.deploy.cli import build_parser
-from zeroforge.deploy.config import load_train_config
 
 from tests.unit.deploy_files import (
     ROOT,
@@ -29,6 +26,9 @@ from tests.unit.deploy_files import (
     package_binary,
     pyproject,
 )
+from zeroforge.deploy import commands
+from zeroforge.deploy.cli import build_parser
+from zeroforge.deploy.config import load_train_config
 
 K8S = ROOT / "k8s"
 TARGETS = {"base": K8S / "base", "cpu": K8S / "overlays" / "cpu", "gpu": K8S / "overlays" / "gpu"}

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+
 from zeroforge.shared.players import ladder as ladders
 from zeroforge.shared.players.ladder import ELO_PER_NAT, Ladder, fit_ratings, variance_drop
 

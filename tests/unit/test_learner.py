@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
 from zeroforge.learner.replay import ReplayWindow
 from zeroforge.shared.formats.weight_blob import weights_to_bytes

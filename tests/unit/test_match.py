@@ -9,6 +9,7 @@ import shlex
 
 import numpy as np
 import pytest
+
 from zeroforge.deploy.engines.match import _margin, play_game, run_match
 from zeroforge.shared.formats.sgf import read_sgf_file
 from zeroforge.shared.games import make_game

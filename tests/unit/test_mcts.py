@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.search import (
@@ -15,8 +17,6 @@ from zeroforge.shared.search import (
 )
 from zeroforge.shared.search.mcts import dirichlet_noise, sample_actions
 from zeroforge.shared.search.tree import same_states
-
-from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 
 
 def deterministic(**kw) -> SearchConfig:

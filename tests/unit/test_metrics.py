@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+
 from zeroforge.shared import metrics
 from zeroforge.shared.metrics import CATALOGUE, PREFIX, Recorder, SnapshotCollector, merge
 

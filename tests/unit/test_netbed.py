@@ -8,12 +8,12 @@ import asyncio
 import time
 
 import pytest
-from zeroforge.deploy.ray.kinds import KINDS
-from zeroforge.shared import config as cfg
-from zeroforge.shared.train_config import DistributedConfig, TrainConfig
 
 from tests import netbed
 from tests.netbed import relay
+from zeroforge.deploy.ray.kinds import KINDS
+from zeroforge.shared import config as cfg
+from zeroforge.shared.train_config import DistributedConfig, TrainConfig
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

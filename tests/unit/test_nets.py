@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from zeroforge.shared.games import GameSpec, make_game
 from zeroforge.shared.nets.model import (
     PRESETS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from zeroforge.deploy.node_stats import ResourceReporter, parse_nvidia_smi
 from zeroforge.shared import metrics
 

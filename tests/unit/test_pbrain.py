@@ -6,12 +6,12 @@ from __future__ import annotations
 import io
 
 import pytest
+
+from zeroforge import __version__
 from zeroforge.deploy.engines.agent import Agent
 from zeroforge.deploy.engines.pbrain import Brain
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.shared.nets.model import NetConfig
-
-from zeroforge import __version__
 
 
 @pytest.fixture(scope="module")

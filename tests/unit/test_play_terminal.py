@@ -9,6 +9,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+
+from tests.play_nets import tiny_checkpoint
 from zeroforge.deploy.play.terminal import (
     TerminalGame,
     example_move,
@@ -21,8 +23,6 @@ from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import IllegalMoveError
 from zeroforge.shared.games.session import GameSession
 from zeroforge.shared.players.factory import PLAYER_SPECS, MCTSPlayer, UCTPlayer, make_player
-
-from tests.play_nets import tiny_checkpoint
 
 GAMES = ["tictactoe", "gomoku6", "go:size=5", "go9", "5stone_chess", "gomoku15"]
 
@@ -195,6 +195,7 @@ def test_a_runs_snapshot_plays_with_the_net_config_of_its_run(tmp_path) -> None:
     """``net:RUN_DIR/snapshots/weights-*.safetensors``: the net's shape from the run's
     config.yaml, so a person can play any snapshot without repeating the net config."""
     import yaml
+
     from zeroforge.learner.learner import Learner, LearnerConfig
     from zeroforge.shared.config import to_dict
     from zeroforge.shared.formats.weight_blob import save_weights

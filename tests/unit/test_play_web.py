@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+
 from zeroforge.deploy.play.web import BoardServer, PlayService
 from zeroforge.shared.formats.sgf import read_sgf, replay
 from zeroforge.shared.games import make_game

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
 from zeroforge.deploy import curve
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plot_curve.py"

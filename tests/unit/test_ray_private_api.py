@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import ray
+
 from zeroforge.deploy.ray import private_api
 
 ROOT = Path(__file__).resolve().parents[2]

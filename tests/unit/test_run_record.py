@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import yaml
+
 from zeroforge.shared.run_files import RunFiles, snapshot_files, snapshot_path
 
 

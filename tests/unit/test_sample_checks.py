@@ -8,6 +8,7 @@ from functools import cache
 
 import numpy as np
 import pytest
+
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.learner.sample_checks import REASONS, check_game, legal_superset
 from zeroforge.shared.games import make_game

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import msgpack
 import numpy as np
 import pytest
+
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.builder import build_learner
 from zeroforge.learner.learner import LearnerConfig

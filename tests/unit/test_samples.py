@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
 
 

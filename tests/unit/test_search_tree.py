@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+
+from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 from zeroforge.shared.search import (
     MCTS,
     SearchConfig,
@@ -19,8 +21,6 @@ from zeroforge.shared.search import (
     UniformEvaluator,
     uct_search,
 )
-
-from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 
 C_PUCT = 1.25
 

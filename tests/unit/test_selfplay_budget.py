@@ -11,6 +11,8 @@ import msgpack
 import numpy as np
 import pytest
 import torch
+
+from tests.fakes import TTT
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.learner.sample_checks import check_game
@@ -22,8 +24,6 @@ from zeroforge.shared.search import MCTS, Evaluation, SearchConfig, UniformEvalu
 from zeroforge.shared.search.mcts import dirichlet_noise
 from zeroforge.shared.search.tree import ILLEGAL
 from zeroforge.shared.train_config import SelfPlayConfig
-
-from tests.fakes import TTT
 
 GOMOKU = make_game("gomoku6")
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from zeroforge.shared.formats.sgf import (
     GameRecord,
     SgfDirStats,

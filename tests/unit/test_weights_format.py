@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import safetensors.torch
 import torch
+
 from zeroforge.shared.formats.weight_blob import (
     load_weights,
     save_weights,
