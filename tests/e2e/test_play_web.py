@@ -6,9 +6,6 @@ chess moved by two clicks and taken back with the undo button; a screenshot of e
 
 from __future__ import annotations
 
-import re
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,28 +16,15 @@ from selenium.webdriver.common.by import By
 
 from tests.e2e.browser import chromium, console_errors, output_dir
 from tests.e2e.test_cli import EXE
+from tests.web_board import play_board
 from zeroforge.shared.formats.sgf import read_sgf, replay
 from zeroforge.shared.games import make_game
 
 
 @pytest.fixture
 def board_url() -> Iterator[str]:
-    cmd = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
-    proc = subprocess.Popen([*cmd, "play", "--web", "--port", "0", "--seed", "4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        found = re.match(r"board at (http://127\.0\.0\.1:\d+/)$", line.strip())
-        assert found, line + (proc.stdout.read() if proc.poll() is not None else "")
-        yield found.group(1)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with play_board([EXE] if EXE else [sys.executable, "-m", "zeroforge"]) as url:
+        yield url
 
 
 def wait_for(driver, script: str, timeout: float = 30.0):

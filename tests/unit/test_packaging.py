@@ -14,20 +14,19 @@ from __future__ import annotations
 import contextlib
 import email.parser
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
 import tomllib
 import urllib.request
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.web_board import play_board
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -210,25 +209,9 @@ def test_installed_from_the_wheel_a_short_local_run(installed: Installed) -> Non
     assert list((run_dir / "games" / "eval").glob("*.sgf")), "no evaluation game records"
 
 
-@contextlib.contextmanager
-def board(installed: Installed) -> Iterator[str]:
-    """``zeroforge play --web`` on a free port; yields its URL, stopped with Ctrl-C."""
-    proc = subprocess.Popen([installed.exe, "play", "--web", "--port", "0", "--seed", "4"],
-                            cwd=installed.cwd, env=installed.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        found = re.match(r"board at (http://127\.0\.0\.1:\d+/)$", line.strip())
-        assert found, line + (proc.stdout.read() if proc.poll() is not None else "")
-        yield found.group(1)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def board(installed: Installed) -> contextlib.AbstractContextManager[str]:
+    """``zeroforge play --web`` from the installed wheel; its URL while it runs."""
+    return play_board([installed.exe], cwd=installed.cwd, env=installed.env)
 
 
 @pytest.mark.slow
