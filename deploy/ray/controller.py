@@ -77,6 +77,8 @@ class Controller:
         """Controllers of this run before this one (restarts after a controller died)."""
         self._known: list[dict] = []
         """The slots of the predecessor's last state (``_adopt`` counts the missing ones)."""
+        self._state_seq = 0
+        """``controller_state()`` replies so far: the driver keeps the newest it got."""
         self._resumed_state = ""
         """The predecessor's run state (a stopping run goes on stopping)."""
         self._ready = threading.Event()
@@ -274,7 +276,9 @@ class Controller:
         the successor may run on another node."""
         with self._lock:
             now, wall = time.monotonic(), time.time()
+            self._state_seq += 1
             state = {
+                "seq": self._state_seq,
                 "state": self._state, "started_wall": wall - (now - self._started),
                 "generation": self.generation, "desired": self.desired,
                 "restarts": self.restarts, "next_index": self._next_index,

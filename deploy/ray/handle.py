@@ -60,6 +60,8 @@ class RunHandle:
         the run may start a successor."""
         self._state: dict = {}
         """The controller's last ``controller_state()``."""
+        self._state_from: Any = None
+        """The controller ``_state`` came from (its ``seq`` counts that one's replies)."""
         self.controller_restarts = 0
         """Successors this handle started."""
         self.takeovers: list[str] = []
@@ -93,8 +95,11 @@ class RunHandle:
         except RayActorError as err:
             return self._replace(err, actor)
         with self._replacing:
-            if actor is self.actor:  # not a dead predecessor's late answer
-                self._state = state
+            # not a dead predecessor's late answer, nor one overtaken by a newer state that
+            # another thread of the driver fetched meanwhile
+            if actor is self.actor and (self._state_from is not actor
+                                        or state["seq"] > self._state["seq"]):
+                self._state, self._state_from = state, actor
         return False
 
     def _replace(self, err: BaseException, dead: Any) -> bool:
@@ -164,7 +169,7 @@ class RunHandle:
 
     def status_json(self) -> dict:
         """``status`` as the controller sends it (plain data)."""
-        return self._call("status")
+        return self._served(self._call("status"))
 
     def scale(self, workers: int | None = None, inference_servers: int | None = None
               ) -> dict[str, int]:
@@ -191,7 +196,17 @@ class RunHandle:
             ray.kill(self.actor)
 
     def metrics_snapshot(self) -> dict:
-        return self._call("metrics_snapshot")
+        return self._served(self._call("metrics_snapshot"))
+
+    def _served(self, answer: Any) -> Any:
+        """``answer`` (counters the controller served), after the driver's handle took the
+        controller's state anew. A successor starts from the last state taken: had it been
+        taken before the answer, the successor could serve counters below the answer's
+        (a monitor tick's worth, more on a loaded machine). Taken after, the window is the
+        time between the two replies."""
+        if self._spawn is not None:
+            self.keep_alive()
+        return answer
 
     def actor_handles(self, kind: str) -> list:
         return self._call("actor_handles", kind)
