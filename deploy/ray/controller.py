@@ -326,8 +326,7 @@ class Controller:
             self.slots[slot.kind].append(slot)
             self._next_index[slot.kind] = max(self._next_index[slot.kind], slot.index + 1)
         for (kind, index), was in known.items():
-            self.metrics.ended(kind, index, was.get("last_stats") or {},
-                               keep_live_gauges=True)
+            self.metrics.ended(kind, index, was.get("last_stats") or {})
             if was.get("stopping"):
                 continue
             self.crashes.last_error[kind] = "died while the run had no controller"

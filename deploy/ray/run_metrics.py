@@ -32,12 +32,12 @@ class RunMetrics:
         self.merged: dict = metrics.merge([])
         """The last merged snapshot (what the endpoint and ``status`` serve)."""
 
-    def ended(self, kind: str, index: int, last_stats: dict, *,
-              keep_live_gauges: bool = False) -> None:
-        """Actor ``index`` of ``kind`` ended with ``last_stats`` as its last snapshot: it
-        becomes the floor of its successor's restored counters, or (for kinds whose
-        counters survive) a finished snapshot, its live gauges dropped unless
-        ``keep_live_gauges`` (a predecessor's record of an actor that died unwatched)."""
+    def ended(self, kind: str, index: int, last_stats: dict) -> None:
+        """Actor ``index`` of ``kind`` ended with ``last_stats`` as its last snapshot
+        (its final one, or a dead controller's record of an actor that died unwatched):
+        it becomes the floor of its successor's restored counters, or (for kinds whose
+        counters survive) a finished snapshot without its live gauges (its memory, its
+        node's figures: they would otherwise stay in the run's view for good)."""
         line = self.restored.get(kind)
         if line is not None:
             # its last report becomes the floor its successor's restored
@@ -46,8 +46,7 @@ class RunMetrics:
                 line.report(index, last_stats)
             line.ended(index)
         elif last_stats:
-            self.finished_stats.append(
-                last_stats if keep_live_gauges else metrics.without_live_gauges(last_stats))
+            self.finished_stats.append(metrics.without_live_gauges(last_stats))
 
     def collect(self, slots: dict[str, list[Slot]], desired: dict[str, int],
                 alive: dict[str, int], restarts: dict[str, int]) -> None:
