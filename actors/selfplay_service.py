@@ -57,7 +57,6 @@ class SelfPlayService:
         self.game = make_game(ctx.game)
         self.sink = sink
         self.weights = weights
-        self.own_network = evaluator is None
         self._own_evaluator: TorchEvaluator | ExportedEvaluator | None = None
         """The own network's evaluator (None with inference servers): weights load into it."""
         if evaluator is None:
@@ -86,6 +85,11 @@ class SelfPlayService:
         self._last_poll = -WEIGHTS_POLL_S
         self.errors = 0
         self.refresh_weights()
+
+    @property
+    def own_network(self) -> bool:
+        """The worker runs its own net (no inference servers)."""
+        return self._own_evaluator is not None
 
     def refresh_weights(self) -> None:
         """Own network: take newer published weights (between moves)."""

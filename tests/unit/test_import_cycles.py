@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import ast
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {"shared": "zeroforge.shared", "actors": "zeroforge.actors",
-           "learner": "zeroforge.learner", "deploy": "zeroforge.deploy",
-           "zeroforge": "zeroforge"}
-"""Folder at the top of the repository -> the package it installs as."""
+FOLDERS = {folder: package for package, folder in tomllib.loads(
+    (ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-dir"]
+    .items()}
+"""Folder at the top of the repository -> the package it installs as (pyproject's
+``package-dir``, read backwards)."""
 
 
 def module_files(root: Path) -> dict[str, Path]:
