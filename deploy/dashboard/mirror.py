@@ -36,9 +36,7 @@ class RunMirror:
 
     def refresh(self) -> None:
         try:
-            handle = self._handle()
-            status = handle.status()
-            merged = handle.metrics_snapshot()
+            status, merged = self._handle().status_and_metrics()
         except Exception:  # keep the last copy; the driver's own loop reports failures
             self.errors += 1
             return

@@ -198,6 +198,12 @@ class RunHandle:
     def metrics_snapshot(self) -> dict:
         return self._served(self._call("metrics_snapshot"))
 
+    def status_and_metrics(self) -> tuple[RunStatus, dict]:
+        """``status()`` and ``metrics_snapshot()`` together, the state taken once after
+        both (the driver's mirror fetches the two each second)."""
+        status = RunStatus.from_json(self._call("status"))
+        return status, self._served(self._call("metrics_snapshot"))
+
     def _served(self, answer: Any) -> Any:
         """``answer`` (counters the controller served), after the driver's handle took the
         controller's state anew. A successor starts from the last state taken: had it been
