@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import re
-import signal
 import subprocess
 from collections.abc import Iterator
 from typing import Any
+
+from tests.processes import interrupt
 
 
 @contextlib.contextmanager
@@ -24,9 +25,4 @@ def play_board(zeroforge: list[str], **popen: Any) -> Iterator[str]:
         assert found, line + (proc.stdout.read() if proc.poll() is not None else "")
         yield found.group(1)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        interrupt(proc)

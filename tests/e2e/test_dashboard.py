@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import time
 from tests.e2e.browser import chromium, console_errors, output_dir, wait_for_chart
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import EXE, zf
+from tests.processes import interrupt
 from zeroforge.deploy.dashboard.client import RunClient
 
 LOCAL = ["--set", "net=tiny", "--set", "search.num_simulations=12",
@@ -120,11 +120,7 @@ def test_local_run_dashboard_status_and_finished_run(tmp_path):
             # the whole run's history: the ladder chart has the evaluations' ratings
             _look(driver, url, "dashboard-local-finished", ("ladder",))
     finally:
-        dash.send_signal(signal.SIGINT)
-        try:
-            dash.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            dash.kill()
+        interrupt(dash)
     assert dash.returncode == 0, output
 
 
