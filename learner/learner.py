@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from zeroforge.learner.replay import ReplayWindow
+from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.shared.config import to_dict
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
@@ -66,6 +67,8 @@ class Learner:
         self.games_seen = 0
         self.version = 0
         """Weights version: bumped by ``publish``; 0 is the random initialisation."""
+        self.group: ReplicaGroup | None = None
+        """The data-parallel group this learner leads (``join_group``), or None."""
 
     # --- data in ---------------------------------------------------------------------------
     def add(self, games: list[GameSamples]) -> None:
@@ -107,46 +110,82 @@ class Learner:
         return c.lr
 
     def step(self) -> dict[str, float]:
-        """One SGD step on a batch from the replay window; returns its losses."""
+        """One SGD step on a batch from the replay window; returns its losses. With a
+        replica group (``join_group``) the group trains the batch, a shard per replica."""
         obs, policy, value = self.replay.sample(self.config.batch_size, self.rng,
                                                 augment=self.config.augment)
-        x = torch.from_numpy(obs).to(self.device, torch.float32)
+        lr = self.lr_at(self.steps)
+        if self.group is not None:
+            losses = self.group.step(obs, policy, value, lr)
+        else:
+            targets = float((policy.sum(axis=1) > 0).sum())
+            sums = self.train_on(torch.from_numpy(obs), torch.from_numpy(policy),
+                                 torch.from_numpy(value), lr,
+                                 (1.0 / max(targets, 1.0), 1.0 / self.config.batch_size))
+            policy_sum, value_sum, entropy_sum = sums.tolist()
+            policy_loss = policy_sum / max(targets, 1.0)
+            value_loss = value_sum / self.config.batch_size
+            losses = {"loss": policy_loss + self.config.value_loss_weight * value_loss,
+                      "policy_loss": policy_loss, "value_loss": value_loss,
+                      "target_entropy": entropy_sum / max(targets, 1.0), "lr": lr}
+        self.steps += 1
+        self.samples_trained += self.config.batch_size
+        return losses
+
+    def train_on(self, obs: torch.Tensor, policy: torch.Tensor, value: torch.Tensor,
+                 lr: float, scales: tuple[float, float],
+                 module: torch.nn.Module | None = None) -> torch.Tensor:
+        """Forward, backward and an optimizer step on obs [n, C, H, W] uint8, policy [n, A],
+        value [n] (on any device); returns the detached sums ``[policy cross-entropy over
+        the positions with a target, value squared error, target entropy]`` (float64, CPU).
+
+        The loss minimised is ``policy_sum * scales[0] + value_loss_weight * value_sum *
+        scales[1]``: ``(1 / policy targets, 1 / n)`` gives the means of one learner; a
+        replica of a group gets the scales that make the replicas' mean the global batch's
+        loss (``replica_group.step_scales``). ``module`` is what runs forward (the DDP
+        wrapper of ``self.net`` in a group)."""
+        x = obs.to(self.device, torch.float32)
         if self._channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        pi = torch.from_numpy(policy).to(self.device)
-        z = torch.from_numpy(value).to(self.device)
+        pi = policy.to(self.device, torch.float32)
+        z = value.to(self.device, torch.float32)
         for group in self.optimizer.param_groups:
-            group["lr"] = self.lr_at(self.steps)
-        self.net.train()
+            group["lr"] = lr
+        net = module if module is not None else self.net
+        net.train()
         with torch.autocast(self.device.type, dtype=torch.bfloat16,
                             enabled=self.dtype == torch.bfloat16):
-            logits, v = self.net(x)
+            logits, v = net(x)
         logits, v = logits.float(), v.float()
         log_p = F.log_softmax(logits, dim=1)
-        # Mean over the positions with a policy target; an all-zero row (a playout-cap fast
-        # move, see ``add``) trains the value only.
-        has_target = (pi.sum(dim=1) > 0).to(pi.dtype)
-        targets = has_target.sum().clamp_min(1.0)
-        policy_loss = -(pi * log_p).sum(dim=1).sum() / targets
-        value_loss = F.mse_loss(v, z)
-        loss = policy_loss + self.config.value_loss_weight * value_loss
+        # A position with an all-zero policy row (a playout-cap fast move, see ``add``)
+        # trains the value only: it adds nothing to the policy sum or to the target count.
+        policy_sum = -(pi * log_p).sum()
+        value_sum = ((v - z) ** 2).sum()
+        loss = policy_sum * scales[0] + self.config.value_loss_weight * value_sum * scales[1]
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        self.steps += 1
-        self.samples_trained += self.config.batch_size
         with torch.no_grad():
             # entropy of the targets: the floor of the policy loss, to read progress against
-            target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(dim=1).sum() / targets
-        return {"loss": loss.item(), "policy_loss": policy_loss.item(),
-                "value_loss": value_loss.item(), "target_entropy": float(target_entropy),
-                "lr": self.optimizer.param_groups[0]["lr"]}
+            entropy_sum = -(pi * torch.log(pi.clamp_min(1e-12))).sum()
+            return torch.stack([policy_sum.detach(), value_sum.detach(),
+                                entropy_sum]).to("cpu", torch.float64)
+
+    def join_group(self, group: ReplicaGroup) -> None:
+        """Train from now on as rank 0 of ``group`` (formed here: blocks until the other
+        replicas join, then shares this learner's weights and optimizer state)."""
+        group.form(self)
+        self.group = group
 
     def train_available(self, max_steps: int) -> list[dict[str, float]]:
-        """Up to ``max_steps`` steps, as far as the samples-per-insert ratio allows."""
+        """Up to ``max_steps`` steps, as far as the samples-per-insert ratio allows (a
+        group's replicas are pinged when there is nothing to train)."""
         out: list[dict[str, float]] = []
         while len(out) < max_steps and self.can_train():
             out.append(self.step())
+        if not out and self.group is not None:
+            self.group.keep_alive()
         return out
 
     def weights(self) -> dict[str, torch.Tensor]:

@@ -76,6 +76,10 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            "Time from a request's arrival at an inference server to its answer.",
            ("server",), buckets=_LATENCY_BUCKETS),
     Metric("learner_steps_total", "counter", "Learner SGD steps."),
+    Metric("learner_replica_steps_total", "counter",
+           "Group steps a data-parallel learner replica of rank 1 and up took part in "
+           "(``learner.replicas`` > 1; rank 0 counts ``learner_steps_total``).",
+           ("replica",)),
     Metric("learner_samples_trained_total", "counter",
            "Positions the learner trained on (a position counts once per time it is sampled)."),
     Metric("learner_games_received_total", "counter", "Games the learner took from the stream."),

@@ -125,8 +125,27 @@ class LearnerConfig:
     snapshot_every_s: float = 0.0
     """Seconds between weight snapshots ``snapshots/weights-<seconds>s.safetensors`` kept for
     learning curves (0: none)."""
+    replicas: int = 1
+    """Learner processes training as one data-parallel group (distributed runs;
+    ``zeroforge.learner.replica_group``): rank 0 reads the stream, keeps the replay window,
+    checkpoints and publishes; each replica trains ``batch_size / replicas`` positions of
+    every step (gloo on the CPU, NCCL on CUDA). ``batch_size`` must divide evenly. Each
+    replica gets ``distributed.learner_cpus`` / ``learner_gpus``."""
+    replica_timeout_s: float = 60.0
+    """How long a collective of the replica group may wait for a replica before the group
+    fails (one line naming the silent replica) and is restarted from the checkpoint: the
+    detection time of a hung (SIGSTOPped) replica."""
 
     def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise ValueError(f"learner.replicas must be >= 1, got {self.replicas}")
+        if self.batch_size % self.replicas:
+            raise ValueError(f"learner.batch_size {self.batch_size} must be divisible by "
+                             f"learner.replicas {self.replicas} (each replica trains an "
+                             "equal share of a step)")
+        if self.replica_timeout_s <= 0:
+            raise ValueError(f"learner.replica_timeout_s must be > 0, got "
+                             f"{self.replica_timeout_s}")
         check_precision("learner.precision", self.precision,
                         tuple(p for p in PRECISIONS if p != "float16"))
         if self.batch_size < 1 or self.replay_capacity < 1:

@@ -1,0 +1,409 @@
+"""A data-parallel learner: R replicas training one net as a torch.distributed group.
+
+Rank 0 is the run's ``LearnerService``: it alone reads the sample stream, holds the replay
+window, checkpoints, publishes and keeps the exactly-once ledger, exactly as a lone
+learner does. For every SGD step it samples the global batch of ``learner.batch_size``
+positions, keeps the first ``batch_size / R`` and scatters the rest, a shard to each other
+replica (``LearnerReplica``, ranks 1..R-1, which keep no replay window). Every replica
+runs forward and backward on its shard inside ``DistributedDataParallel``, whose gradient
+all-reduce averages the shards' gradients, and takes the same optimizer step. Each
+replica's loss is scaled so that the average is the gradient of the *global* batch's loss
+(``step_scales``): R replicas at b/R each make the update one learner makes at b, up to
+float rounding and batch norm, whose statistics stay per replica (as in plain DDP).
+
+Why one reader and scattered batches, rather than a stream shard and a replay window per
+replica: the window, the intake checks, the checkpoint and the ledger keep one owner, so
+none of their promises changes; what the group adds is arithmetic. The cost is one
+scatter of the batch per step (``b x (C x H x W)`` bytes of observations plus the
+targets), small beside the all-reduce of the gradients.
+
+Commands. Rank 0 drives the group with a header broadcast before each collective step:
+``STEP`` (then the scatter and the step), ``PING`` (rank 0 has nothing to train for a
+while: the replicas' waits must not reach the group timeout) and ``STOP``. A group is
+formed once and never repaired: a replica that dies or hangs makes rank 0's next
+collective fail within ``learner.replica_timeout_s``; rank 0 raises ``ReplicaGroupError``
+naming the replicas whose heartbeats stopped, and the runtime restarts the whole group
+from the last checkpoint (what a lone learner's crash does).
+
+Transport between the replicas is torch.distributed's own: a ``TCPStore`` served by rank
+0 for the rendezvous and the heartbeats, and gloo (CPU) or NCCL (CUDA) for the tensors.
+Nothing is pickled: every message is a tensor.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+log = logging.getLogger(__name__)
+
+STEP, PING, STOP = 1.0, 2.0, 3.0
+"""Header commands (a float64 tensor ``[command, lr, policy_targets]``)."""
+HEARTBEAT_S = 1.0
+"""Seconds between a replica's heartbeats in the store."""
+
+
+class ReplicaGroupError(RuntimeError):
+    """The replica group failed: a replica died, hung or could not join."""
+
+
+def step_scales(replicas: int, batch_size: int, policy_targets: float) -> tuple[float, float]:
+    """``(policy_scale, value_scale)`` for one replica's shard of a global batch.
+
+    The global step's losses are ``sum(policy CE over positions with a target) /
+    policy_targets`` and ``sum(value squared errors) / batch_size``. A replica's loss is its
+    shard's sums times these scales, so that the mean over R replicas (DDP averages the
+    gradients) is exactly the global loss's gradient. With R = 1 they are the plain means."""
+    return replicas / max(policy_targets, 1.0), replicas / batch_size
+
+
+@dataclass(frozen=True)
+class GroupAddress:
+    """Where rank 0 serves the group's store: what the other replicas connect to."""
+
+    host: str
+    port: int
+
+
+def backend_for(device: torch.device) -> str:
+    """gloo on the CPU, NCCL on CUDA."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+class _Heartbeats:
+    """A thread that stamps ``alive/<rank>`` in the store every ``HEARTBEAT_S`` seconds,
+    so that rank 0 can say *which* replica stopped answering when a collective fails."""
+
+    def __init__(self, store: dist.Store, rank: int) -> None:
+        self._store, self._rank = store, rank
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True,
+                                        name=f"replica-{rank}-heartbeat")
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._store.set(f"alive/{self._rank}", repr(time.time()))
+            except Exception:  # the store (rank 0) is gone: the group is ending anyway
+                return
+            self._stop.wait(HEARTBEAT_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class _Member:
+    """What every rank shares: the process group, the DDP-wrapped net and the step."""
+
+    def __init__(self, learner, rank: int, replicas: int, store: dist.Store,
+                 timeout_s: float) -> None:
+        self.learner = learner
+        self.rank = rank
+        self.replicas = replicas
+        self.device = learner.device
+        self.timeout_s = timeout_s
+        self.store = store
+        cfg = learner.config
+        if cfg.batch_size % replicas:
+            raise ReplicaGroupError(f"learner.batch_size {cfg.batch_size} is not divisible "
+                                    f"by learner.replicas {replicas}")
+        self.shard = cfg.batch_size // replicas
+        dist.init_process_group(backend_for(self.device), store=store, rank=rank,
+                                world_size=replicas,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        # DDP broadcasts rank 0's parameters and buffers here: every replica starts from
+        # the leader's (restored) weights.
+        self.ddp = DistributedDataParallel(
+            learner.net, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self._sync_optimizer_state()
+        self.heartbeats = _Heartbeats(store, rank)
+
+    # --- collectives ---------------------------------------------------------------------
+    def _broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Broadcast from rank 0 through the backend's device; returns the tensor there."""
+        on = tensor.to(self._comm_device())
+        dist.broadcast(on, src=0)
+        return on
+
+    def _comm_device(self) -> torch.device:
+        return self.device if self.device.type == "cuda" else torch.device("cpu")
+
+    def header(self, command: float = 0.0, lr: float = 0.0, targets: float = 0.0
+               ) -> tuple[float, float, float]:
+        """Rank 0 sends ``[command, lr, policy_targets]``; every rank returns it."""
+        t = self._broadcast(torch.tensor([command, lr, targets], dtype=torch.float64))
+        c, lr_, tg = t.cpu().tolist()
+        return c, lr_, tg
+
+    def scatter(self, full: np.ndarray | None, shape: tuple[int, ...], dtype: torch.dtype
+                ) -> torch.Tensor:
+        """Rank 0 splits ``full`` (the global batch, first axis) into R shards; every rank
+        returns its own (``shape`` is a shard's)."""
+        dev = self._comm_device()
+        out = torch.empty(shape, dtype=dtype, device=dev)
+        parts = None
+        if self.rank == 0:
+            assert full is not None
+            whole = torch.from_numpy(np.ascontiguousarray(full)).to(dev)
+            parts = list(whole.split(self.shard))
+        dist.scatter(out, parts, src=0)
+        return out
+
+    def _sync_optimizer_state(self) -> None:
+        """Give every replica rank 0's optimizer state (momentum, Adam moments).
+
+        After that the state stays equal by construction (same gradients, same steps). The
+        tensors' shapes follow from the parameters, so only tensors cross: a per-parameter
+        flag says which parameters have state yet (none before the first step)."""
+        opt = self.learner.optimizer
+        params = [p for group in opt.param_groups for p in group["params"]]
+        keys = _state_keys(opt)
+        have = torch.tensor([int(bool(opt.state.get(p))) for p in params], dtype=torch.int64)
+        have = self._broadcast(have).cpu()
+        for p, flag in zip(params, have.tolist(), strict=True):
+            if not flag:
+                continue
+            state = opt.state[p]
+            for key in keys:
+                local = state.get(key) if self.rank == 0 else None
+                template = (local if local is not None
+                            else _state_template(key, p))
+                received = self._broadcast(template.detach().clone())
+                state[key] = received.to(template.device, template.dtype)
+
+    def train(self, obs: torch.Tensor, policy: torch.Tensor, value: torch.Tensor,
+              lr: float, targets: float) -> dict[str, float]:
+        """One synchronous step on this replica's shard; the global batch's losses."""
+        scales = step_scales(self.replicas, self.learner.config.batch_size, targets)
+        sums = self.learner.train_on(obs, policy, value, lr, scales, module=self.ddp)
+        totals = sums.to(self._comm_device())
+        dist.all_reduce(totals)
+        policy_sum, value_sum, entropy_sum = totals.cpu().tolist()
+        batch = self.learner.config.batch_size
+        policy_loss = policy_sum / max(targets, 1.0)
+        value_loss = value_sum / batch
+        return {"loss": policy_loss + self.learner.config.value_loss_weight * value_loss,
+                "policy_loss": policy_loss, "value_loss": value_loss,
+                "target_entropy": entropy_sum / max(targets, 1.0), "lr": lr}
+
+    def close(self) -> None:
+        self.heartbeats.stop()
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception as err:  # a broken group may not tear down cleanly
+                log.debug("destroying the replica group: %s", err)
+
+
+def _state_keys(opt: torch.optim.Optimizer) -> tuple[str, ...]:
+    """The per-parameter state tensors of the optimizers ``Learner`` builds."""
+    if isinstance(opt, torch.optim.SGD):
+        return ("momentum_buffer",)
+    if isinstance(opt, torch.optim.AdamW):
+        return ("step", "exp_avg", "exp_avg_sq")
+    raise ReplicaGroupError(f"no replica-group support for {type(opt).__name__}")
+
+
+def _state_template(key: str, param: torch.Tensor) -> torch.Tensor:
+    """An empty tensor of the shape ``key``'s state has for ``param``."""
+    if key == "step":
+        return torch.zeros((), dtype=torch.float32)
+    return torch.zeros_like(param, memory_format=torch.preserve_format)
+
+
+class ReplicaGroup:
+    """Rank 0's side: serves the store, forms the group, drives the steps.
+
+    ``host`` is the address the other replicas reach this process at (the node's IP in a
+    cluster, loopback on one machine). The store listens as soon as this object exists,
+    so ``address`` can be handed out before ``form`` blocks waiting for the replicas.
+    """
+
+    def __init__(self, replicas: int, host: str = "127.0.0.1", timeout_s: float = 60.0,
+                 join_timeout_s: float = 300.0) -> None:
+        if replicas < 2:
+            raise ValueError(f"a replica group needs at least 2 replicas, got {replicas}")
+        self.replicas = replicas
+        self.timeout_s = timeout_s
+        self.join_timeout_s = join_timeout_s
+        self.store = dist.TCPStore(host, 0, replicas, True,
+                                   timeout=datetime.timedelta(seconds=join_timeout_s),
+                                   wait_for_workers=False)
+        self.address = GroupAddress(host, int(self.store.port))
+        self.member: _Member | None = None
+        self._last_command = time.monotonic()
+        self.steps = 0
+
+    def form(self, learner) -> None:
+        """Wait for the R-1 replicas (``join_timeout_s``), then share rank 0's weights and
+        optimizer state with them. Raises ``ReplicaGroupError`` if they do not come."""
+        try:
+            self.member = _Member(learner, 0, self.replicas, self.store, self.timeout_s)
+        except ReplicaGroupError:
+            raise
+        except Exception as err:
+            raise ReplicaGroupError(
+                f"learner replica group: could not form with {self.replicas - 1} other "
+                f"replica(s) at {self.address.host}:{self.address.port} (join timeout "
+                f"{self.join_timeout_s:g} s): {_first_line(err)}") from None
+        self._last_command = time.monotonic()
+        log.info("learner replica group formed: %d replicas, %s", self.replicas,
+                 backend_for(learner.device))
+
+    def step(self, obs: np.ndarray, policy: np.ndarray, value: np.ndarray, lr: float
+             ) -> dict[str, float]:
+        """One group step on the global batch (obs [b, C, H, W] uint8, policy [b, A],
+        value [b]); returns the global batch's losses."""
+        m = self._formed()
+        targets = float((policy.sum(axis=1) > 0).sum())
+        try:
+            m.header(STEP, lr, targets)
+            x = m.scatter(obs, (m.shard, *obs.shape[1:]), torch.uint8)
+            pi = m.scatter(policy, (m.shard, policy.shape[1]), torch.float32)
+            z = m.scatter(value, (m.shard,), torch.float32)
+            losses = m.train(x, pi, z, lr, targets)
+        except ReplicaGroupError:
+            raise
+        except Exception as err:
+            raise self._failure("a training step", err) from None
+        self._last_command = time.monotonic()
+        self.steps += 1
+        return losses
+
+    def keep_alive(self) -> None:
+        """Rank 0 is idle (no data it may train on): ping the replicas before their wait
+        for the next command reaches the group timeout."""
+        m = self._formed()
+        if time.monotonic() - self._last_command < self.timeout_s / 4:
+            return
+        try:
+            m.header(PING)
+        except Exception as err:
+            raise self._failure("a keep-alive", err) from None
+        self._last_command = time.monotonic()
+
+    def stop(self) -> None:
+        """Tell the replicas to end (their ``run`` returns) and leave the group."""
+        m = self.member
+        if m is None:
+            return
+        try:
+            m.header(STOP)
+        except Exception as err:  # they may be gone already: nothing to tell
+            log.warning("learner replica group: stop not delivered (%s)", _first_line(err))
+        m.close()
+        self.member = None
+
+    def _formed(self) -> _Member:
+        if self.member is None:
+            raise ReplicaGroupError("the learner replica group is not formed")
+        return self.member
+
+    def silent_replicas(self, older_than_s: float | None = None) -> list[str]:
+        """Replicas whose last heartbeat is older than ``older_than_s`` (default: three
+        beats), as ``"replica R (last heard N s ago)"``."""
+        limit = older_than_s if older_than_s is not None else 3 * HEARTBEAT_S
+        now, out = time.time(), []
+        for rank in range(1, self.replicas):
+            try:
+                seen = float(self.store.get(f"alive/{rank}").decode()) \
+                    if self.store.check([f"alive/{rank}"]) else None
+            except Exception:
+                seen = None
+            if seen is None:
+                out.append(f"replica {rank} (never heard)")
+            elif now - seen > limit:
+                out.append(f"replica {rank} (last heard {now - seen:.0f} s ago)")
+        return out
+
+    def _failure(self, what: str, err: BaseException) -> ReplicaGroupError:
+        """The one-line error for a failed collective; the group is left (it is never
+        repaired: the runtime forms a new one)."""
+        silent = self.silent_replicas()
+        if self.member is not None:
+            self.member.close()
+            self.member = None
+        who = ", ".join(silent) if silent else "no replica's heartbeat stopped"
+        return ReplicaGroupError(f"learner replica group failed during {what}: {who}: "
+                                 f"{_first_line(err)}")
+
+
+class LearnerReplica:
+    """A replica of rank 1..R-1 as a service (``shared.service.Service``): it joins rank 0's
+    group and follows its commands until ``STOP``. It keeps no replay window and writes
+    nothing; its ``stats`` count its own steps (``learner_replica_steps_total``)."""
+
+    def __init__(self, learner, rank: int, replicas: int,
+                 address: Callable[[], GroupAddress], timeout_s: float = 60.0,
+                 join_timeout_s: float = 300.0) -> None:
+        from zeroforge.shared.metrics import Recorder
+
+        if not 1 <= rank < replicas:
+            raise ValueError(f"replica rank {rank} outside 1..{replicas - 1}")
+        self.learner = learner
+        self.rank = rank
+        self.replicas = replicas
+        self._address = address
+        self.timeout_s = timeout_s
+        self.join_timeout_s = join_timeout_s
+        self.steps = 0
+        self.recorder = Recorder()
+        self.recorder.inc("learner_replica_steps_total", 0, replica=str(rank))
+
+    def run(self, stop: threading.Event | None = None) -> dict:
+        """Join the group and follow rank 0 until it says ``STOP`` (or the group fails:
+        ``ReplicaGroupError``). ``stop`` is not consulted: a replica ends with its group."""
+        address = self._address()
+        try:
+            store = dist.TCPStore(address.host, address.port, self.replicas, False,
+                                  timeout=datetime.timedelta(seconds=self.join_timeout_s))
+            member = _Member(self.learner, self.rank, self.replicas, store, self.timeout_s)
+        except Exception as err:
+            raise ReplicaGroupError(
+                f"learner replica {self.rank}: cannot join the group at {address.host}:"
+                f"{address.port} ({_first_line(err)})") from None
+        try:
+            while True:
+                command, lr, targets = member.header()
+                if command == STOP:
+                    return {"replica": self.rank, "steps": self.steps}
+                if command != STEP:
+                    continue
+                x = member.scatter(None, (member.shard, *self.learner.game.spec.obs_shape),
+                                   torch.uint8)
+                pi = member.scatter(None, (member.shard, self.learner.game.spec.num_actions),
+                                    torch.float32)
+                z = member.scatter(None, (member.shard,), torch.float32)
+                member.train(x, pi, z, lr, targets)
+                self.steps += 1
+                self.recorder.inc("learner_replica_steps_total", replica=str(self.rank))
+        except ReplicaGroupError:
+            raise
+        except Exception as err:
+            raise ReplicaGroupError(f"learner replica {self.rank}: the group failed "
+                                    f"({_first_line(err)})") from None
+        finally:
+            member.close()
+
+    def stats(self) -> dict:
+        return self.recorder.snapshot()
+
+    def game_ids(self) -> list[str]:
+        return []
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:240] if text else ''}"

@@ -1,0 +1,41 @@
+"""A learner replica of rank >= 1 in a process of its own, for tests of the replica group
+without Ray: ``python -m tests.replica_peer RANK REPLICAS HOST PORT CONFIG_JSON``.
+
+CONFIG_JSON holds ``game``, ``net`` (a NetConfig as a dict) and ``learner`` (a
+LearnerConfig as a dict). The replica follows rank 0 until it says STOP, then prints one
+JSON line ``{"rank": R, "steps": N}``; a failed group exits 1 with the error's line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+from zeroforge.learner.learner import Learner
+from zeroforge.learner.replica_group import GroupAddress, LearnerReplica, ReplicaGroupError
+from zeroforge.shared import config as cfg
+from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.train_config import LearnerConfig
+
+
+def main(argv: list[str]) -> int:
+    rank, replicas, host, port = int(argv[0]), int(argv[1]), argv[2], int(argv[3])
+    spec = json.loads(argv[4])
+    learner_config = cfg.from_dict(LearnerConfig, spec["learner"], "learner")
+    net = cfg.from_dict(NetConfig, spec["net"], "net")
+    # a replica keeps no replay window: rank 0 samples for the group
+    learner = Learner(dataclasses.replace(learner_config, replay_capacity=1), spec["game"], net)
+    replica = LearnerReplica(learner, rank, replicas, lambda: GroupAddress(host, port),
+                             timeout_s=float(spec.get("timeout_s", 60.0)))
+    try:
+        result = replica.run()
+    except ReplicaGroupError as err:
+        print(str(err), file=sys.stderr)
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
