@@ -8,10 +8,14 @@ settings (the way acme's builders serve local and distributed agents).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
+from zeroforge.learner.learner import Learner
+from zeroforge.learner.replica_group import GroupSeat, LearnerReplica, ReplicaGroup
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.search.evaluator import VersionedEvaluator
@@ -33,6 +37,25 @@ def build_learner(config: TrainConfig, ctx: RunContext, transport: Transport,
     """The run's learner (``resume``: from ``RUN_DIR/checkpoint.pt`` if it exists);
     ``options`` go to ``LearnerService`` (stream config, weights kept...)."""
     return LearnerService(ctx, config.net, config.learner, transport, resume, **options)
+
+
+def build_learner_member(config: TrainConfig, ctx: RunContext,
+                         transport: Callable[[], Transport], resume: bool, seat: GroupSeat
+                         ) -> LearnerService | LearnerReplica:
+    """One member of the run's learner group (``learner.replicas``): rank 0 is the
+    ``LearnerService`` (leading a ``ReplicaGroup`` when there are several replicas), ranks
+    1.. are ``LearnerReplica``s, which keep no replay window and open no transport."""
+    c = config.learner
+    if seat.rank == 0:
+        group = (ReplicaGroup(c.replicas, seat.host, c.replica_timeout_s)
+                 if c.replicas > 1 else None)
+        return build_learner(config, ctx, transport(), resume, group=group)
+    if seat.address is None:
+        raise ValueError(f"learner replica {seat.rank} needs rank 0's group address")
+    # a replica keeps no replay window: rank 0 samples every step's batch for the group
+    learner = Learner(dataclasses.replace(c, replay_capacity=1), ctx.game, config.net)
+    return LearnerReplica(learner, seat.rank, c.replicas, seat.address, c.replica_timeout_s,
+                          torch_threads=ctx.torch_threads)
 
 
 def build_rating_service(config: TrainConfig, ctx: RunContext, transport: Transport,

@@ -195,12 +195,16 @@ def register_status(sub: Subparsers) -> None:
 
 
 def register_scale(sub: Subparsers) -> None:
-    text = "change the number of self-play workers or inference servers"
+    text = "change the number of self-play workers, inference servers or learner replicas"
     scale = add_command(sub, "scale", commands.cmd_scale, help=text, description=text)
     _which_run_arguments(scale)
     scale.add_argument("--workers", type=nonneg, default=None, help="self-play workers")
     scale.add_argument("--inference-servers", type=positive, default=None,
                        help="inference servers")
+    scale.add_argument("--learners", type=positive, default=None,
+                       help="learner replicas (learner.replicas): the learner group stops "
+                       "at a checkpoint and starts again at the new size, a few seconds "
+                       "without training")
 
 
 def register_stop(sub: Subparsers) -> None:

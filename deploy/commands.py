@@ -249,10 +249,11 @@ def _serve_finished(run_dir: str, port: int, args: argparse.Namespace) -> int:
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    if args.workers is None and args.inference_servers is None:
-        raise CommandError("nothing to change: give --workers and/or --inference-servers")
+    if args.workers is None and args.inference_servers is None and args.learners is None:
+        raise CommandError("nothing to change: give --workers, --inference-servers "
+                           "and/or --learners")
     run = _run(args)
-    desired = run.scale(args.workers, args.inference_servers)
+    desired = run.scale(args.workers, args.inference_servers, args.learners)
     print(f"run {run.run_id}: desired " + ", ".join(f"{k} {v}" for k, v in desired.items()))
     if run.warning:
         print(f"zeroforge scale: warning: {run.warning}", file=sys.stderr)

@@ -56,6 +56,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     )
     from zeroforge.deploy.ray.handle import ControllerLost, start_run
     from zeroforge.deploy.ray.naming import kill_run_actors
+    from zeroforge.deploy.ray.resources import learner_group_misfit
     from zeroforge.shared.transport import RedisServer, RedisServerConfig
 
     out = out or sys.stdout
@@ -81,6 +82,9 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         from zeroforge.deploy.signals import install_sigterm
 
         install_sigterm()
+        misfit = learner_group_misfit(config)
+        if misfit:
+            raise ValueError(misfit)
         started = time.time()
         run = start_run(config, ctx, resume)
         status = run.status()

@@ -44,6 +44,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from zeroforge.shared.metrics import Recorder
+
 log = logging.getLogger(__name__)
 
 STEP, PING, STOP = 1.0, 2.0, 3.0
@@ -72,6 +74,17 @@ class GroupAddress:
 
     host: str
     port: int
+
+
+@dataclass(frozen=True)
+class GroupSeat:
+    """Where one learner process sits in the run's group: its ``rank`` (0: the learner
+    that reads the stream), the ``host`` other replicas reach it at (rank 0's matters) and,
+    for ranks 1.., how to learn rank 0's ``GroupAddress`` (it exists once rank 0 does)."""
+
+    rank: int = 0
+    host: str = "127.0.0.1"
+    address: Callable[[], GroupAddress] | None = None
 
 
 def backend_for(device: torch.device) -> str:
@@ -347,9 +360,10 @@ class LearnerReplica:
 
     def __init__(self, learner, rank: int, replicas: int,
                  address: Callable[[], GroupAddress], timeout_s: float = 60.0,
-                 join_timeout_s: float = 300.0) -> None:
-        from zeroforge.shared.metrics import Recorder
-
+                 join_timeout_s: float = 300.0, *, torch_threads: int = 0) -> None:
+        if torch_threads:
+            # Process-wide; a replica owns its process in a distributed run.
+            torch.set_num_threads(torch_threads)
         if not 1 <= rank < replicas:
             raise ValueError(f"replica rank {rank} outside 1..{replicas - 1}")
         self.learner = learner
@@ -362,9 +376,11 @@ class LearnerReplica:
         self.recorder = Recorder()
         self.recorder.inc("learner_replica_steps_total", 0, replica=str(rank))
 
-    def run(self, stop: threading.Event | None = None) -> dict:
+    def run(self, stop: threading.Event | None = None) -> int:
         """Join the group and follow rank 0 until it says ``STOP`` (or the group fails:
-        ``ReplicaGroupError``). ``stop`` is not consulted: a replica ends with its group."""
+        ``ReplicaGroupError``); returns the steps taken. ``stop`` is not consulted: a
+        replica ends with its group, when rank 0 has written its final checkpoint. (An
+        int, not a dict: the runtime keeps a learner's dict as the run's final report.)"""
         address = self._address()
         try:
             store = dist.TCPStore(address.host, address.port, self.replicas, False,
@@ -378,7 +394,7 @@ class LearnerReplica:
             while True:
                 command, lr, targets = member.header()
                 if command == STOP:
-                    return {"replica": self.rank, "steps": self.steps}
+                    return self.steps
                 if command != STEP:
                     continue
                 x = member.scatter(None, (member.shard, *self.learner.game.spec.obs_shape),

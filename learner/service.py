@@ -45,6 +45,7 @@ from pathlib import Path
 import torch
 
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
+from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.sample_checks import REASONS as SAMPLE_CHECK_REASONS
 from zeroforge.learner.sample_checks import check_game
 from zeroforge.shared.formats.weight_blob import save_weights
@@ -96,7 +97,8 @@ class LearnerService:
     def __init__(self, ctx: RunContext, net: NetConfig, learner: LearnerConfig,
                  transport: Transport, resume: bool = True, *,
                  stream_config: StreamConfig | None = None, weights_keep: int = 3,
-                 recent_game_ids: int = RECENT_GAME_IDS) -> None:
+                 recent_game_ids: int = RECENT_GAME_IDS,
+                 group: ReplicaGroup | None = None) -> None:
         self.ctx = ctx
         self.config = learner
         self.run_id = ctx.run_id
@@ -148,6 +150,9 @@ class LearnerService:
         self.stream.skip_through(self.cursor)
         self.weights = transport.weights(keep=weights_keep)
         self._publish_initial()
+        self.group = group
+        """The data-parallel group this learner leads (``learner.replicas`` > 1): formed
+        when ``run`` starts, told to stop by ``stop``."""
         self._last_checkpoint = time.monotonic()
         self._started = self._last_snapshot = time.monotonic()
 
@@ -414,6 +419,11 @@ class LearnerService:
         """``run_once`` until ``stop`` is set, ``run.max_learner_steps`` or ``run.minutes``;
         then ``stop()`` (final publish, checkpoint, acks). Redis failures are logged in one
         line, counted and retried with backoff. Returns ``status()``."""
+        if self.group is not None and self.learner.group is None:
+            # Formed here, not at construction: the other replicas learn the group's
+            # address from this (constructed) service, and the wait for them must not hold
+            # up the host actor's creation.
+            self.learner.join_group(self.group)
         start = time.monotonic()
         backoff = 0.1
         while not self._finished(start, stop):
@@ -488,6 +498,8 @@ class LearnerService:
                 self.transport_errors += 1
                 log.warning("final publish failed (the checkpoint keeps the weights): %s", err)
         self.checkpoint()
+        if self.group is not None:
+            self.group.stop()  # after the checkpoint: the replicas hold nothing to save
         self._refresh_stream_info()  # the final status shows the backlog after the acks
         self.close()
 
@@ -580,4 +592,5 @@ class LearnerService:
             "transport_errors": self.transport_errors,
             "undrained": self.undrained,
             "unpublished_steps": self.learner.steps - max(self._steps_at_publish, 0),
+            "replicas": self.group.replicas if self.group is not None else 1,
         }

@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     except ReplicaGroupError as err:
         print(str(err), file=sys.stderr)
         return 1
-    print(json.dumps(result))
+    print(json.dumps({"rank": rank, "steps": result}))
     return 0
 
 

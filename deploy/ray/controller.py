@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import dataclasses
 import logging
 import os
 import threading
@@ -69,6 +70,8 @@ class Controller:
         """The last dict a kind's ``run`` returned (the learner's final ``status()``)."""
         self._minutes_up = False
         self._next_index = dict.fromkeys(KINDS, 0)
+        self._formed = dict.fromkeys(KINDS, 0)
+        """Gangs (``ActorKind.gang``) formed by this controller: a second one resumes."""
         self._lock = threading.RLock()
         self._state = "starting"
         self._started = time.monotonic()
@@ -97,7 +100,15 @@ class Controller:
     def _servers(self) -> list:
         return [s.handle for s in self.slots["inference"] if not s.stopping]
 
-    def _create(self, name: str) -> Slot:
+    def _set_replicas(self, replicas: int) -> None:
+        """Learner replicas wanted from now on; the members of the next group read the
+        count from the config they are built with."""
+        self.config = dataclasses.replace(self.config, learner=dataclasses.replace(
+            self.config.learner, replicas=replicas))
+        self.desired["learner"] = replicas
+
+    def _create(self, name: str, rank: int = 0, leader=None) -> Slot:
+        """A new actor of kind ``name``; ``rank`` / ``leader`` seat it in a gang."""
         kind = KINDS[name]
         index = self._next_index[name]
         self._next_index[name] += 1
@@ -110,15 +121,18 @@ class Controller:
                                           self.run_id, index=index, name=named,
                                           detached=True)
         else:
-            # a replacement learner resumes from the checkpoint its predecessor wrote
-            resume = self.resume or self.restarts[name] > 0
+            # a replacement learner resumes from the checkpoint its predecessor wrote, and
+            # so does a learner group formed anew at another size
+            resume = self.resume or self.restarts[name] > 0 or self._formed[name] > 0
             servers = self._servers() if self.inference == "server" else None
-            options = kind.options(c)
+            options = (kind.replica_options(c) if rank and kind.replica_options
+                       else kind.options(c))
             # each adopting controller leaves one ``run`` call waiting in the actor
             options["max_concurrency"] = options.get("max_concurrency", 1) + 32
             handle = ray.remote(ServiceHost).options(
                 **options, name=named, namespace=NAMESPACE, lifetime="detached").remote(
-                name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers)
+                name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers, rank,
+                leader)
         return Slot(name, index, handle, run_ref=handle.run.remote(),
                     replacement=self.restarts[name] > 0)
 
@@ -127,6 +141,9 @@ class Controller:
         if self._failed:
             return
         for name, kind in KINDS.items():
+            if kind.gang:
+                self._fill_gang(name)
+                continue
             live = [s for s in self.slots[name] if not s.stopping]
             for _ in range(self.desired[name] - len(live)):
                 self.slots[name].append(self._create(name))
@@ -135,6 +152,27 @@ class Controller:
             extra = max(0, len(live) - self.desired[name])
             for slot in sorted(live, key=lambda s: -s.index)[:extra]:
                 self._retire(slot)
+
+    def _fill_gang(self, name: str) -> None:
+        """A gang is all or nothing: at the desired size it is left alone; at another size
+        every member is stopped cleanly (rank 0 writes its final checkpoint) and, once all
+        have ended, a new gang is formed, rank 0 first, the others told where it is."""
+        live = [s for s in self.slots[name] if not s.stopping]
+        want = self.desired[name]
+        if len(live) == want:
+            return
+        if live:
+            log.info("%s group: %d members, %d wanted: stopping the group to form it anew",
+                     name, len(live), want)
+            for slot in live:
+                self._retire(slot)
+            return
+        if self.slots[name] or not want:
+            return  # the old group is still ending: form the new one after it
+        leader = self._create(name)
+        members = [leader] + [self._create(name, rank, leader.handle) for rank in range(1, want)]
+        self.slots[name].extend(members)
+        self._formed[name] += 1
 
     def _retire(self, slot: Slot) -> None:
         slot.stopping = True
@@ -177,6 +215,8 @@ class Controller:
         for name, slots in self.slots.items():
             kind = KINDS[name]
             for slot in list(slots):
+                if slot not in slots:
+                    continue  # a gang member killed with a crashed one (below)
                 ready, _ = ray.wait([slot.run_ref], timeout=0)
                 if not ready:
                     continue
@@ -208,11 +248,25 @@ class Controller:
                     self.desired[name] = 0
                     threading.Thread(target=self.stop, daemon=True).start()
                     continue
+                if kind.gang:
+                    self._break_gang(name)
                 if self._crash_loop(name):
                     continue
                 self.restarts[name] += 1  # the next _fill replaces it
                 if kind.is_server:
                     self._push_servers()
+
+    def _break_gang(self, name: str) -> None:
+        """A gang member ended without being asked: the group cannot go on without it
+        (its collectives would fail or hang), so kill the others now; the next ``_fill``
+        forms a new group, which resumes from rank 0's last checkpoint."""
+        for slot in list(self.slots[name]):
+            self.slots[name].remove(slot)
+            with contextlib.suppress(Exception):
+                ray.kill(slot.handle, no_restart=True)
+            self.metrics.ended(name, slot.index, slot.last_stats)
+        log.warning("%s group broken: its other members were stopped; forming it anew "
+                    "from the checkpoint", name)
 
     def _crash_loop(self, name: str) -> bool:
         """Count a crash of ``name``; past the kind's limit fail the run (and say so)."""
@@ -304,6 +358,8 @@ class Controller:
         self._started = now - (wall - st["started_wall"])
         self.generation = int(st["generation"]) + 1
         self.desired.update(st["desired"])
+        if self.desired["learner"] and self.desired["learner"] != self.config.learner.replicas:
+            self._set_replicas(self.desired["learner"])  # scaled by the predecessor
         self.restarts.update(st["restarts"])
         self._next_index.update(st["next_index"])
         self.crashes.load(st, now, wall)
@@ -342,12 +398,13 @@ class Controller:
         """The controller's process id (chaos tests kill it with SIGKILL)."""
         return os.getpid()
 
-    def scale(self, workers: int | None = None, inference_servers: int | None = None) -> dict:
+    def scale(self, workers: int | None = None, inference_servers: int | None = None,
+              learners: int | None = None) -> dict:
         """Change the desired counts; the monitor loop creates or retires actors."""
-        return self.scale_report(workers, inference_servers)["desired"]
+        return self.scale_report(workers, inference_servers, learners)["desired"]
 
-    def scale_report(self, workers: int | None = None, inference_servers: int | None = None
-                     ) -> dict:
+    def scale_report(self, workers: int | None = None, inference_servers: int | None = None,
+                     learners: int | None = None) -> dict:
         """``scale``, returning ``{"desired": counts, "warning": line}``: the warning says
         when the cluster's free resources cannot hold the new actors ("" if they fit)."""
         warning = ""
@@ -364,6 +421,13 @@ class Controller:
                 if inference_servers < 1:
                     raise ValueError("a run with inference=server needs at least 1 server")
                 self.desired["inference"] = inference_servers
+            if learners is not None:
+                batch = self.config.learner.batch_size
+                if learners < 1 or batch % learners:
+                    raise ValueError(f"learners must be >= 1 and divide learner.batch_size "
+                                     f"{batch}, got {learners}")
+                # the group re-forms at a checkpoint boundary (``_fill_gang``)
+                self._set_replicas(learners)
             if self._state == "running":
                 warning = shortfall(self.config, self.slots, self.desired)
                 self._fill()

@@ -171,11 +171,11 @@ class RunHandle:
         """``status`` as the controller sends it (plain data)."""
         return self._served(self._call("status"))
 
-    def scale(self, workers: int | None = None, inference_servers: int | None = None
-              ) -> dict[str, int]:
+    def scale(self, workers: int | None = None, inference_servers: int | None = None,
+              learners: int | None = None) -> dict[str, int]:
         """New desired counts; a refused change raises ValueError with the reason."""
         try:
-            report = self._call("scale_report", workers, inference_servers)
+            report = self._call("scale_report", workers, inference_servers, learners)
             self.warning = report["warning"]
             return report["desired"]
         except RayTaskError as err:

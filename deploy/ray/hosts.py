@@ -27,6 +27,7 @@ from zeroforge.actors.inference import InferenceServer
 from zeroforge.deploy.node_stats import ResourceReporter
 from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.deploy.ray.naming import NAMESPACE
+from zeroforge.learner.replica_group import GroupAddress, GroupSeat
 from zeroforge.shared import config as cfg
 from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.search.evaluator import Evaluation, check_evaluation
@@ -168,6 +169,17 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
 # services in actors
 # ------------------------------------------------------------------------------------------
 
+GROUP_ADDRESS_TIMEOUT_S = 300.0
+"""How long a learner replica waits for rank 0's actor to exist and say where its group
+is (rank 0 may be restoring a large checkpoint, or pending for resources)."""
+
+
+def _group_address(leader: Any) -> GroupAddress:
+    """Rank 0's group address, asked of its actor (``ServiceHost.group_address``)."""
+    host, port = ray.get(leader.group_address.remote(), timeout=GROUP_ADDRESS_TIMEOUT_S)
+    return GroupAddress(str(host), int(port))
+
+
 
 class ServiceHost:
     """Runs one plain service inside a threaded Ray actor.
@@ -182,13 +194,17 @@ class ServiceHost:
     """
 
     def __init__(self, kind: str, config: dict, ctx: dict, index: int, resume: bool,
-                 servers: list | None) -> None:
+                 servers: list | None, rank: int = 0, leader: Any = None) -> None:
+        """``rank`` and ``leader`` (rank 0's actor handle, for ranks 1..): the actor's seat
+        in a gang (``ActorKind.gang``, the learner's replicas)."""
         self.kind = kind
         train = cfg.from_dict(TrainConfig, config, "config")
         context = RunContext.from_dict(ctx)
         self.remote_evaluator = RemoteEvaluator(servers) if servers is not None else None
+        seat = GroupSeat(rank, ray.util.get_node_ip_address(),
+                         (lambda: _group_address(leader)) if leader is not None else None)
         self.service: Service = KINDS[kind].build(train, context, index, resume,
-                                                  self.remote_evaluator)
+                                                  self.remote_evaluator, seat)
         self._resources = ResourceReporter(kind, str(index), _node_label())
         self._stop = threading.Event()
         self._run_lock = threading.Lock()
@@ -228,6 +244,13 @@ class ServiceHost:
         """New inference-server handles after scaling or a replacement."""
         if self.remote_evaluator is not None:
             self.remote_evaluator.set_servers(servers)
+
+    def group_address(self) -> tuple[str, int]:
+        """Where this learner (rank 0) serves its replica group: ``(host, port)``."""
+        group = getattr(self.service, "group", None)
+        if group is None:
+            raise ValueError(f"{self.kind} leads no replica group")
+        return group.address.host, group.address.port
 
     def node_id(self) -> str:
         """The Ray node this actor runs on (where the scheduler placed it)."""

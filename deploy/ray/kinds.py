@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zeroforge.deploy.builder import build_learner, build_rating_service, build_selfplay
+from zeroforge.deploy.builder import build_learner_member, build_rating_service, build_selfplay
 from zeroforge.shared.train_config import DistributedConfig, RunContext, TrainConfig
 from zeroforge.shared.transport import open_transport
 
@@ -29,7 +29,8 @@ class ActorKind:
     options: Callable[[TrainConfig], dict]
     """Ray actor options (resources, concurrency)."""
     build: Callable[..., Any] = lambda *a: None
-    """(config, ctx, index, resume, remote_evaluator) -> the service (ServiceHost kinds)."""
+    """(config, ctx, index, resume, remote_evaluator, seat) -> the service (ServiceHost
+    kinds); ``seat`` is the actor's ``GroupSeat`` in a gang (rank 0 otherwise)."""
     stop_phase: int = 0
     """Stop order: lower phases are stopped (and awaited) first."""
     clean_end_ends_run: bool = False
@@ -46,6 +47,13 @@ class ActorKind:
     and its last error, instead of replacing actors forever."""
     crash_window_s: float = 300.0
     """The window of the crash-loop limit, in seconds."""
+    gang: bool = False
+    """The actors form one group (the learner's data-parallel replicas): created together,
+    rank 0 first; the crash of one kills the others and the group is formed anew from the
+    checkpoint (one crash counted); a change of the count stops the whole group cleanly
+    (final checkpoint) and forms a new one of the new size."""
+    replica_options: Callable[[TrainConfig], dict] | None = None
+    """Ray options of a gang's ranks 1.. (None: ``options``)."""
 
 
 def _worker_options(d: DistributedConfig) -> dict:
@@ -67,14 +75,22 @@ def _run_dir_options(d: DistributedConfig, options: dict) -> dict:
     return options
 
 
+def _learner_options(d: DistributedConfig) -> dict:
+    """A learner replica's Ray options (every rank): its CPUs and GPUs."""
+    return {"num_cpus": d.learner_cpus, "num_gpus": d.learner_gpus, "max_concurrency": 4}
+
+
 KINDS: dict[str, ActorKind] = {k.name: k for k in (
     ActorKind(
-        "learner", desired=lambda c, inf: 1,
-        options=lambda c: _run_dir_options(c.distributed, {
-            "num_cpus": c.distributed.learner_cpus, "num_gpus": c.distributed.learner_gpus,
-            "max_concurrency": 4}),
-        build=lambda c, ctx, i, resume, ev: build_learner(c, ctx, _transport(ctx), resume),
-        stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3),
+        "learner", desired=lambda c, inf: c.learner.replicas,
+        # rank 0 writes the run directory; the other replicas write nothing, so they may
+        # run on any node with the CPUs/GPUs
+        options=lambda c: _run_dir_options(c.distributed, _learner_options(c.distributed)),
+        replica_options=lambda c: _learner_options(c.distributed),
+        build=lambda c, ctx, i, resume, ev, seat: build_learner_member(
+            c, ctx, lambda: _transport(ctx), resume, seat),
+        stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3,
+        gang=True),
     ActorKind(
         "inference", desired=lambda c, inf: c.distributed.inference_servers
         if inf == "server" else 0,
@@ -83,11 +99,12 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
         options=lambda c: _run_dir_options(c.distributed, {
             "num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4}),
-        build=lambda c, ctx, i, resume, ev: build_rating_service(c, ctx, _transport(ctx))),
+        build=lambda c, ctx, i, resume, ev, seat: build_rating_service(c, ctx,
+                                                                       _transport(ctx))),
     ActorKind(
         "selfplay", desired=lambda c, inf: c.selfplay.workers,
         options=lambda c: _worker_options(c.distributed),
-        build=lambda c, ctx, i, resume, ev: build_selfplay(c, ctx, _transport(ctx), i,
-                                                           evaluator=ev)),
+        build=lambda c, ctx, i, resume, ev, seat: build_selfplay(c, ctx, _transport(ctx), i,
+                                                                 evaluator=ev)),
 )}
 """Per-kind behaviour, in start order (learner first: it publishes the first weights)."""

@@ -58,3 +58,28 @@ def waiting_line(config: TrainConfig, name: str, pending: int, free: dict) -> st
     wanted = " + ".join(f"{v:g} {r}" for r, v in each.items() if v)
     have = ", ".join(f"{free.get(r, 0.0):g} {r}" for r, v in each.items() if v)
     return f"{pending} waiting for {wanted or 'resources'} each (free: {have or 'n/a'})"
+
+
+def learner_group_misfit(config: TrainConfig) -> str:
+    """One line when the cluster, counting all of its resources (free or not), can never
+    hold ``learner.replicas`` learner replicas at once; "" when it can. A group waits for
+    all its members, so a member that can never be placed would leave the run without a
+    learner: this is checked before the run starts."""
+    replicas = config.learner.replicas
+    if replicas < 2:
+        return ""
+    total = ray.cluster_resources()
+    need: dict[str, float] = collections.defaultdict(float)
+    for rank in range(replicas):
+        kind = KINDS["learner"]
+        options = (kind.replica_options(config) if rank and kind.replica_options
+                   else kind.options(config))
+        need["CPU"] += float(options.get("num_cpus") or 0)
+        need["GPU"] += float(options.get("num_gpus") or 0)
+    short = [f"{need[r]:g} {r} (the cluster has {total.get(r, 0.0):g} in all)" for r in need
+             if need[r] > total.get(r, 0.0) + 1e-9]
+    if not short:
+        return ""
+    return (f"learner.replicas={replicas} needs {' and '.join(short)} for the learner "
+            "replicas alone (distributed.learner_cpus / learner_gpus each): lower "
+            "learner.replicas or add nodes")

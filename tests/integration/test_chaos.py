@@ -223,9 +223,11 @@ def _pid(handles: list, rng: random.Random) -> int | None:
 
 def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float,
               gap_s: tuple[float, float] = (1.0, 3.0), settings: list[str] | None = None,
+              targets: tuple[tuple[str, float], ...] = TARGETS,
               log: Callable[[str], None] = lambda line: None) -> ChaosResult:
     """Start a run (local Ray must be up) on its own supervised redis-server, kill
-    ``kills`` processes at seeded random moments (or until ``max_s``), stop, audit."""
+    ``kills`` processes at seeded random moments (or until ``max_s``), stop, audit.
+    ``targets``: what to kill, with the odds of each (a kind picks one of its actors)."""
     rng = random.Random(seed)
     server = RedisServer(RedisServerConfig(max_restarts=10_000)).start()
     handle = None
@@ -239,7 +241,7 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
         watch.until(lambda st: st["learner_steps"] > 0, 120)
         start, start_wall = time.monotonic(), time.time()
         done: list[tuple[float, str, int]] = []
-        names, odds = zip(*TARGETS, strict=True)
+        names, odds = zip(*targets, strict=True)
         while len(done) < kills and time.monotonic() - start < max_s:
             watch.sleep(rng.uniform(*gap_s))
             target = rng.choices(names, odds)[0]

@@ -102,7 +102,7 @@ def test_two_replicas_make_the_update_of_one(optimizer):
     finally:
         peer.kill()
     assert code == 0, err
-    assert json.loads(out.strip().splitlines()[-1]) == {"replica": 1, "steps": 4}
+    assert json.loads(out.strip().splitlines()[-1]) == {"rank": 1, "steps": 4}
     assert grouped.steps == alone.steps == 7
     assert grouped.samples_trained == alone.samples_trained == 7 * 64
     diff = max_diff(alone, grouped)

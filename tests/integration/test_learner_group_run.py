@@ -1,0 +1,130 @@
+"""A distributed run whose learner is a data-parallel group (``learner.replicas``), on
+real Ray and a real redis-server.
+
+- Two replicas train as one group: both are learner actors in status (``alive.learner``
+  is 2), rank 1 takes part in every group step, ``zeroforge scale --learners 1`` (here the
+  handle's ``scale``) stops the group at a checkpoint and forms a lone learner that goes
+  on from it (steps never go back), and back to 2.
+- kill -9 of learner replicas at random moments of a tic-tac-toe run: each kill
+  breaks the group, which is formed anew from the checkpoint; the ledger of every game
+  appended is exact; the trained net then plays tic-tac-toe perfectly (never loses to
+  minimax, never misses a win against random).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tests.integration.test_chaos import chaos_run
+from tests.integration.test_distributed import SETTINGS
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.ray.handle import start_run
+from zeroforge.deploy.ray.naming import run_actor_names
+from zeroforge.shared.games import make_game
+from zeroforge.shared.players.arena import play_match
+from zeroforge.shared.players.factory import make_player
+from zeroforge.shared.search.config import SearchConfig
+
+GROUP = ["learner.replicas=2", "learner.batch_size=32", "learner.replica_timeout_s=20"]
+
+
+def _wait(handle, check, timeout: float) -> dict:
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        handle.keep_alive()
+        st = handle.status_json()
+        if check(st):
+            return st
+        time.sleep(0.3)
+    raise AssertionError(f"condition not met within {timeout} s; last status: "
+                         f"alive {st['alive']}, steps {st['learner_steps']}, "
+                         f"error {st['error']!r}")
+
+
+def _replica_steps(handle) -> float:
+    series = handle.metrics_snapshot()["values"].get("learner_replica_steps_total", [])
+    return sum(v for _, v in series)
+
+
+def test_a_learner_group_trains_and_rescales_at_a_checkpoint(local_ray, redis_server,
+                                                              run_id, tmp_path):
+    config = load_train_config(None, [*SETTINGS, *GROUP])
+    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    handle = start_run(config, ctx)
+    try:
+        st = _wait(handle, lambda s: s["alive"]["learner"] == 2 and s["learner_steps"] >= 30,
+                   180)
+        assert st["desired"]["learner"] == 2
+        assert sorted(r["index"] for r in st["actors"] if r["kind"] == "learner") == [0, 1]
+        # rank 1 took part in the group's steps (it joined at step 0, so all of them,
+        # give or take the steps between the two actors' stats snapshots)
+        replica_steps = _replica_steps(handle)
+        assert replica_steps > 0
+        assert abs(replica_steps - st["learner_steps"]) <= 0.5 * st["learner_steps"] + 10
+
+        assert handle.scale(learners=1)["learner"] == 1
+        st = _wait(handle, lambda s: s["alive"]["learner"] == 1 and all(
+            r["state"] == "alive" for r in s["actors"] if r["kind"] == "learner"), 120)
+        steps_at_rescale = st["learner_steps"]
+        st = _wait(handle, lambda s: s["learner_steps"] >= steps_at_rescale + 20, 120)
+        assert st["restarts"]["learner"] == 0  # a rescale is no crash
+        lone = [r["index"] for r in st["actors"] if r["kind"] == "learner"]
+        assert lone == [2]  # a new actor, formed after the group stopped
+
+        assert handle.scale(learners=2)["learner"] == 2
+        before = st["learner_steps"]
+        st = _wait(handle, lambda s: s["alive"]["learner"] == 2
+                   and s["learner_steps"] >= before + 20, 180)
+        with pytest.raises(ValueError, match="divide learner.batch_size 32"):
+            handle.scale(learners=3)
+        final = handle.stop().to_json()
+        assert final["state"] == "stopped", final["error"]
+        assert final["error"] == ""
+        assert final["learner_steps"] >= st["learner_steps"]
+    finally:
+        handle.shutdown()
+    assert run_actor_names(run_id) == []
+
+
+def test_killed_replicas_lose_no_game_and_the_group_learns_perfect_play(local_ray, run_id,
+                                                                         tmp_path):
+    # the tic-tac-toe preset's learning settings, a group of two, kills of either rank
+    settings = ["game=tictactoe", "net=tiny", "search.num_simulations=64",
+                "search.temperature_moves=4", "search.reuse_tree=false",
+                "selfplay.games_in_parallel=64", "selfplay.workers=1",
+                "learner.batch_size=128", "learner.lr=0.01", "learner.optimizer=adamw",
+                "learner.replay_capacity=20000", "learner.min_replay=500",
+                "learner.samples_per_insert=8", "learner.train_steps_per_round=20",
+                "learner.publish_every_steps=20", "learner.checkpoint_every_s=5",
+                "learner.replicas=2", "learner.replica_timeout_s=20",
+                "distributed.inference=local", "distributed.worker_cpus=0.25",
+                "distributed.learner_cpus=0.25", "distributed.evaluator=false",
+                "distributed.monitor_interval_s=0.3"]
+    result = chaos_run(tmp_path, run_id, seed=7, kills=4, max_s=150, gap_s=(15.0, 25.0),
+                       settings=settings, targets=(("learner", 1.0),), log=print)
+    print(f"\n{len(result.kills)} kills in {result.seconds} s\n{result.ledger.table()}")
+    assert len(result.kills) == 4
+    assert result.ledger.problems() == []
+    assert result.decreases == []
+    assert result.final["state"] == "stopped"
+    # every kill broke the group once (the other member was stopped with it)
+    assert result.final["restarts"]["learner"] == 4
+    assert result.final["learner_steps"] > 1000
+
+    game = make_game("tictactoe")
+    search = SearchConfig(num_simulations=64)  # MCTSPlayer: no noise, most-visited move
+    agent = make_player(f"net:{tmp_path / 'checkpoint.pt'}", game, search=search)
+    rng = np.random.default_rng(5)
+    vs_minimax = play_match(game, agent, make_player("minimax", game), 100, rng)
+    assert vs_minimax.losses == 0, f"lost {vs_minimax.losses} of 100 to minimax"
+    from benchmarks.learn_tictactoe import missed_wins_against_random
+
+    chances, missed, _ = missed_wins_against_random(game, agent, 500, rng)
+    assert chances > 100 and missed == 0, f"missed {missed} of {chances} immediate wins"
+    assert collections.Counter(t for _, t, _ in result.kills) == {"learner": 4}
