@@ -223,11 +223,12 @@ def _pid(handles: list, rng: random.Random) -> int | None:
 
 def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float,
               gap_s: tuple[float, float] = (1.0, 3.0), settings: list[str] | None = None,
-              targets: tuple[tuple[str, float], ...] = TARGETS,
+              targets: tuple[tuple[str, float], ...] = TARGETS, then_s: float = 0.0,
               log: Callable[[str], None] = lambda line: None) -> ChaosResult:
     """Start a run (local Ray must be up) on its own supervised redis-server, kill
     ``kills`` processes at seeded random moments (or until ``max_s``), stop, audit.
-    ``targets``: what to kill, with the odds of each (a kind picks one of its actors)."""
+    ``targets``: what to kill, with the odds of each (a kind picks one of its actors);
+    ``then_s``: seconds the run goes on after the last kill, before the stop."""
     rng = random.Random(seed)
     server = RedisServer(RedisServerConfig(max_restarts=10_000)).start()
     handle = None
@@ -258,6 +259,7 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
             log(f"[{done[-1][0]:6.1f}s] kill -9 {target} (pid {pid})")
         for line in handle.takeovers:
             log(line)
+        watch.sleep(then_s)
         # let the last replacements come up and the stream settle, then stop (after a
         # few monitor ticks: a slot whose actor was just killed still reads "alive")
         watch.sleep(2.0)

@@ -106,8 +106,10 @@ def test_killed_replicas_lose_no_game_and_the_group_learns_perfect_play(local_ra
                 "distributed.inference=local", "distributed.worker_cpus=0.25",
                 "distributed.learner_cpus=0.25", "distributed.evaluator=false",
                 "distributed.monitor_interval_s=0.3"]
-    result = chaos_run(tmp_path, run_id, seed=7, kills=4, max_s=150, gap_s=(15.0, 25.0),
-                       settings=settings, targets=(("learner", 1.0),), log=print)
+    # four kills in the first ~minute, then two quiet minutes of training
+    result = chaos_run(tmp_path, run_id, seed=7, kills=4, max_s=150, gap_s=(8.0, 16.0),
+                       settings=settings, targets=(("learner", 1.0),), then_s=120.0,
+                       log=print)
     print(f"\n{len(result.kills)} kills in {result.seconds} s\n{result.ledger.table()}")
     assert len(result.kills) == 4
     assert result.ledger.problems() == []
@@ -115,7 +117,6 @@ def test_killed_replicas_lose_no_game_and_the_group_learns_perfect_play(local_ra
     assert result.final["state"] == "stopped"
     # every kill broke the group once (the other member was stopped with it)
     assert result.final["restarts"]["learner"] == 4
-    assert result.final["learner_steps"] > 1000
 
     game = make_game("tictactoe")
     search = SearchConfig(num_simulations=64)  # MCTSPlayer: no noise, most-visited move
