@@ -55,7 +55,7 @@ def build_learner_member(config: TrainConfig, ctx: RunContext,
     # a replica keeps no replay window: rank 0 samples every step's batch for the group
     learner = Learner(dataclasses.replace(c, replay_capacity=1), ctx.game, config.net)
     return LearnerReplica(learner, seat.rank, c.replicas, seat.address, c.replica_timeout_s,
-                          torch_threads=ctx.torch_threads)
+                          torch_threads=ctx.torch_threads, host=seat.host)
 
 
 def build_rating_service(config: TrainConfig, ctx: RunContext, transport: Transport,

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -119,7 +120,8 @@ class _Member:
     """What every rank shares: the process group, the DDP-wrapped net and the step."""
 
     def __init__(self, learner, rank: int, replicas: int, store: dist.Store,
-                 timeout_s: float) -> None:
+                 timeout_s: float, host: str = "127.0.0.1") -> None:
+        """``host``: this process's address for the other replicas (gloo binds to it)."""
         self.learner = learner
         self.rank = rank
         self.replicas = replicas
@@ -131,6 +133,8 @@ class _Member:
             raise ReplicaGroupError(f"learner.batch_size {cfg.batch_size} is not divisible "
                                     f"by learner.replicas {replicas}")
         self.shard = cfg.batch_size // replicas
+        if backend_for(self.device) == "gloo":
+            _bind_gloo_to(host)
         dist.init_process_group(backend_for(self.device), store=store, rank=rank,
                                 world_size=replicas,
                                 timeout=datetime.timedelta(seconds=timeout_s))
@@ -220,6 +224,22 @@ class _Member:
                 log.debug("destroying the replica group: %s", err)
 
 
+def _bind_gloo_to(host: str) -> None:
+    """Make gloo listen on the interface that holds ``host``. By default it resolves the
+    machine's hostname, which on a multi-homed node (or a network namespace) may give an
+    address the other replicas cannot reach, or only loopback. An interface the operator
+    chose (``GLOO_SOCKET_IFNAME``) wins; loopback needs nothing."""
+    if os.environ.get("GLOO_SOCKET_IFNAME") or host.startswith("127.") or host == "localhost":
+        return
+    import psutil
+
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.address == host for a in addresses):
+            os.environ["GLOO_SOCKET_IFNAME"] = name
+            return
+    log.warning("no network interface holds %s: gloo picks one from the hostname", host)
+
+
 def _state_keys(opt: torch.optim.Optimizer) -> tuple[str, ...]:
     """The per-parameter state tensors of the optimizers ``Learner`` builds."""
     if isinstance(opt, torch.optim.SGD):
@@ -263,7 +283,8 @@ class ReplicaGroup:
         """Wait for the R-1 replicas (``join_timeout_s``), then share rank 0's weights and
         optimizer state with them. Raises ``ReplicaGroupError`` if they do not come."""
         try:
-            self.member = _Member(learner, 0, self.replicas, self.store, self.timeout_s)
+            self.member = _Member(learner, 0, self.replicas, self.store, self.timeout_s,
+                                  self.address.host)
         except ReplicaGroupError:
             raise
         except Exception as err:
@@ -360,7 +381,9 @@ class LearnerReplica:
 
     def __init__(self, learner, rank: int, replicas: int,
                  address: Callable[[], GroupAddress], timeout_s: float = 60.0,
-                 join_timeout_s: float = 300.0, *, torch_threads: int = 0) -> None:
+                 join_timeout_s: float = 300.0, *, torch_threads: int = 0,
+                 host: str = "127.0.0.1") -> None:
+        """``host``: this process's address for the other replicas (its node's IP)."""
         if torch_threads:
             # Process-wide; a replica owns its process in a distributed run.
             torch.set_num_threads(torch_threads)
@@ -370,6 +393,7 @@ class LearnerReplica:
         self.rank = rank
         self.replicas = replicas
         self._address = address
+        self.host = host
         self.timeout_s = timeout_s
         self.join_timeout_s = join_timeout_s
         self.steps = 0
@@ -385,7 +409,8 @@ class LearnerReplica:
         try:
             store = dist.TCPStore(address.host, address.port, self.replicas, False,
                                   timeout=datetime.timedelta(seconds=self.join_timeout_s))
-            member = _Member(self.learner, self.rank, self.replicas, store, self.timeout_s)
+            member = _Member(self.learner, self.rank, self.replicas, store, self.timeout_s,
+                             self.host)
         except Exception as err:
             raise ReplicaGroupError(
                 f"learner replica {self.rank}: cannot join the group at {address.host}:"

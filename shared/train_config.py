@@ -304,9 +304,16 @@ class DistributedConfig:
     worker_cpus: float = 1.0
     """CPUs Ray reserves per self-play worker."""
     learner_cpus: float = 1.0
-    """CPUs Ray reserves for the learner."""
+    """CPUs Ray reserves for the learner (each replica, with ``learner.replicas`` > 1)."""
     learner_gpus: float = 0.0
-    """GPUs Ray reserves for the learner (set 1 on GPU clusters)."""
+    """GPUs Ray reserves for the learner (set 1 on GPU clusters; each replica)."""
+    learner_resource: str = ""
+    """A custom Ray resource each learner replica takes one unit of (the nodes meant for
+    training declare it); "" for none."""
+    learner_spread: bool = False
+    """Place the learner replicas with Ray's SPREAD strategy (one per node where they fit),
+    for failure isolation; the default packs them, which keeps a multi-GPU node's
+    replicas on its fast links."""
     evaluator: bool = True
     """Run an evaluator actor that plays new weights against the anchors."""
     evaluator_cpus: float = 0.5

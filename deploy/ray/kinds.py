@@ -71,13 +71,20 @@ def _run_dir_options(d: DistributedConfig, options: dict) -> dict:
     """``options`` of an actor that writes the run directory (learner, evaluator), plus
     one unit of ``run_dir_resource`` when set, which keeps it on the machine holding it."""
     if d.run_dir_resource:
-        options["resources"] = {d.run_dir_resource: 1.0}
+        options["resources"] = {**options.get("resources", {}), d.run_dir_resource: 1.0}
     return options
 
 
 def _learner_options(d: DistributedConfig) -> dict:
-    """A learner replica's Ray options (every rank): its CPUs and GPUs."""
-    return {"num_cpus": d.learner_cpus, "num_gpus": d.learner_gpus, "max_concurrency": 4}
+    """A learner replica's Ray options (every rank): its CPUs and GPUs, its custom
+    resource and SPREAD placement when asked for."""
+    options: dict[str, Any] = {"num_cpus": d.learner_cpus, "num_gpus": d.learner_gpus,
+                               "max_concurrency": 4}
+    if d.learner_resource:
+        options["resources"] = {d.learner_resource: 1.0}
+    if d.learner_spread:
+        options["scheduling_strategy"] = "SPREAD"
+    return options
 
 
 KINDS: dict[str, ActorKind] = {k.name: k for k in (

@@ -17,7 +17,7 @@ import urllib.request
 
 from tests.integration.test_chaos import Ledger
 from tests.multihost.bed_run import BedRun, ips
-from tests.netbed import Bed
+from tests.netbed import LEARNER_RESOURCE, Bed
 
 
 def _steady(run: BedRun, bed: Bed, workers: int, hosts: set[str], timeout: float = 240
@@ -104,6 +104,23 @@ def test_scale_2_6_1_spreads_over_both_nodes(bed, start_run):
                          "one worker left")
     assert ips(st)[0] in (bed.ip("node1"), bed.ip("node2"))
     _more_games(run, st["games_received"])
+    run.stop()
+    _assert_exactly_once(run)
+
+
+def test_a_learner_group_across_two_nodes(bed, start_run):
+    # each replica takes the one zf_learner unit of a node: rank 0 (stream, checkpoint; the
+    # run directory is the machine's filesystem, shared by the bed's hosts) and rank 1
+    # talk gloo across the bridge
+    run = start_run("selfplay.workers=1", "learner.replicas=2", "distributed.learner_cpus=0",
+                    f"distributed.learner_resource={LEARNER_RESOURCE}")
+    st = run.status_when(lambda s: len(set(ips(s, "learner"))) == 2
+                         and s["learner_steps"] >= 20, 240, "two replicas on two nodes")
+    assert set(ips(st, "learner")) == {bed.ip("node1"), bed.ip("node2")}
+    assert st["alive"]["learner"] == 2
+    _more_games(run, st["games_received"])
+    st = run.status_when(lambda s: s["learner_steps"] >= st["learner_steps"] + 20, 120,
+                         "more group steps")
     run.stop()
     _assert_exactly_once(run)
 

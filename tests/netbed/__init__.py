@@ -48,6 +48,8 @@ T = TypeVar("T")
 HOSTS = ("redis", "head", "node1", "node2")
 """The bed's hosts, in address order (.2, .3, ...)."""
 WORKER_RESOURCE = "zf_selfplay"
+LEARNER_RESOURCE = "zf_learner"
+"""One unit on each worker node: a learner replica that takes one sits one per node."""
 """The custom Ray resource the worker nodes advertise (one unit per self-play worker)."""
 STATE_ROOT = Path("/tmp/zfbed")
 """Each bed's files (configs, Ray temp dirs, logs) live under ``STATE_ROOT/PREFIX``; kept
@@ -298,7 +300,7 @@ class Bed:
         c = self.config
         self.start_ray_node(host, [
             f"--address={self.ray_address}", "--num-cpus=0",
-            f"--resources={json.dumps({WORKER_RESOURCE: c.worker_slots})}",
+            f"--resources={json.dumps({WORKER_RESOURCE: c.worker_slots, LEARNER_RESOURCE: 1})}",
             "--disable-usage-stats", f"--object-store-memory={c.object_store_bytes}"])
 
     def start_ray_node(self, host: str, args: Sequence[str]) -> None:
