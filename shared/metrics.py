@@ -422,15 +422,23 @@ class SnapshotCollector:
                     for bound, count in zip([*m.buckets, float("inf")], h[:-1], strict=True):
                         acc += count
                         cumulative.append((_le(bound), acc))
-                    fam.add_metric([v for _, v in k], cumulative, sum_value=h[-1])
+                    fam.add_metric(_label_values(m, k), cumulative, sum_value=h[-1])
             else:
                 cls = CounterMetricFamily if m.kind == "counter" else GaugeMetricFamily
                 # CounterMetricFamily appends _total itself
                 fam = cls(full[: -len("_total")] if m.kind == "counter" else full, m.help,
                           labels=m.labels)
                 for k, v in merged["values"].get(name, {}).items():
-                    fam.add_metric([val for _, val in k], v)
+                    fam.add_metric(_label_values(m, k), v)
             yield fam
+
+
+def _label_values(m: Metric, key: Iterable[tuple[str, str]]) -> list[str]:
+    """A series' label values in the order of ``m.labels``, which the metric family pairs
+    them with; the series key is sorted by label name (``_key``), so taken in its own order
+    the values of ``worker_kind, worker`` or ``kind, actor, node`` went to the wrong names."""
+    have = dict(key)
+    return [have.get(label, "") for label in m.labels]
 
 
 def _le(bound: float) -> str:

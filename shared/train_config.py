@@ -214,6 +214,10 @@ class InferenceServerConfig:
     num_cpus: float = 1.0
     """Ray CPUs reserved for each server actor (also when it holds a GPU: the batching loop
     and the transfers need a core)."""
+    num_gpus: float = 1.0
+    """Share of a GPU Ray reserves for each server actor that runs on one (0 < share <= 1).
+    Below 1, Ray packs several servers, and a learner with ``distributed.learner_gpus``,
+    onto one GPU (the ``*-gpu`` presets: two servers and the learner share one)."""
     max_concurrency: int = 1000
     """Ray requests in flight per server actor: one per self-play worker is enough, as each
     waits for its answer before sending the next batch."""
@@ -247,6 +251,9 @@ class InferenceServerConfig:
                              f"{self.cache_entries}")
         if self.num_threads < 0 or self.num_cpus < 0 or self.max_concurrency < 1:
             raise ValueError(f"InferenceServerConfig: bad resources in {self}")
+        if not 0 < self.num_gpus <= 1:
+            raise ValueError(f"InferenceServerConfig.num_gpus must be in (0, 1] (a share of "
+                             f"one GPU), got {self.num_gpus}")
 
 
 @dataclass(frozen=True)

@@ -141,9 +141,10 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
                          index: int = 0, detached: bool = False) -> Any:
     """Start one InferenceServer as an async Ray actor; returns its handle.
 
-    It takes a GPU when ``config.device`` asks for CUDA, or is ``"auto"`` and the cluster
-    has GPUs; otherwise it runs on ``config.num_cpus`` CPUs. Call ``ready`` on the handle
-    to wait until it serves. ``ray.init`` must have run. ``index`` labels its metrics.
+    It takes ``config.num_gpus`` of a GPU when ``config.device`` asks for CUDA, or is
+    ``"auto"`` and the cluster has GPUs; otherwise it runs on ``config.num_cpus`` CPUs.
+    Call ``ready`` on the handle to wait until it serves. ``ray.init`` must have run.
+    ``index`` labels its metrics.
     ``detached``: the actor outlives its creator (a run's controller), in ``NAMESPACE``
     under ``name``; someone must kill it.
     """
@@ -155,7 +156,7 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
     options: dict[str, Any] = {"num_cpus": config.num_cpus,
                                "max_concurrency": config.max_concurrency}
     if wants_gpu:
-        options["num_gpus"] = 1
+        options["num_gpus"] = config.num_gpus
     if name is not None:
         options["name"] = name
     if detached:

@@ -20,7 +20,7 @@ def needs(config: TrainConfig, name: str) -> dict[str, float]:
         c = config.inference
         gpu = c.device.startswith("cuda") or (
             c.device == "auto" and ray.cluster_resources().get("GPU", 0) >= 1)
-        return {"CPU": c.num_cpus, "GPU": 1.0 if gpu else 0.0}
+        return {"CPU": c.num_cpus, "GPU": c.num_gpus if gpu else 0.0}
     o = KINDS[name].options(config)
     custom = {r: float(v) for r, v in o.get("resources", {}).items()}
     return {"CPU": float(o.get("num_cpus") or 0), "GPU": float(o.get("num_gpus") or 0),

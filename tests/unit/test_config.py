@@ -49,12 +49,56 @@ def test_every_shipped_preset_loads():
     (["evaluation.games=0"], "evaluation.games must be >= 1"),
     (["selfplay.precision=fp8"], "selfplay.precision must be one of"),
     (["learner.precision=float16"], "learner.precision must be one of"),
+    (["inference.num_gpus=0"], "InferenceServerConfig.num_gpus must be in (0, 1]"),
+    (["inference.num_gpus=2"], "InferenceServerConfig.num_gpus must be in (0, 1]"),
 ])
 def test_bad_keys_and_values_are_named(overrides, needle):
     with pytest.raises(ConfigError) as err:
         load_train_config(None, overrides)
     assert needle in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_gpu_presets_fill_one_gpu_between_servers_and_learner(monkeypatch):
+    """The *-gpu presets place two inference servers and the learner on one GPU: Ray is
+    asked for their shares (``resources.needs``), which add up to one GPU."""
+    from zeroforge.deploy.ray import resources
+
+    monkeypatch.setattr(resources.ray, "cluster_resources", lambda: {"CPU": 32.0, "GPU": 1.0})
+    for preset in ("go9-gpu", "gomoku15-gpu"):
+        c = load_train_config(preset)
+        assert c.distributed.inference == "server" and c.learner.device == "auto"
+        server = resources.needs(c, "inference")
+        learner = resources.needs(c, "learner")
+        assert server["GPU"] == c.inference.num_gpus < 1
+        total = c.distributed.inference_servers * server["GPU"] + learner["GPU"]
+        assert total == pytest.approx(1.0), preset
+        cpus = (c.selfplay.workers * c.distributed.worker_cpus
+                + c.distributed.inference_servers * server["CPU"] + learner["CPU"]
+                + c.distributed.evaluator_cpus)
+        assert cpus <= 16, f"{preset} reserves {cpus} CPUs: more than the 16 cores it is for"
+    monkeypatch.setattr(resources.ray, "cluster_resources", lambda: {"CPU": 4.0})
+    assert resources.needs(load_train_config("go9-gpu"), "inference")["GPU"] == 0.0
+
+
+def test_an_inference_server_asks_ray_for_its_share_of_a_gpu(monkeypatch):
+    from zeroforge.deploy.ray import hosts
+
+    asked: dict = {}
+
+    class _Remote:
+        def options(self, **options):
+            asked.update(options)
+            return self
+
+        def remote(self, *args):
+            return "handle"
+
+    monkeypatch.setattr(hosts.ray, "cluster_resources", lambda: {"CPU": 32.0, "GPU": 1.0})
+    monkeypatch.setattr(hosts.ray, "remote", lambda cls: _Remote())
+    c = load_train_config("gomoku15-gpu")
+    assert hosts.make_inference_actor(c.game, c.net, c.inference, None, "r") == "handle"
+    assert asked["num_gpus"] == 0.4 and asked["num_cpus"] == 1.0
 
 
 def test_bad_file_is_named(tmp_path):

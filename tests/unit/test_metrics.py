@@ -132,6 +132,20 @@ def test_collector_renders_prometheus_text():
     assert f"# HELP {PREFIX}learner_steps_total Learner SGD steps." in text
 
 
+def test_collector_names_each_label_value_by_its_own_label():
+    """Labels declared out of alphabetical order (``worker_kind, worker``; ``kind, actor,
+    node``) keep their values: the series key is sorted, the family's labels are not."""
+    r = Recorder()
+    r.inc("selfplay_positions_total", 5, worker_kind="selfplay", worker="w0")
+    r.inc("actor_cpu_seconds_total", 1.5, kind="learner", actor="0", node="ab12cd34")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(lambda: merge([r.snapshot()])))
+    text = generate_latest(registry).decode()
+    assert f'{PREFIX}selfplay_positions_total{{worker="w0",worker_kind="selfplay"}} 5.0' in text
+    assert (f'{PREFIX}actor_cpu_seconds_total{{actor="0",kind="learner",node="ab12cd34"}} 1.5'
+            in text)
+
+
 def _learner(steps: float, games: float, lag_obs: int = 0) -> dict:
     r = Recorder()
     r.inc("learner_steps_total", steps)

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The GPU path end to end on the lent GPU machine: run from the repository root there, with
+# .gpu/ (benchmarks/gpu_bundle.sh) carried along:
+#
+#     run(command="bash benchmarks/gpu_device.sh", carry=[".gpu"], timeout_s=600)
+#
+# It unpacks the bundle, makes this checkout importable as zeroforge, prints the machine,
+# then runs benchmarks/gpu_run.sh for each preset (about 3.5 minutes each: start, warm-up,
+# window, clean stop) and prints one table of them all. Everything goes under $OUT (8
+# files at most come back): device.log, table.md, and per preset its figures (.json) and
+# the run's own output (-train.log).
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: bash benchmarks/gpu_device.sh [options]   (from the repository root)
+
+options:
+  --presets "A B"      presets to run, in order (default: "go9-gpu gomoku15-gpu")
+  --warmup S           gpu_run.sh --warmup (default: 40)
+  --window S           gpu_run.sh --window (default: 60)
+  --start-timeout S    gpu_run.sh --start-timeout (default: 150)
+  --set SECTION.KEY=V  an override for every preset's run (repeatable)
+  -h, --help           this text
+environment: OUT (default: ./gpu-out), PYTHON (default: python3), ZF_SITE (where the
+bundle is unpacked; default: /tmp/site)
+EOF
+}
+
+die() {
+    echo "gpu_device.sh: error: $1 (see benchmarks/gpu_device.sh --help)" >&2
+    exit 2
+}
+
+PRESETS="go9-gpu gomoku15-gpu" WARMUP=40 WINDOW=60 START=150
+SETS=()
+while (($#)); do
+    opt=$1
+    case $opt in
+        -h|--help) usage; exit 0 ;;
+        --presets|--warmup|--window|--start-timeout|--set)
+            (($# >= 2)) || die "$opt needs a value"
+            val=$2
+            shift 2 ;;
+        *) die "unknown option '$opt'" ;;
+    esac
+    case $opt in
+        --presets) PRESETS=$val ;;
+        --warmup) WARMUP=$val ;;
+        --window) WINDOW=$val ;;
+        --start-timeout) START=$val ;;
+        --set) SETS+=(--set "$val") ;;
+    esac
+done
+[[ -f benchmarks/gpu_run.sh && -d shared ]] || die "run it from the repository root"
+PY=${PYTHON:-python3}
+OUT=${OUT:-$PWD/gpu-out}
+SITE=${ZF_SITE:-/tmp/site}
+TAG=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+BUNDLE=".gpu/site-$TAG.tar.xz"
+[[ -f $BUNDLE ]] || die "no $BUNDLE: build it with benchmarks/gpu_bundle.sh and carry .gpu"
+mkdir -p "$OUT" "$SITE"
+LOG="$OUT/device.log"
+exec > >(tee -a "$LOG") 2>&1
+
+# Python's own tarfile: no xz binary needed there; the "tar" filter keeps the modes
+# (redis-server and Ray's daemons must stay executable)
+"$PY" - "$BUNDLE" "$SITE" <<'EOF'
+import sys
+import tarfile
+
+with tarfile.open(sys.argv[1]) as tar:
+    tar.extractall(sys.argv[2], filter="tar")
+EOF
+# The package's parts are folders at the top of the repository (pyproject's package-dir);
+# these are the links a development checkout has under zeroforge/ (git-ignored, so they
+# do not travel).
+for part in shared actors learner deploy; do ln -sfn "../$part" "zeroforge/$part"; done
+export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+
+echo "== machine"
+nvidia-smi || true
+echo "cores: $(nproc)"; df -h /dev/shm /tmp 2>/dev/null || true
+head -n 1 "$SITE/ZEROFORGE_BUNDLE.txt"
+"$PY" - <<'EOF'
+import platform
+
+import numba
+import numpy
+import ray
+import torch
+
+import zeroforge
+from zeroforge.shared.transport.server import find_binary
+
+print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA "
+      f"{torch.version.cuda}, {torch.cuda.device_count()} GPU), ray {ray.__version__}, "
+      f"numpy {numpy.__version__}, numba {numba.__version__}, zeroforge from "
+      f"{zeroforge.__file__}, redis-server {find_binary()}")
+EOF
+
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+RUNS=()
+for preset in $PRESETS; do RUNS+=("$preset 1"); done
+# R=2: a second learner replica on a second GPU, where both exist (learner.replicas is
+# new: older checkouts have no such key)
+if ((GPUS >= 2)) && "$PY" -c 'import dataclasses, sys
+from zeroforge.shared.train_config import LearnerConfig
+sys.exit("replicas" not in {f.name for f in dataclasses.fields(LearnerConfig)})'; then
+    for preset in $PRESETS; do RUNS+=("$preset 2"); done
+fi
+
+for spec in "${RUNS[@]}"; do
+    read -r preset replicas <<<"$spec"
+    name=$preset
+    ((replicas == 1)) || name="$preset-r$replicas"
+    echo "== $name"
+    bash benchmarks/gpu_run.sh --python "$PY" --preset "$preset" --replicas "$replicas" \
+        --warmup "$WARMUP" --window "$WINDOW" --start-timeout "$START" "${SETS[@]}" \
+        --json "$OUT/$name.json" --log "$OUT/$name-train.log" \
+        || echo "gpu_device: $name failed (its last lines are above; $name-train.log)"
+done
+
+echo "== table"
+shopt -s nullglob
+figures=("$OUT"/*.json)
+if ((${#figures[@]} == 0)); then
+    echo "gpu_device: no run was measured"
+    exit 1
+fi
+"$PY" benchmarks/gpu_run_report.py table --table-only "${figures[@]}" | tee "$OUT/table.md"
