@@ -7,9 +7,10 @@ new weights every ``learner.publish_every_steps`` steps and checkpoints every
 ``learner.checkpoint_every_s`` seconds.
 
 Pace
-    Each turn ends by publishing the learner's pace (``shared.pace``: its ratio, target,
-    tolerance and whether it can train) through ``Transport.pace()``, at most every
-    ``PACE_PUBLISH_S`` unless the pause decision changed. Self-play workers read it and
+    The learner publishes its pace (``shared.pace``: its ratio, target, tolerance and
+    whether it can train) through ``Transport.pace()`` after taking a turn's games in,
+    between training steps and at the turn's end: at once when the pause decision changes,
+    else at most every ``PACE_PUBLISH_S``. Self-play workers read it and
     wait while the ratio is below ``learner.samples_per_insert`` x (1 -
     ``learner.samples_per_insert_tolerance``); the learner itself waits for data at the
     target, and counts that time in ``learner_throttled_seconds_total``.
@@ -183,7 +184,10 @@ class LearnerService:
             self._count_throttled(time.monotonic() - started)
         self._mirror_stream_rejections()
         added, wrong = self._take(entries)
-        metrics = self.learner.train_available(self._step_budget())
+        # The games just read lowered the ratio: say so before training on them, or
+        # workers would only ever see the ratio after a turn's training had raised it.
+        self.publish_pace()
+        metrics = self._train(self._step_budget())
         if metrics:
             self._dirty = True
             self.last_losses = metrics[-1]
@@ -305,6 +309,18 @@ class LearnerService:
     def _at_step_limit(self) -> bool:
         limit = self.ctx.max_learner_steps
         return bool(limit and self.learner.steps >= limit)
+
+    def _train(self, budget: int) -> list[dict[str, float]]:
+        """Up to ``budget`` steps as far as the ratio allows (``Learner.train_available``),
+        with the pace published between steps: a turn can take many seconds on a loaded
+        machine, and workers should resume as soon as the ratio is back at the floor (and
+        the record must not expire meanwhile). ``publish_pace`` costs a Redis call only
+        when the decision changes or ``PACE_PUBLISH_S`` has passed."""
+        out: list[dict[str, float]] = []
+        while len(out) < budget and self.learner.can_train():
+            out.append(self.learner.step())
+            self.publish_pace()
+        return out
 
     def _trainable(self) -> bool:
         """A batch may be trained now (window, samples-per-insert budget, step limit)."""

@@ -30,7 +30,7 @@ from zeroforge.shared.train_config import (
     SelfPlayConfig,
     TrainConfig,
 )
-from zeroforge.shared.transport import RedisServer, SampleStream, open_transport
+from zeroforge.shared.transport import PaceSignal, RedisServer, SampleStream, open_transport
 
 GAME = "tictactoe"
 
@@ -147,6 +147,48 @@ def test_a_learner_behind_pauses_a_running_worker_until_it_caught_up(
     assert observer.read() is None  # a stopped learner clears its pace
 
 
+class RecordedPace:
+    """The run's real Redis pace signal, with every pace the learner publishes kept."""
+
+    def __init__(self, signal: PaceSignal) -> None:
+        self.signal, self.published = signal, []
+        self.ttl_s, self.malformed = signal.ttl_s, 0
+
+    def publish(self, pace: Pace) -> None:
+        self.published.append(pace)
+        self.signal.publish(pace)
+
+    def read(self) -> Pace | None:
+        return self.signal.read()
+
+    def clear(self) -> None:
+        self.signal.clear()
+
+
+def test_within_one_turn_the_dip_and_the_recovery_are_both_published(
+        redis_server, redis_client, run_id, tmp_path, played):
+    """One turn reads 20 games (the ratio drops to 0) and trains until the budget is used
+    up (ratio 4): workers must be told to wait as soon as the games are in, and to go on
+    as soon as the floor (3) is passed, not only see the turn's end."""
+    config = train_config(train_steps_per_round=100)
+    url = redis_server.url
+    SampleStream(redis_client, run_id).append(renamed(played, "turn"))
+    learner = learner_service(config, url, run_id, str(tmp_path))
+    recorded = RecordedPace(learner.pace)
+    learner.pace = recorded
+    turn = learner.run_once(max_read=64, block_ms=0)
+    assert turn["added"] == 20 and turn["steps"] > 1
+    decisions = [selfplay_should_pause(p) for p in recorded.published]
+    assert decisions[0] is True  # published right after the read, before any step
+    assert recorded.published[0].samples_per_insert == 0.0
+    assert decisions[-1] is False and learner.samples_per_insert() >= 3.0
+    first_resume = decisions.index(False)
+    assert all(decisions[:first_resume])
+    # The resume went out at the step that crossed the floor, not at the end of the turn.
+    assert recorded.published[first_resume].samples_per_insert < 3.0 + 16 / 140
+    learner.close()
+
+
 def test_the_learner_counts_its_waits_at_target_only(redis_server, redis_client, run_id,
                                                      tmp_path, played):
     config = train_config(samples_per_insert=1.0, train_steps_per_round=50)
@@ -168,8 +210,9 @@ def test_the_learner_counts_its_waits_at_target_only(redis_server, redis_client,
     assert status["samples_per_insert_tolerance"] == 0.25
     assert status["samples_per_insert_target"] == 1.0
     # At target the learner cannot train, so its pace never asks workers to wait.
-    pace = open_transport(url, run_id).pace().read()
-    assert pace is not None and not pace.trainable and not selfplay_should_pause(pace)
+    assert not learner.current_pace().trainable
+    assert not selfplay_should_pause(learner.current_pace())
+    assert not selfplay_should_pause(open_transport(url, run_id).pace().read())
     # The total survives a restart (checkpointed like the other counters).
     waited = learner.throttled_s
     learner.stop()
