@@ -4,6 +4,13 @@ A plain class (``shared.service.Service``): the local run steps it with ``run_on
 Ray runtime runs ``run`` in an actor. Evaluations come from an injected evaluator (a
 ``RemoteEvaluator`` of inference servers) or, by default, from its own network kept fresh
 from the weight source.
+
+Pace: ``run`` (the distributed worker's loop) checks the learner's pace
+(``shared.pace``, read through a ``PaceSignal`` at most every ``PACE_READ_S``) before each
+move and, while the learner's samples-per-insert is below its floor, waits in short sleeps
+instead of playing (its finished games are already appended), counting the time in
+``selfplay_throttled_seconds_total``. ``run_once`` never looks: the local loop steps the
+learner in the same thread, where a wait for it would never end.
 """
 
 from __future__ import annotations
@@ -25,11 +32,12 @@ from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.nets.backends import ExportedEvaluator, make_evaluator
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
+from zeroforge.shared.pace import PACE_READ_S, selfplay_should_pause
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.eval_cache import CachedEvaluator
 from zeroforge.shared.search.evaluator import VersionedEvaluator
 from zeroforge.shared.train_config import RunContext, SelfPlayConfig
-from zeroforge.shared.transport import SampleSink, TransportError, WeightSource
+from zeroforge.shared.transport import PaceSignal, SampleSink, TransportError, WeightSource
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +51,14 @@ for a supervised Redis to restart) before it gives them up, loudly."""
 class SelfPlayService:
     """Plays ``selfplay.games_in_parallel`` games at a time, appending finished games to
     ``sink``. With ``evaluator=None`` it runs its own network on the CPU, loading newer
-    weights from ``weights`` between moves."""
+    weights from ``weights`` between moves. With a ``pace`` signal, ``run`` waits while the
+    learner is behind (see the module docstring); without one it never waits."""
 
     def __init__(self, ctx: RunContext, net: NetConfig, search: SearchConfig,
                  selfplay: SelfPlayConfig, sink: SampleSink, weights: WeightSource | None,
                  *, worker_id: str, seed: int,
-                 evaluator: VersionedEvaluator | None = None) -> None:
+                 evaluator: VersionedEvaluator | None = None,
+                 pace: PaceSignal | None = None) -> None:
         if ctx.torch_threads:
             torch.set_num_threads(ctx.torch_threads)
         self.worker_id = worker_id
@@ -84,6 +94,17 @@ class SelfPlayService:
         self.appended = 0
         self._last_poll = -WEIGHTS_POLL_S
         self.errors = 0
+        self.pace = pace
+        self.throttled_s = 0.0
+        """Seconds ``run`` waited for the learner."""
+        self.pace_errors = 0
+        """Pace reads that failed (Redis away): each counted here and in ``errors``."""
+        self._pace_read_at: float | None = None
+        self._pace_pauses = False
+        self._pace_failing = False
+        # The series exists from the start (at 0), so a dashboard shows "never paused".
+        self.recorder.inc("selfplay_throttled_seconds_total", 0, worker_kind="selfplay",
+                          worker=self.worker_label)
         self.refresh_weights()
 
     @property
@@ -152,8 +173,53 @@ class SelfPlayService:
             self._stop = stop
         start = self.appended
         while not self._stop.is_set() and not (max_games and self.appended - start >= max_games):
+            self.wait_for_learner()
+            if self._stop.is_set():
+                break
             self.run_once(1)
         return self.appended - start
+
+    def wait_for_learner(self) -> float:
+        """While the learner's pace says so, wait (in waits of at most ``PACE_READ_S``, woken
+        by a stop) and count the time; returns the seconds waited. Called between moves by
+        ``run`` only, when this worker holds no finished game."""
+        waited = 0.0
+        while not self._stop.is_set() and self._learner_behind():
+            began = time.monotonic()
+            next_read = (self._pace_read_at or began) + PACE_READ_S
+            self._stop.wait(max(next_read - began, 0.01))
+            slept = time.monotonic() - began
+            waited += slept
+            self.throttled_s += slept
+            # Counted as it goes, so a long pause shows in the metrics while it lasts.
+            self.recorder.inc("selfplay_throttled_seconds_total", slept,
+                              worker_kind="selfplay", worker=self.worker_label)
+        return waited
+
+    def _learner_behind(self) -> bool:
+        """The pause decision of the learner's pace, read at most every ``PACE_READ_S``
+        (cached in between); False without a signal, without a pace, or when the read
+        fails (logged once per run of failures, counted)."""
+        if self.pace is None:
+            return False
+        now = time.monotonic()
+        if self._pace_read_at is not None and now - self._pace_read_at < PACE_READ_S:
+            return self._pace_pauses
+        self._pace_read_at = now
+        try:
+            pace = self.pace.read()
+        except TransportError as err:
+            self.errors += 1
+            self.pace_errors += 1
+            if not self._pace_failing:
+                log.warning("worker %s: cannot read the learner's pace, playing on "
+                            "unthrottled: %s", self.worker_id, err)
+            self._pace_failing = True
+            self._pace_pauses = False
+            return False
+        self._pace_failing = False
+        self._pace_pauses = selfplay_should_pause(pace)
+        return self._pace_pauses
 
     def _write_records(self) -> None:
         """The sampled games as SGF (``actors.game_records``; errors are logged, counted)."""

@@ -29,7 +29,8 @@ def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, i
     """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net."""
     return SelfPlayService(ctx, config.net, config.search, config.selfplay,
                            transport.samples(), transport.weights(), worker_id=f"w{index}",
-                           seed=seed_for(ctx.seed, index, salt), evaluator=evaluator)
+                           seed=seed_for(ctx.seed, index, salt), evaluator=evaluator,
+                           pace=transport.pace())
 
 
 def build_learner(config: TrainConfig, ctx: RunContext, transport: Transport,

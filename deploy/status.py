@@ -44,6 +44,7 @@ class RunStatus:
     error: str = ""
     lost: dict[str, float] = field(default_factory=dict)
     actors: list[dict[str, Any]] = field(default_factory=list)
+    throttled_s: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_metrics(cls, merged: Mapping, received_before: float | None = None,
@@ -76,6 +77,10 @@ class RunStatus:
             rejected=by("rejected_entries_total", "reason"),
             scores=by("evaluator_score_ratio", "anchor"),
             losses=by("learner_loss", "part"),
+            throttled_s={
+                "selfplay": metrics.total(merged, "selfplay_throttled_seconds_total",
+                                          worker_kind="selfplay"),
+                "learner": v(merged, "learner_throttled_seconds_total")},
             **fields)
 
     def to_json(self) -> dict[str, Any]:
@@ -132,6 +137,10 @@ class RunStatus:
                      f"{self.replay_positions:.0f} positions, weights v{self.weights_version:.0f}")
         if self.losses:
             lines.append("loss: " + ", ".join(f"{k} {v:.3f}" for k, v in self.losses.items()))
+        if self.throttled_s:
+            lines.append(f"throttled (samples per insert): self-play "
+                         f"{self.throttled_s.get('selfplay', 0.0):.1f} s over all workers, "
+                         f"learner {self.throttled_s.get('learner', 0.0):.1f} s")
         lines.append(f"stream backlog: {self.stream_lag:.0f} entries not yet acknowledged; "
                      "rejected: " + (", ".join(f"{k} {v:.0f}" for k, v in
                                                self.rejected.items() if v) or "none"))

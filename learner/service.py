@@ -6,6 +6,15 @@ ones to the replay window, trains as far as the samples-per-insert ratio allows,
 new weights every ``learner.publish_every_steps`` steps and checkpoints every
 ``learner.checkpoint_every_s`` seconds.
 
+Pace
+    The learner publishes its pace (``shared.pace``: its ratio, target, tolerance and
+    whether it can train) through ``Transport.pace()`` after taking a turn's games in,
+    between training steps and at the turn's end: at once when the pause decision changes,
+    else at most every ``PACE_PUBLISH_S``. Self-play workers read it and
+    wait while the ratio is below ``learner.samples_per_insert`` x (1 -
+    ``learner.samples_per_insert_tolerance``); the learner itself waits for data at the
+    target, and counts that time in ``learner_throttled_seconds_total``.
+
 Exactly once
     The checkpoint (``RUN_DIR/checkpoint.pt``, one file) holds the learner's state *and*
     the stream cursor: the id of the last entry added to the replay window, plus the
@@ -51,6 +60,7 @@ from zeroforge.learner.sample_checks import check_game
 from zeroforge.shared.formats.weight_blob import save_weights
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.pace import PACE_PUBLISH_S, Pace, pause_floor, selfplay_should_pause
 from zeroforge.shared.run_files import snapshot_path
 from zeroforge.shared.samples import GameSamples, SampleFormatError
 from zeroforge.shared.train_config import LearnerConfig, RunContext
@@ -129,6 +139,8 @@ class LearnerService:
         self._recent_set: set[str] = set()
         """The same ids as a set, for an O(1) duplicate check; kept in step by ``_remember``."""
         self.transport_errors = 0
+        self.throttled_s = 0.0
+        """Seconds this learner (and those it resumed from) waited at its target ratio."""
         self.undrained = False
         """The final drain gave up on an unreachable Redis: games may be left unread."""
         """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
@@ -149,6 +161,10 @@ class LearnerService:
         # Re-delivered entries at or below the cursor are already in the restored window.
         self.stream.skip_through(self.cursor)
         self.weights = transport.weights(keep=weights_keep)
+        self.pace = transport.pace()
+        self._pace_published_at: float | None = None
+        self._pace_pauses: bool | None = None
+        """The pause decision of the last pace published (None: none yet)."""
         self._publish_initial()
         self.group = group
         """The data-parallel group this learner leads (``learner.replicas`` > 1): formed
@@ -164,11 +180,19 @@ class LearnerService:
         an idle learner does not spin and a busy one never waits. Returns what happened.
         """
         self._check_open()
-        wait = 0 if self.learner.can_train() and not self._at_step_limit() else block_ms
+        trainable = self._trainable()
+        wait = 0 if trainable else block_ms
+        at_target = not trainable and self._at_target()
+        started = time.monotonic()
         entries = self.stream.read(max_read, wait)
+        if at_target:
+            self._count_throttled(time.monotonic() - started)
         self._mirror_stream_rejections()
         added, wrong = self._take(entries)
-        metrics = self.learner.train_available(self._step_budget())
+        # The games just read lowered the ratio: say so before training on them, or
+        # workers would only ever see the ratio after a turn's training had raised it.
+        self.publish_pace()
+        metrics = self._train(self._step_budget())
         if metrics:
             self._dirty = True
             self.last_losses = metrics[-1]
@@ -179,6 +203,7 @@ class LearnerService:
         checkpointed = self._checkpoint_due() and self.checkpoint() is not None
         self._maybe_snapshot()
         self._refresh_stream_info()
+        self.publish_pace()
         return {"read": len(entries), "added": added, "wrong_game": wrong,
                 "steps": len(metrics), "published": published, "checkpointed": checkpointed}
 
@@ -290,6 +315,62 @@ class LearnerService:
         limit = self.ctx.max_learner_steps
         return bool(limit and self.learner.steps >= limit)
 
+    def _train(self, budget: int) -> list[dict[str, float]]:
+        """Up to ``budget`` steps as far as the ratio allows (``Learner.train_available``),
+        with the pace published between steps: a turn can take many seconds on a loaded
+        machine, and workers should resume as soon as the ratio is back at the floor (and
+        the record must not expire meanwhile). ``publish_pace`` costs a Redis call only
+        when the decision changes or ``PACE_PUBLISH_S`` has passed."""
+        out: list[dict[str, float]] = []
+        while len(out) < budget and self.learner.can_train():
+            out.append(self.learner.step())
+            self.publish_pace()
+        return out
+
+    def _trainable(self) -> bool:
+        """A batch may be trained now (window, samples-per-insert budget, step limit)."""
+        return self.learner.can_train() and not self._at_step_limit()
+
+    def _at_target(self) -> bool:
+        """Training is held back by the samples-per-insert budget alone: the window is
+        warm, the ratio is at its target (no batch fits), and no step limit is reached."""
+        c = self.config
+        return (c.samples_per_insert > 0 and len(self.learner.replay) >= max(c.min_replay, 1)
+                and not self.learner.can_train() and not self._at_step_limit())
+
+    def _count_throttled(self, seconds: float) -> None:
+        self.throttled_s += seconds
+        self.recorder.inc("learner_throttled_seconds_total", seconds)
+
+    # --- pace ------------------------------------------------------------------------------
+    def current_pace(self) -> Pace:
+        """The pace self-play should follow now (``shared.pace``)."""
+        return Pace(samples_per_insert=self.samples_per_insert(),
+                    target=self.config.samples_per_insert,
+                    tolerance=self.config.samples_per_insert_tolerance,
+                    trainable=self._trainable())
+
+    def publish_pace(self, force: bool = False) -> bool:
+        """Publish ``current_pace`` if the pause decision changed, ``PACE_PUBLISH_S`` passed
+        (the record expires unless renewed) or ``force``; returns whether it did. A Redis
+        failure is logged and counted, never raised: the turn's work is done, and workers
+        that cannot read a pace play on."""
+        pace = self.current_pace()
+        pauses = selfplay_should_pause(pace)
+        now = time.monotonic()
+        if (not force and pauses == self._pace_pauses and self._pace_published_at is not None
+                and now - self._pace_published_at < PACE_PUBLISH_S):
+            return False
+        try:
+            self.pace.publish(pace)
+        except TransportError as err:
+            self.transport_errors += 1
+            log.warning("learner: cannot publish its pace (workers play on unthrottled "
+                        "once the last one expires): %s", err)
+            return False
+        self._pace_published_at, self._pace_pauses = now, pauses
+        return True
+
     # --- weights ---------------------------------------------------------------------------
     def _publish_initial(self) -> None:
         latest = self.weights.latest_version()
@@ -359,6 +440,7 @@ class LearnerService:
             "steps_at_publish": self._steps_at_publish,
             "rejected": dict(self.rejected),
             "recent_game_ids": list(self.recent_game_ids),
+            "throttled_s": self.throttled_s,
         }
         path = self.learner.save(self.checkpoint_path, extra)
         self._last_checkpoint = time.monotonic()
@@ -403,6 +485,7 @@ class LearnerService:
             self.positions_received = int(extra.get("positions_received",
                                                     self.learner.replay.inserted))
             self._steps_at_publish = int(extra.get("steps_at_publish", -1))
+            self.throttled_s = float(extra.get("throttled_s", 0.0))
             self.rejected.update({str(k): int(v) for k, v in extra.get("rejected", {}).items()})
             for game_id in extra.get("recent_game_ids", []):
                 if str(game_id) not in self._recent_set:  # older checkpoints kept copies
@@ -491,6 +574,14 @@ class LearnerService:
         """Publish unpublished training, write the final checkpoint, ack, disconnect."""
         if self._closed:
             return
+        try:
+            # Workers still running (a learner that ended at a limit) play on at once
+            # rather than wait for the record to expire.
+            self.pace.clear()
+        except TransportError as err:
+            self.transport_errors += 1
+            log.warning("learner: cannot clear its pace (it expires in %.0f s): %s",
+                        self.pace.ttl_s, err)
         if self.learner.steps > self._steps_at_publish:
             try:
                 self._publish()
@@ -525,6 +616,7 @@ class LearnerService:
         r.inc("learner_samples_trained_total", self.learner.samples_trained)
         r.inc("learner_games_received_total", self.games_received)
         r.inc("learner_positions_received_total", self.positions_received)
+        r.inc("learner_throttled_seconds_total", self.throttled_s)
         for reason, n in self.rejected.items():
             r.inc("rejected_entries_total", n, reason=reason)
 
@@ -563,6 +655,8 @@ class LearnerService:
         r = self.recorder
         r.set("learner_samples_per_insert", self.samples_per_insert())
         r.set("learner_samples_per_insert_target", self.config.samples_per_insert)
+        r.set("learner_samples_per_insert_floor", pause_floor(
+            self.config.samples_per_insert, self.config.samples_per_insert_tolerance))
         r.set("replay_window_positions", len(self.learner.replay))
         # The catalogue's stream lag: entries written but not yet acknowledged.
         r.set("stream_lag_entries", self._stream_info.get("backlog", 0))
@@ -581,6 +675,10 @@ class LearnerService:
             "weights_version": self.learner.version,
             "replay_positions": len(self.learner.replay),
             "samples_per_insert": round(self.samples_per_insert(), 3),
+            "samples_per_insert_target": self.config.samples_per_insert,
+            "samples_per_insert_tolerance": self.config.samples_per_insert_tolerance,
+            "selfplay_paused": bool(self._pace_pauses),
+            "throttled_s": round(self.throttled_s, 1),
             "stream_backlog": self._stream_info.get("backlog"),
             "stream_undelivered": self._stream_info.get("undelivered"),
             "unacked": len(self._unacked),

@@ -53,6 +53,9 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
     Metric("selfplay_policy_targets_total", "counter",
            "Self-play positions recorded with a policy target (all of them unless the "
            "playout cap is on).", ("worker_kind", "worker")),
+    Metric("selfplay_throttled_seconds_total", "counter",
+           "Time a self-play worker paused because the learner's samples-per-insert was "
+           "below its floor.", ("worker_kind", "worker")),
     Metric("nn_evaluations_total", "counter",
            "Positions evaluated by a network (in-process or by an inference server).",
            ("source",)),
@@ -99,6 +102,11 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            "Positions trained per position inserted so far (the reuse ratio)."),
     Metric("learner_samples_per_insert_target", "gauge",
            "The configured samples-per-insert ratio (learner.samples_per_insert)."),
+    Metric("learner_samples_per_insert_floor", "gauge",
+           "The ratio below which self-play pauses: the target x (1 - "
+           "learner.samples_per_insert_tolerance); 0 without a target."),
+    Metric("learner_throttled_seconds_total", "counter",
+           "Time the learner waited for data because its samples-per-insert was at target."),
     Metric("learner_loss", "gauge", "Last training loss by part.", ("part",)),
     Metric("replay_window_positions", "gauge", "Positions held in the replay window."),
     Metric("stream_lag_entries", "gauge",

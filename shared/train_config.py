@@ -95,7 +95,16 @@ class LearnerConfig:
     """No training until the window holds this many positions."""
     samples_per_insert: float = 4.0
     """Positions trained per position inserted (reuse ratio); 0 means no limit. The learner
-    waits for data rather than overfitting a small window."""
+    waits for data rather than overfitting a small window, and self-play waits for the
+    learner when the ratio falls below ``samples_per_insert_tolerance``."""
+    samples_per_insert_tolerance: float = 0.25
+    """How far below ``samples_per_insert``, as a fraction of it, the learner's ratio may
+    fall before self-play workers pause (in [0, 1)): with target T and tolerance f, once
+    the learner can train (window at ``min_replay``) and its ratio is below T x (1 - f),
+    distributed workers append the games they hold and wait until it is back at or above
+    T x (1 - f). Above T the learner waits for data. So the ratio stays between the two
+    whichever side is slower; 0 holds it at T (workers stop and start most often). No
+    effect with ``samples_per_insert`` 0 or in the local loop, which alternates the two."""
     value_loss_weight: float = 1.0
     """Weight of the value MSE relative to the policy cross-entropy."""
     train_fast_positions: bool = True
@@ -156,6 +165,9 @@ class LearnerConfig:
             raise ValueError("train_steps_per_round and publish_every_steps must be >= 1")
         if self.checkpoint_every_s < 0 or self.snapshot_every_s < 0:
             raise ValueError("checkpoint_every_s and snapshot_every_s must be >= 0")
+        if not 0.0 <= self.samples_per_insert_tolerance < 1.0:
+            raise ValueError(f"samples_per_insert_tolerance must be in [0, 1), got "
+                             f"{self.samples_per_insert_tolerance}")
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,7 @@
   const ident = (c) => c;
   const bold = { line: { width: 3, color: "#1d2330" } };
   const dashed = { line: { width: 1.5, dash: "dash" } };
+  const dotted = { line: { width: 1.5, dash: "dot" } };
 
   // ---- the charts --------------------------------------------------------------------
   function selfplayRate(metric) {
@@ -248,14 +249,30 @@
         traces: () => perSeries("learner_steps_total", {}, rateOf).map((t) =>
           Object.assign(t, { name: "steps/s" })) },
       { id: "spi", title: "Samples per insert", unit: "ratio",
-        help: "learner_samples_per_insert (actual) and learner_samples_per_insert_target " +
-              "(dashed): positions trained per position inserted.",
+        help: "learner_samples_per_insert (actual), learner_samples_per_insert_target " +
+              "(dashed) and learner_samples_per_insert_floor (dotted: below it self-play " +
+              "waits for the learner): positions trained per position inserted.",
         traces: () => [
           ...perSeries("learner_samples_per_insert", {}, ident).map((t) =>
             Object.assign(t, { name: "actual" })),
           ...perSeries("learner_samples_per_insert_target", {}, ident).map((t) =>
             Object.assign(t, dashed, { name: "target" })),
+          ...perSeries("learner_samples_per_insert_floor", {}, ident).map((t) =>
+            Object.assign(t, dotted, { name: "floor" })),
         ] },
+      { id: "throttled", title: "Time throttled per side", unit: "% of time",
+        help: "rate of selfplay_throttled_seconds_total per worker (waiting while the " +
+              "learner's samples per insert is below its floor) and of " +
+              "learner_throttled_seconds_total (waiting for data at its target).",
+        traces: () => {
+          const pct = (c) => rateOf(c).map((v) => (v === null ? null : 100 * v));
+          return [
+            ...find("selfplay_throttled_seconds_total", { worker_kind: "selfplay" }).map((s) =>
+              line("worker " + (s.labels.worker ?? ""), pct(values(s.key)))),
+            ...perSeries("learner_throttled_seconds_total", {}, pct).map((t) =>
+              Object.assign(t, bold, { name: "learner" })),
+          ];
+        } },
       { id: "loss", title: "Loss", unit: "loss",
         help: "learner_loss by part: policy (cross-entropy to the search's visit counts), " +
               "value (squared error to the outcome), total.",

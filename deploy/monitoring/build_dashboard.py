@@ -147,10 +147,21 @@ ROWS: tuple[Row, ...] = (
             description="SGD steps per second; redone: steps taken again after a restart."),
         Panel("Samples per insert", (
             Q(f"max({m('learner_samples_per_insert')})", "actual"),
-            Q(f"max({m('learner_samples_per_insert_target')})", "target")),
+            Q(f"max({m('learner_samples_per_insert_target')})", "target"),
+            Q(f"max({m('learner_samples_per_insert_floor')})", "floor")),
             description="Positions trained per position inserted so far, against "
                         "learner.samples_per_insert (the learner waits for data, so actual "
-                        "stays at or below target)."),
+                        "stays at or below target) and the floor below which self-play "
+                        "waits for the learner (target x (1 - "
+                        "learner.samples_per_insert_tolerance))."),
+        Panel("Time throttled per side", (
+            Q(f"sum by (worker) ({rate('selfplay_throttled_seconds_total')})",
+              "worker {{worker}}"),
+            Q(f"sum({rate('learner_throttled_seconds_total')})", "learner")),
+            unit="percentunit",
+            description="Share of the time each side waited for the other: a self-play "
+                        "worker while the learner's samples per insert was below its "
+                        "floor, the learner while it was at its target."),
         Panel("Loss", (
             Q(f"max by (part) ({m('learner_loss')})", "{{part}}"),),
             description="The last step's loss: total, policy, value."),

@@ -1,4 +1,4 @@
-"""The data plane: sample stream, weight store, results; over Redis or in memory.
+"""The data plane: sample stream, weight store, results, pace; over Redis or in memory.
 
 The seams are Protocols (``base.py``); Redis implements them between processes, the
 in-memory twin (``memory.py``) inside one. All Redis code of zeroforge lives in this
@@ -12,6 +12,7 @@ import importlib
 from typing import Any
 
 from zeroforge.shared.transport.base import (
+    PaceSignal,
     ResultsStore,
     SampleSink,
     SampleSource,
@@ -52,7 +53,8 @@ __all__ = [
     "RedisServerConfig", "RedisServerError", "SampleStream", "StaleVersionError",
     "StreamConfig", "StreamInfo", "TransportError", "WeightInfo", "WeightStore",
     "WeightSubscription", "WeightsIntegrityError", "connect", "stream_key",
-    "ResultsStore", "SampleSink", "SampleSource", "Transport", "WeightSink", "WeightSource",
+    "PaceSignal", "ResultsStore", "SampleSink", "SampleSource", "Transport", "WeightSink",
+    "WeightSource",
     "open_transport",
 ]
 

@@ -1,12 +1,13 @@
 """The transport seams: what services need from the data plane, as Protocols.
 
 Two implementations hold each of them: Redis (``stream.py``, ``weight_store.py``,
-``results.py``; between processes and machines) and in memory (``memory.py``; one
-process, the local run and unit tests). Both encode what they carry in the same wire
-formats, and one contract suite (``tests/contract/test_transport_contract.py``) runs
-against both. Services are written against these Protocols only.
+``results.py``, ``pace_signal.py``; between processes and machines) and in memory
+(``memory.py``; one process, the local run and unit tests). Both encode what they carry
+in the same wire formats, and one contract suite
+(``tests/contract/test_transport_contract.py``) runs against both. Services are written
+against these Protocols only.
 
-``Transport`` hands out the three endpoints of one run; ``open_transport``
+``Transport`` hands out the endpoints of one run; ``open_transport``
 (``opener.py``) picks the implementation from a URL (``redis://``, ``rediss://`` or
 ``memory://``).
 """
@@ -17,10 +18,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from zeroforge.shared.pace import PACE_TTL_S
+
 StateDict = dict[str, Any]
 """Parameter name -> tensor (torch stays out of this module)."""
 
 if TYPE_CHECKING:
+    from zeroforge.shared.pace import Pace
     from zeroforge.shared.samples import GameSamples
     from zeroforge.shared.transport.stream import StreamConfig, StreamInfo
 
@@ -127,6 +131,32 @@ class ResultsStore(Protocol):
     def best(self) -> tuple[int, bytes] | None: ...
 
 
+@runtime_checkable
+class PaceSignal(Protocol):
+    """The learner's pace (``shared.pace``): the learner publishes it, self-play workers
+    read it to decide whether to wait. One small record per run that expires ``ttl_s``
+    seconds after its last publish, so a dead learner never leaves workers waiting."""
+
+    ttl_s: float
+    """Seconds a publish holds."""
+    malformed: int
+    """Reads that found something this code did not write (counted, read as absent)."""
+
+    def publish(self, pace: Pace) -> None:
+        """Replace the run's pace with ``pace``, to hold for ``ttl_s`` seconds."""
+        ...
+
+    def read(self) -> Pace | None:
+        """The run's pace; None if none was published, it expired or was cleared, or the
+        record is not one this code wrote (then ``malformed`` counts it and one line is
+        logged). Raises ``TransportError`` only when the store is unreachable."""
+        ...
+
+    def clear(self) -> None:
+        """Remove the pace (a learner that stops): readers see None at once."""
+        ...
+
+
 class Transport(Protocol):
     """The data plane of one run, as seen from one process."""
 
@@ -142,6 +172,10 @@ class Transport(Protocol):
 
     def results(self) -> ResultsStore:
         """The evaluation results store."""
+        ...
+
+    def pace(self, ttl_s: float = PACE_TTL_S) -> PaceSignal:
+        """The learner's pace signal; a publish through it holds ``ttl_s`` seconds."""
         ...
 
     def close(self) -> None:

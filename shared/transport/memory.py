@@ -4,8 +4,9 @@ The local run (``zeroforge train --local``) and unit tests use it. It is not a m
 keeps the Redis transport's promises (consumer-group delivery with pending entries that
 come back to a restarted reader, acks, trimming below the oldest unacknowledged entry,
 backpressure, rejection of bad entries by reason, versioned weights with sha256 checks,
-announcements) and it carries the same bytes: games are stored as ``shared.samples``
-entries and weights as weights blobs, so the local run exercises the wire formats too.
+announcements, a pace that expires) and it carries the same bytes: games are stored as
+``shared.samples`` entries, weights as weights blobs and the pace as ``shared.pace``
+bytes, so the local run exercises the wire formats too.
 The contract suite runs the same tests against both.
 
 Thread-safe: one lock per run's data; readers and writers of one process may be on
@@ -24,8 +25,10 @@ from typing import Any, ClassVar
 
 import msgpack
 
+from zeroforge.shared.pace import PACE_TTL_S, Pace, encode_pace
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport.base import StateDict
+from zeroforge.shared.transport.pace_signal import PaceDecoder, check_ttl
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
 from zeroforge.shared.transport.stream import (
     BackpressureTimeout,
@@ -358,6 +361,41 @@ class MemoryResultsStore:
         return version, weights
 
 
+class _PaceData:
+    """One run's pace: its bytes and when they expire (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.blob: bytes | None = None
+        self.expires = 0.0
+
+
+class MemoryPaceSignal(PaceDecoder):
+    """``PaceSignal`` in memory: the same bytes and expiry as the Redis key."""
+
+    def __init__(self, data: _PaceData, run_id: str, ttl_s: float = PACE_TTL_S) -> None:
+        super().__init__()
+        self._data = data
+        self.run_id = check_run_id(run_id)
+        self.ttl_s = check_ttl(ttl_s)
+        self.key = f"memory:{run_id}:pace"
+
+    def publish(self, pace: Pace) -> None:
+        blob = encode_pace(pace)
+        with self._data.lock:
+            self._data.blob = blob
+            self._data.expires = time.monotonic() + self.ttl_s
+
+    def read(self) -> Pace | None:
+        with self._data.lock:
+            blob = self._data.blob if time.monotonic() < self._data.expires else None
+        return self._decoded(blob)
+
+    def clear(self) -> None:
+        with self._data.lock:
+            self._data.blob = None
+
+
 class MemoryTransport:
     """The data plane of one run inside this process (see module docstring).
 
@@ -374,6 +412,7 @@ class MemoryTransport:
         self._stream = _StreamData()
         self._weights = _WeightData()
         self._results = MemoryResultsStore(run_id)
+        self._pace = _PaceData()
 
     @classmethod
     def named(cls, url: str, run_id: str) -> MemoryTransport:
@@ -393,6 +432,9 @@ class MemoryTransport:
 
     def results(self) -> MemoryResultsStore:
         return self._results
+
+    def pace(self, ttl_s: float = PACE_TTL_S) -> MemoryPaceSignal:
+        return MemoryPaceSignal(self._pace, self.run_id, ttl_s)
 
     def close(self) -> None:
         pass

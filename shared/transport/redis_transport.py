@@ -1,8 +1,10 @@
-"""``Transport`` over Redis: one connection per process, the run's three endpoints on it."""
+"""``Transport`` over Redis: one connection per process, the run's endpoints on it."""
 
 from __future__ import annotations
 
+from zeroforge.shared.pace import PACE_TTL_S
 from zeroforge.shared.transport.connection import connect
+from zeroforge.shared.transport.pace_signal import RedisPaceSignal
 from zeroforge.shared.transport.results import EvalResultsStore
 from zeroforge.shared.transport.stream import SampleStream, StreamConfig, check_run_id
 
@@ -27,6 +29,9 @@ class RedisTransport:
 
     def results(self) -> EvalResultsStore:
         return EvalResultsStore(self.redis, self.run_id)
+
+    def pace(self, ttl_s: float = PACE_TTL_S) -> RedisPaceSignal:
+        return RedisPaceSignal(self.redis, self.run_id, ttl_s)
 
     def close(self) -> None:
         if not self._closed:

@@ -4,19 +4,23 @@ and the in-memory twin the local run uses. A service written against the Protoco
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 
+import msgpack
 import numpy as np
 import pytest
 import torch
 
 from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.pace import Pace
 from zeroforge.shared.samples import GameSamples, decode, encode
 from zeroforge.shared.transport import (
     BackpressureTimeout,
+    PaceSignal,
     RedisServer,
     ResultsStore,
     SampleSink,
@@ -273,3 +277,90 @@ def test_a_corrupt_weights_blob_is_detected(transport, weights):
         transport.redis.set(key, blob[:-1] + bytes([blob[-1] ^ 1]))
     with pytest.raises(WeightsIntegrityError):
         store.fetch()
+
+
+# --- the learner's pace ----------------------------------------------------------------------
+def _pace(ratio: float = 3.5, trainable: bool = True) -> Pace:
+    return Pace(samples_per_insert=ratio, target=16.0, tolerance=0.25, trainable=trainable)
+
+
+def _put_raw(transport: Transport, signal, blob: bytes) -> None:
+    """Something this code did not write in the pace slot (another program, a bug)."""
+    if isinstance(transport, MemoryTransport):
+        signal._data.blob, signal._data.expires = blob, time.monotonic() + 60
+    else:
+        transport.redis.set(signal.key, blob, ex=60)
+
+
+def test_pace_round_trips_to_every_reader_and_clears(transport):
+    signal = transport.pace()
+    assert isinstance(signal, PaceSignal)
+    assert signal.read() is None  # nothing published yet: not throttled
+    signal.publish(_pace(3.5))
+    assert transport.pace().read() == _pace(3.5)  # another reader of the run sees it
+    signal.publish(_pace(12.25, trainable=False))  # a publish replaces the last one
+    assert signal.read() == _pace(12.25, trainable=False)
+    signal.clear()
+    assert signal.read() is None and transport.pace().read() is None
+    assert signal.malformed == 0
+
+
+def test_paces_of_two_runs_are_apart(transport):
+    if isinstance(transport, MemoryTransport):
+        other: Transport = MemoryTransport(transport.run_id + "-b")
+    else:
+        other = RedisTransport(transport.url, transport.run_id + "-b")
+    try:
+        transport.pace().publish(_pace(1.0))
+        assert other.pace().read() is None
+    finally:
+        other.close()
+
+
+def test_pace_expires_unless_published_again(transport):
+    with pytest.raises(ValueError, match="ttl_s must be > 0"):
+        transport.pace(ttl_s=0)
+    short = transport.pace(ttl_s=0.3)
+    short.publish(_pace())
+    assert short.read() == _pace()
+    deadline = time.monotonic() + 10
+    while short.read() is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert short.read() is None  # expired: a dead learner leaves no worker paused
+    # A publish renews the whole lifetime: published at 0 and at 0.8 s with a 1.5 s TTL,
+    # the pace is still there at 1.7 s (it would have expired at 1.5 s otherwise).
+    renewed = transport.pace(ttl_s=1.5)
+    first = time.monotonic()
+    renewed.publish(_pace(1.0))
+    while time.monotonic() - first < 0.8:
+        time.sleep(0.05)
+    renewed.publish(_pace(2.0))
+    while time.monotonic() - first < 1.7:
+        time.sleep(0.05)
+    assert renewed.read() == _pace(2.0)
+
+
+def test_a_bad_pace_reads_as_absent_is_counted_and_logged_once(transport, caplog):
+    signal = transport.pace()
+    bad = [b"\xc1garbage", msgpack.packb([1, 2]), msgpack.packb({"format": 99}),
+           msgpack.packb({"format": 1, "samples_per_insert": 1.0, "target": 4.0,
+                          "tolerance": 2.0, "trainable": True})]
+    with caplog.at_level(logging.WARNING):
+        for blob in bad:
+            _put_raw(transport, signal, blob)
+            assert signal.read() is None
+    assert signal.malformed == len(bad)
+    lines = [r for r in caplog.records if "pace signal" in r.getMessage()]
+    assert len(lines) == 1 and "not msgpack" in lines[0].getMessage()
+    signal.publish(_pace(5.0))  # a good pace reads again, and a new bad one logs again
+    assert signal.read() == _pace(5.0)
+    _put_raw(transport, signal, b"\xc1")
+    with caplog.at_level(logging.WARNING):
+        assert signal.read() is None
+    assert len([r for r in caplog.records if "pace signal" in r.getMessage()]) == 2
+    assert signal.malformed == len(bad) + 1
+    if isinstance(transport, RedisTransport):
+        # a key of another type (WRONGTYPE) is bad content too, never a crash
+        transport.redis.delete(signal.key)
+        transport.redis.hset(signal.key, "a", "b")
+        assert signal.read() is None and signal.malformed == len(bad) + 2

@@ -61,7 +61,7 @@ def _look(driver, url: str, name: str, more: tuple[str, ...] = ()) -> None:
         "return Object.fromEntries(Object.entries(window.zfDashboard.charts)"
         ".map(([k, v]) => [k, v.hasData]))")
     for chart in ("actors", "placement", "selfplay-games", "simulations", "evaluations",
-                  "loss", "replay", "spi", "weights", "policy-lag", "cpu", "memory",
+                  "loss", "replay", "spi", "throttled", "weights", "policy-lag", "cpu", "memory",
                   "actor-cpu", *more):
         assert charts[chart], (chart, charts)
 
