@@ -68,6 +68,10 @@ class SeedResult:
     """Self-play positions per second over the whole run (its final status); None: unknown."""
     steps_per_s: float | None = None
     """Learner steps per second over the whole run (its final status); None: unknown."""
+    samples_per_insert: dict | None = None
+    """The learner's samples-per-insert ratio once it trained (``history.jsonl``): ``min``,
+    ``median``, ``max``, ``final`` and ``below_floor`` (the share of samples under the
+    target x (1 - tolerance)); None: no history."""
 
 
 def run_rates(run_dir: Path) -> tuple[float, float] | None:
@@ -79,6 +83,31 @@ def run_rates(run_dir: Path) -> tuple[float, float] | None:
         return float(status["positions"]) / elapsed, float(status["learner_steps"]) / elapsed
     except (OSError, ValueError, KeyError, ZeroDivisionError):
         return None
+
+
+def ratio_summary(run_dir: Path) -> dict | None:
+    """The samples-per-insert figures of ``SeedResult.samples_per_insert`` from the run's
+    metric history (a sample every ``run.dashboard_interval_s``, changed values only)."""
+    try:
+        lines = (run_dir / "history.jsonl").read_text().splitlines()
+    except OSError:
+        return None
+    current: dict = {}
+    ratios, floor = [], None
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        current.update(row.get("v", {}))
+        floor = current.get("learner_samples_per_insert_floor", floor)
+        if current.get("learner_steps_total") and "learner_samples_per_insert" in current:
+            ratios.append(float(current["learner_samples_per_insert"]))
+    if not ratios:
+        return None
+    below = sum(r < floor for r in ratios) / len(ratios) if floor else None
+    return {"min": min(ratios), "median": statistics.median(ratios), "max": max(ratios),
+            "final": ratios[-1], "floor": floor, "below_floor": below}
 
 
 def cells(result: SeedResult, limit: float) -> str:
@@ -98,8 +127,11 @@ def median_minutes(results: list[SeedResult], limit: float) -> str:
 
 
 def start_run(args, config_name: str, seed: int, run_dir: Path) -> subprocess.Popen:
-    """``zeroforge train --local`` for one seed, its output in ``run_dir/train.log``."""
-    cmd = [sys.executable, "-m", "zeroforge", "train", "--local", "--config", config_name,
+    """``zeroforge train --local`` for one seed (``--distributed``: ``zeroforge train``, a
+    Ray run of its own with its own Redis, no evaluator actor), its output in
+    ``run_dir/train.log``."""
+    mode = ["--set", "distributed.evaluator=false"] if args.distributed else ["--local"]
+    cmd = [sys.executable, "-m", "zeroforge", "train", *mode, "--config", config_name,
            "--seed", str(seed), "--run-dir", str(run_dir), "--minutes", str(args.minutes),
            "--set", f"learner.snapshot_every_s={args.snapshot_every}",
            "--set", "evaluation.every_s=0"]
@@ -177,6 +209,11 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
     finally:
         stop_run(proc)
         result.run_minutes = (time.monotonic() - start) / 60
+    result.samples_per_insert = ratio_summary(run_dir)
+    if result.samples_per_insert:
+        r = result.samples_per_insert
+        print(f"  {config_name} seed {seed}: samples per insert min {r['min']:.1f} median "
+              f"{r['median']:.1f} max {r['max']:.1f} final {r['final']:.1f}", flush=True)
     rates = run_rates(run_dir)
     if rates is not None:
         result.positions_per_s, result.steps_per_s = rates
@@ -202,6 +239,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--label", default="", help="name of this variant in the table")
     parser.add_argument("--out", default="runs/time-to-strength", help="where runs go")
     parser.add_argument("--json", default=None, help="rows also here (and resumed from)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="a distributed run (Ray, Redis) instead of --local; the times "
+                        "count from the learner's start, after Ray and the actors are up")
     parser.add_argument("--train-cpus", type=int, nargs="*", default=None)
     parser.add_argument("--eval-cpus", type=int, nargs="*", default=None)
     parser.add_argument("--set", dest="overrides", action="append", default=[],
@@ -219,7 +259,9 @@ def main(argv: list[str] | None = None) -> None:
     header = {"anchor": args.anchor, "games": args.games, "sims": args.sims,
               "target": args.target, "minutes": args.minutes,
               "snapshot_every": args.snapshot_every, "overrides": args.overrides,
-              "eval_overrides": args.eval_overrides}
+              "eval_overrides": args.eval_overrides,
+              # only when set: files measured before the flag existed stay comparable
+              **({"distributed": True} if args.distributed else {})}
     rows = earlier_rows(args.json, header, prog="time_to_strength")
     out_root = Path(args.out) / (args.label or "run")
     for config_name in args.configs:

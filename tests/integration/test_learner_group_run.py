@@ -129,3 +129,21 @@ def test_killed_replicas_lose_no_game_and_the_group_learns_perfect_play(local_ra
     chances, missed, _ = missed_wins_against_random(game, agent, 500, rng)
     assert chances > 100 and missed == 0, f"missed {missed} of {chances} immediate wins"
     assert collections.Counter(t for _, t, _ in result.kills) == {"learner": 4}
+
+
+def test_a_group_the_cluster_cannot_hold_fails_at_start(tmp_path):
+    """R x the learner's CPUs beyond what the whole (local) cluster has: one line naming
+    the shortfall, exit 1, before any actor starts (a group waits for all its members, so
+    a member that can never be placed would leave the run without a learner)."""
+    from tests.e2e.test_cli import zf
+
+    r = zf("train", "--config", "tictactoe", "--run-dir", str(tmp_path), "--run-id",
+           "too-many-learners", "--set", "learner.replicas=64",
+           "--set", "distributed.learner_cpus=1", timeout=120)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    # Ray's own start-up notes may precede it (it checks a cluster that is up): ours is one
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("zeroforge train:")]
+    assert "error: learner.replicas=64 needs 64 CPU" in line and "lower learner.replicas" in line
+    assert run_actor_names("too-many-learners") == []
+    assert not (tmp_path / "checkpoint.pt").exists()
