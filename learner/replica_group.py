@@ -94,34 +94,45 @@ def backend_for(device: torch.device) -> str:
 
 
 class _Heartbeats:
-    """A thread that stamps ``alive/<rank>`` in the store every ``HEARTBEAT_S`` seconds,
-    so that rank 0 can say *which* replica stopped answering when a collective fails."""
+    """A thread that stamps ``alive/<rank>`` in rank 0's store every ``HEARTBEAT_S`` seconds,
+    so that rank 0 can say *which* replica stopped answering when a collective fails.
 
-    def __init__(self, store: dist.Store, rank: int) -> None:
-        self._store, self._rank = store, rank
+    It has a store client of its own with a short timeout: a write to a store whose
+    process has gone (rank 0 ended, or died) gives up within seconds. With the group's
+    client (the join timeout, minutes) such a write held this process for that long, and
+    a replica that had already left the group could not return from its ``run``."""
+
+    def __init__(self, address: GroupAddress, rank: int) -> None:
+        self._address, self._rank = address, rank
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True,
                                         name=f"replica-{rank}-heartbeat")
         self._thread.start()
 
     def _beat(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._store.set(f"alive/{self._rank}", repr(time.time()))
-            except Exception:  # the store (rank 0) is gone: the group is ending anyway
-                return
-            self._stop.wait(HEARTBEAT_S)
+        try:
+            store = dist.TCPStore(self._address.host, self._address.port, None, False,
+                                  timeout=datetime.timedelta(seconds=3 * HEARTBEAT_S))
+            while not self._stop.is_set():
+                store.set(f"alive/{self._rank}", repr(time.time()))
+                self._stop.wait(HEARTBEAT_S)
+        except Exception:  # the store (rank 0) is gone: the group is ending anyway
+            return
 
     def stop(self) -> None:
+        """End the beats and wait for the thread (a write in flight ends within seconds)."""
         self._stop.set()
+        self._thread.join(timeout=10 * HEARTBEAT_S)
 
 
 class _Member:
     """What every rank shares: the process group, the DDP-wrapped net and the step."""
 
     def __init__(self, learner, rank: int, replicas: int, store: dist.Store,
-                 timeout_s: float, host: str = "127.0.0.1") -> None:
-        """``host``: this process's address for the other replicas (gloo binds to it)."""
+                 timeout_s: float, host: str = "127.0.0.1",
+                 store_address: GroupAddress | None = None) -> None:
+        """``host``: this process's address for the other replicas (gloo binds to it);
+        ``store_address``: rank 0's store, where ranks 1.. send their heartbeats."""
         self.learner = learner
         self.rank = rank
         self.replicas = replicas
@@ -145,7 +156,8 @@ class _Member:
         self.ddp = DistributedDataParallel(
             learner.net, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self._sync_optimizer_state()
-        self.heartbeats = _Heartbeats(store, rank)
+        self.heartbeats = (_Heartbeats(store_address, rank)
+                           if rank and store_address is not None else None)
 
     # --- collectives ---------------------------------------------------------------------
     def _broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -216,7 +228,8 @@ class _Member:
                 "target_entropy": entropy_sum / max(targets, 1.0), "lr": lr}
 
     def close(self) -> None:
-        self.heartbeats.stop()
+        if self.heartbeats is not None:
+            self.heartbeats.stop()
         if dist.is_initialized():
             try:
                 dist.destroy_process_group()
@@ -410,7 +423,7 @@ class LearnerReplica:
             store = dist.TCPStore(address.host, address.port, self.replicas, False,
                                   timeout=datetime.timedelta(seconds=self.join_timeout_s))
             member = _Member(self.learner, self.rank, self.replicas, store, self.timeout_s,
-                             self.host)
+                             self.host, address)
         except Exception as err:
             raise ReplicaGroupError(
                 f"learner replica {self.rank}: cannot join the group at {address.host}:"

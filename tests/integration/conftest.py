@@ -14,11 +14,17 @@ import ray
 import redis
 
 from zeroforge.actors.rating_service import RatingService
+from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.builder import build_learner, build_rating_service
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.deploy.ray.private_api import init_on_node_ip
 from zeroforge.learner.service import LearnerService
-from zeroforge.shared.train_config import TrainConfig
+from zeroforge.shared.games import make_game
+from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.samples import GameSamples
+from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.train_config import SelfPlayConfig, TrainConfig
 from zeroforge.shared.transport import RedisServer, connect, open_transport
 
 
@@ -67,3 +73,20 @@ def rating_service(config: TrainConfig, url: str, run_id: str,
     options.setdefault("record", None)
     return build_rating_service(config, ctx, open_transport(url, run_id), anchors=anchors,
                            games=games, **options)
+
+
+def tiny_net_games(game_spec: str, count: int, simulations: int, parallel: int,
+                   worker_id: str) -> list[GameSamples]:
+    """``count`` real self-play games of a tiny random net (``simulations`` a move,
+    ``parallel`` at a time): valid games for tests of what consumes them."""
+    game = make_game(game_spec)
+    evaluator = TorchEvaluator(build_net(NetConfig.preset("tiny"), game.spec), device="cpu")
+    worker = SelfPlayWorker(game, evaluator, SearchConfig(num_simulations=simulations),
+                            SelfPlayConfig(games_in_parallel=parallel), seed=0,
+                            worker_id=worker_id)
+    return worker.play_games(count)[:count]
+
+
+def renamed(games: list[GameSamples], prefix: str) -> list[GameSamples]:
+    """Copies with ids unique to one test."""
+    return [dataclasses.replace(g, game_id=f"{prefix}-{i}") for i, g in enumerate(games)]

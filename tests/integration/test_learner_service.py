@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.integration.conftest import learner_service
-from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from tests.integration.conftest import learner_service, renamed, tiny_net_games
 from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
 from zeroforge.learner.service import (
     CHECKPOINT_NAME,
@@ -26,7 +25,6 @@ from zeroforge.learner.service import (
 from zeroforge.shared.formats.weight_blob import load_weights
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 from zeroforge.shared.run_files import snapshot_files
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.search.config import SearchConfig
@@ -56,16 +54,7 @@ def train_config(learner: dict | None = None, **run: object) -> TrainConfig:
 @pytest.fixture(scope="module")
 def played() -> list[GameSamples]:
     """Real self-play games (tiny random net, 4 simulations), played once per module."""
-    game = make_game(GAME)
-    evaluator = TorchEvaluator(build_net(NetConfig.preset("tiny"), game.spec), device="cpu")
-    worker = SelfPlayWorker(game, evaluator, SearchConfig(num_simulations=4),
-                            SelfPlayConfig(games_in_parallel=16), seed=0, worker_id="w0")
-    return worker.play_games(40)[:40]
-
-
-def renamed(games: list[GameSamples], prefix: str) -> list[GameSamples]:
-    """Copies with ids unique to one test."""
-    return [dataclasses.replace(g, game_id=f"{prefix}-{i}") for i, g in enumerate(games)]
+    return tiny_net_games(GAME, 40, simulations=4, parallel=16, worker_id="w0")
 
 
 def drain(service: LearnerService, max_read: int = 8, limit: int = 500) -> list[dict]:

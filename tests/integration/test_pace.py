@@ -13,14 +13,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.integration.conftest import learner_service
-from zeroforge.actors.selfplay import SelfPlayWorker
+from tests.integration.conftest import learner_service, renamed, tiny_net_games
 from zeroforge.actors.selfplay_service import SelfPlayService
 from zeroforge.deploy.builder import build_selfplay
 from zeroforge.learner.service import LearnerService
-from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.pace import Pace, selfplay_should_pause
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.search.config import SearchConfig
@@ -52,15 +49,7 @@ def train_config(**learner: object) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def played() -> list[GameSamples]:
-    game = make_game(GAME)
-    evaluator = TorchEvaluator(build_net(NetConfig.preset("tiny"), game.spec), device="cpu")
-    worker = SelfPlayWorker(game, evaluator, SearchConfig(num_simulations=2),
-                            SelfPlayConfig(games_in_parallel=10), seed=0, worker_id="x")
-    return worker.play_games(20)[:20]
-
-
-def renamed(games: list[GameSamples], prefix: str) -> list[GameSamples]:
-    return [dataclasses.replace(g, game_id=f"{prefix}-{i}") for i, g in enumerate(games)]
+    return tiny_net_games(GAME, 20, simulations=2, parallel=10, worker_id="x")
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 60.0,
