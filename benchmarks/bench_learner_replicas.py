@@ -98,7 +98,8 @@ def measure(replicas: int, args: argparse.Namespace) -> list[float]:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--peer":
         peer(sys.argv[2:])
-        return
+        sys.stdout.flush()
+        os._exit(0)  # no teardown of the left group (see replica_group._LEFT_GROUPS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="gomoku8")
     parser.add_argument("--net", default="small")

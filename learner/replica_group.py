@@ -55,6 +55,15 @@ HEARTBEAT_S = 1.0
 """Seconds between a replica's heartbeats in the store."""
 
 
+_LEFT_GROUPS: list = []
+"""The process-group and DDP objects of groups this process has left, kept alive until it
+exits. Destroying a gloo process group's C++ objects right after the group ended
+sometimes blocked that thread for good (seen in about one in five stops under load: the
+replica's ``run`` returned into the destructor and never came back, so its actor never
+ended and a new group could not form). The process of a group member ends soon after
+(Ray kills a finished member's actor), so keeping them costs nothing that lasts."""
+
+
 class ReplicaGroupError(RuntimeError):
     """The replica group failed: a replica died, hung or could not join."""
 
@@ -231,6 +240,8 @@ class _Member:
         if self.heartbeats is not None:
             self.heartbeats.stop()
         if dist.is_initialized():
+            # unregistered (a later group in this process can form), but not destroyed
+            _LEFT_GROUPS.append((dist.group.WORLD, self.ddp, self.store))
             try:
                 dist.destroy_process_group()
             except Exception as err:  # a broken group may not tear down cleanly

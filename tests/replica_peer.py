@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 
 from zeroforge.learner.learner import Learner
@@ -38,4 +39,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # no interpreter teardown: it would destroy the left group's gloo objects, which can
+    # block (see replica_group._LEFT_GROUPS)
+    os._exit(code)
