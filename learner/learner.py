@@ -11,6 +11,7 @@ import dataclasses
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -178,12 +179,17 @@ class Learner:
         group.form(self)
         self.group = group
 
-    def train_available(self, max_steps: int) -> list[dict[str, float]]:
-        """Up to ``max_steps`` steps, as far as the samples-per-insert ratio allows (a
-        group's replicas are pinged when there is nothing to train)."""
+    def train_available(self, max_steps: int,
+                        after_step: Callable[[], object] | None = None
+                        ) -> list[dict[str, float]]:
+        """Up to ``max_steps`` steps, as far as the samples-per-insert ratio allows, calling
+        ``after_step`` after each (a group's replicas are pinged when there is nothing to
+        train)."""
         out: list[dict[str, float]] = []
         while len(out) < max_steps and self.can_train():
             out.append(self.step())
+            if after_step is not None:
+                after_step()
         if not out and self.group is not None:
             self.group.keep_alive()
         return out

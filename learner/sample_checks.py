@@ -267,3 +267,31 @@ def _has_line(game: Gomoku, board: np.ndarray) -> bool:
             if n == game.k or (n > game.k and not game.exact):
                 return True
     return False
+
+
+def mismatch(game: Game, samples: GameSamples) -> str | None:
+    """Why ``samples`` cannot train a net for ``game`` (another game, rules version,
+    observation or action shape), or None if they can."""
+    spec = game.spec
+    if samples.game != spec.spec_string or samples.game_version != spec.version:
+        return (f"game {samples.game!r} v{samples.game_version}, but this run plays "
+                f"{spec.spec_string!r} v{spec.version}")
+    if tuple(samples.obs.shape[1:]) != tuple(spec.obs_shape):
+        return f"observations {tuple(samples.obs.shape[1:])}, expected {spec.obs_shape}"
+    if samples.policy.shape[1] != spec.num_actions:
+        return f"{samples.policy.shape[1]} actions, expected {spec.num_actions}"
+    return None
+
+
+def rejection(game: Game, samples: GameSamples) -> tuple[str, str | None]:
+    """``(reason, why)`` if ``samples`` must not enter the replay window of a learner of
+    ``game``, else ``("", None)``: ``wrong_game`` (``mismatch``), then the semantic checks
+    of ``check_game``."""
+    problem = mismatch(game, samples)
+    if problem:
+        return "wrong_game", problem
+    try:
+        check_game(game, samples)
+    except SampleFormatError as err:
+        return err.reason, str(err)
+    return "", None

@@ -53,16 +53,17 @@ from pathlib import Path
 
 import torch
 
+from zeroforge.learner.game_id_window import GameIdWindow
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.sample_checks import REASONS as SAMPLE_CHECK_REASONS
-from zeroforge.learner.sample_checks import check_game
+from zeroforge.learner.sample_checks import rejection
 from zeroforge.shared.formats.weight_blob import save_weights
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.pace import PACE_PUBLISH_S, Pace, pause_floor, selfplay_should_pause
 from zeroforge.shared.run_files import snapshot_path
-from zeroforge.shared.samples import GameSamples, SampleFormatError
+from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.train_config import LearnerConfig, RunContext
 from zeroforge.shared.transport import StreamConfig, Transport, TransportError
 from zeroforge.shared.transport.weight_store import StaleVersionError
@@ -118,7 +119,6 @@ class LearnerService:
             # Process-wide; the service owns its process in a distributed run.
             torch.set_num_threads(ctx.torch_threads)
         self.learner = Learner(learner, ctx.game, net)
-        self.game_spec = self.learner.game.spec
         self.recorder = Recorder()
         for reason in REJECTION_REASONS:
             # Every known reason is a series from the start (at 0), so a dashboard's
@@ -133,11 +133,8 @@ class LearnerService:
         """Entries rejected by reason: the stream's decode failures, ``wrong_game`` and the
         semantic checks' reasons (``zeroforge.learner.sample_checks.REASONS``)."""
         backlog = (stream_config or StreamConfig()).max_backlog
-        self.recent_game_ids: collections.deque[str] = collections.deque(
-            maxlen=max(recent_game_ids, 2 * backlog))
+        self.recent_game_ids = GameIdWindow(max(recent_game_ids, 2 * backlog))
         """Ids of the last received games, oldest first, each once (checkpointed)."""
-        self._recent_set: set[str] = set()
-        """The same ids as a set, for an O(1) duplicate check; kept in step by ``_remember``."""
         self.transport_errors = 0
         self.throttled_s = 0.0
         """Seconds this learner (and those it resumed from) waited at its target ratio."""
@@ -192,7 +189,11 @@ class LearnerService:
         # The games just read lowered the ratio: say so before training on them, or
         # workers would only ever see the ratio after a turn's training had raised it.
         self.publish_pace()
-        metrics = self._train(self._step_budget())
+        # the pace is published between steps too: a turn can take many seconds on a loaded
+        # machine, workers should resume as soon as the ratio is back at the floor, and the
+        # record must not expire meanwhile (``publish_pace`` calls Redis only when the
+        # decision changes or ``PACE_PUBLISH_S`` has passed)
+        metrics = self.learner.train_available(self._step_budget(), self.publish_pace)
         if metrics:
             self._dirty = True
             self.last_losses = metrics[-1]
@@ -212,7 +213,7 @@ class LearnerService:
         entries = self._drop_duplicates(entries)
         added, wrong_ids = 0, []
         for entry_id, game in entries:
-            reason, problem = self._rejection(game)
+            reason, problem = rejection(self.learner.game, game)
             if problem:
                 wrong_ids.append(entry_id)
                 self.rejected[reason] += 1
@@ -226,7 +227,7 @@ class LearnerService:
             self.games_received += 1
             self.positions_received += game.num_positions
             if game.game_id:
-                self._remember(game.game_id)
+                self.recent_game_ids.remember(game.game_id)
             self.recorder.inc("learner_games_received_total")
             self.recorder.inc("learner_positions_received_total", game.num_positions)
             self.recorder.observe("learner_policy_lag_versions",
@@ -242,67 +243,19 @@ class LearnerService:
 
     def _drop_duplicates(self, entries: list[tuple[str, GameSamples]]
                          ) -> list[tuple[str, GameSamples]]:
-        """``entries`` less the games already received (by game id): those are acked at
-        once, counted as ``duplicate`` and never trained on.
-
-        Copies come from a worker resending a batch whose append failed part-way (or was
-        retried whole by the Redis client). The resend follows the failure within seconds,
-        so the copy lands at most ``max_backlog`` entries (plus one batch per worker, plus
-        what the learner reads during the retry delay) after the original; the id window
-        (``recent_game_ids``, at least twice ``max_backlog``, checkpointed) covers that,
-        across learner restarts too. Acking a copy early is safe: its original is either
-        in the checkpoint or still pending and comes back after a crash.
-        """
-        fresh: list[tuple[str, GameSamples]] = []
-        dropped: list[str] = []
-        batch: set[str] = set()
-        for entry_id, game in entries:
-            game_id = game.game_id
-            if game_id and (game_id in self._recent_set or game_id in batch):
-                dropped.append(entry_id)
-                continue
-            if game_id:
-                batch.add(game_id)
-            fresh.append((entry_id, game))
+        """``entries`` less the games already received (by game id, ``GameIdWindow``):
+        those are acked at once, counted as ``duplicate`` and never trained on. Acking a
+        copy early is safe: its original is either in the checkpoint or still pending and
+        comes back after a crash."""
+        fresh, copies = self.recent_game_ids.split(game.game_id for _, game in entries)
+        dropped = [entries[i][0] for i in copies]
         if dropped:
             self.rejected["duplicate"] += len(dropped)
             self.recorder.inc("rejected_entries_total", len(dropped), reason="duplicate")
             log.warning("dropped %d sample entries whose game was already received "
                         "(a resent append): %s", len(dropped), ", ".join(dropped[:5]))
             self._ack(dropped)
-        return fresh
-
-    def _remember(self, game_id: str) -> None:
-        """Add ``game_id`` (not yet known) to ``recent_game_ids`` and its set, in step."""
-        ids = self.recent_game_ids
-        if len(ids) == ids.maxlen:
-            self._recent_set.discard(ids[0])
-        ids.append(game_id)
-        self._recent_set.add(game_id)
-
-    def _mismatch(self, game: GameSamples) -> str | None:
-        """Why ``game`` cannot train this run's net, or None if it can."""
-        spec = self.game_spec
-        if game.game != spec.spec_string or game.game_version != spec.version:
-            return (f"game {game.game!r} v{game.game_version}, but this run plays "
-                    f"{spec.spec_string!r} v{spec.version}")
-        if tuple(game.obs.shape[1:]) != tuple(spec.obs_shape):
-            return f"observations {tuple(game.obs.shape[1:])}, expected {spec.obs_shape}"
-        if game.policy.shape[1] != spec.num_actions:
-            return f"{game.policy.shape[1]} actions, expected {spec.num_actions}"
-        return None
-
-    def _rejection(self, game: GameSamples) -> tuple[str, str | None]:
-        """``(reason, why)`` if ``game`` must not enter the replay window, else ``("", None)``:
-        ``wrong_game`` (``_mismatch``), then the semantic checks of ``check_game``."""
-        problem = self._mismatch(game)
-        if problem:
-            return "wrong_game", problem
-        try:
-            check_game(self.learner.game, game)
-        except SampleFormatError as err:
-            return err.reason, str(err)
-        return "", None
+        return [entries[i] for i in fresh]
 
     def _step_budget(self) -> int:
         budget = self.config.train_steps_per_round
@@ -314,18 +267,6 @@ class LearnerService:
     def _at_step_limit(self) -> bool:
         limit = self.ctx.max_learner_steps
         return bool(limit and self.learner.steps >= limit)
-
-    def _train(self, budget: int) -> list[dict[str, float]]:
-        """Up to ``budget`` steps as far as the ratio allows (``Learner.train_available``),
-        with the pace published between steps: a turn can take many seconds on a loaded
-        machine, and workers should resume as soon as the ratio is back at the floor (and
-        the record must not expire meanwhile). ``publish_pace`` costs a Redis call only
-        when the decision changes or ``PACE_PUBLISH_S`` has passed."""
-        out: list[dict[str, float]] = []
-        while len(out) < budget and self.learner.can_train():
-            out.append(self.learner.step())
-            self.publish_pace()
-        return out
 
     def _trainable(self) -> bool:
         """A batch may be trained now (window, samples-per-insert budget, step limit)."""
@@ -488,8 +429,8 @@ class LearnerService:
             self.throttled_s = float(extra.get("throttled_s", 0.0))
             self.rejected.update({str(k): int(v) for k, v in extra.get("rejected", {}).items()})
             for game_id in extra.get("recent_game_ids", []):
-                if str(game_id) not in self._recent_set:  # older checkpoints kept copies
-                    self._remember(str(game_id))
+                # older checkpoints kept copies: ``remember`` takes each id once
+                self.recent_game_ids.remember(str(game_id))
         except (TypeError, ValueError, AttributeError) as err:
             raise CheckpointError(f"{where}: malformed learner-service state "
                                   f"({type(err).__name__}: {err})") from None

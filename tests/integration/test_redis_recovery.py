@@ -223,11 +223,11 @@ def test_the_id_window_is_bounded_and_its_set_stays_in_step(url, run_id, tmp_pat
         producer.append(played[start:start + 2])
         drain(a)
     assert list(a.recent_game_ids) == [g.game_id for g in played[-6:]]
-    assert a._recent_set == set(a.recent_game_ids)
+    assert a.recent_game_ids.members == set(a.recent_game_ids)
     producer.append(played[-1:] + played[:1])  # a copy in the window, an id that left it
     drain(a)
     assert a.rejected["duplicate"] == 1 and a.games_received == 17
-    assert a._recent_set == set(a.recent_game_ids) and len(a.recent_game_ids) == 6
+    assert a.recent_game_ids.members == set(a.recent_game_ids) and len(a.recent_game_ids) == 6
     a.close()
 
 
