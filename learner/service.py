@@ -54,14 +54,16 @@ from pathlib import Path
 import torch
 
 from zeroforge.learner.game_id_window import GameIdWindow
-from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
+from zeroforge.learner.learner import CHECKPOINT_NAME, Learner
+from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.sample_checks import REASONS as SAMPLE_CHECK_REASONS
 from zeroforge.learner.sample_checks import rejection
+from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
 from zeroforge.shared.formats.weight_blob import save_weights
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.pace import PACE_PUBLISH_S, Pace, pause_floor, selfplay_should_pause
+from zeroforge.shared.pace import Pace, pause_floor
 from zeroforge.shared.run_files import snapshot_path
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.train_config import LearnerConfig, RunContext
@@ -70,16 +72,16 @@ from zeroforge.shared.transport.weight_store import StaleVersionError
 
 log = logging.getLogger(__name__)
 
-SERVICE_STATE_FORMAT = "zeroforge-learner-service-v1"
-"""Tag of the service's part (``extra``) of the learner checkpoint."""
+__all__ = ["LearnerService", "REJECTION_REASONS", "SERVICE_STATE_FORMAT"]
+
 RECENT_GAME_IDS = 10_000
 """Game ids remembered (and checkpointed) to drop duplicates: ~1 MB at most. At least twice
 the stream's ``max_backlog`` are kept (see ``_drop_duplicates`` for what that covers)."""
 _ACK_CHUNK = 1000
+"""Ids per XACK: one huge command would stall Redis for everyone else."""
 DRAIN_GRACE_S = 30.0
 """How long the final drain waits for an unreachable Redis (a supervised one is back in
 about a second) before it stops with games left in the stream."""
-"""Ids per XACK: one huge command would stall Redis for everyone else."""
 DECODE_REASONS = ("no_data", "oversized", "not_msgpack", "not_a_map", "unknown_schema",
                   "missing_field", "bad_field", "bad_shape", "bad_length", "bad_outcome",
                   "bad_policy", "bad_to_play")
@@ -136,11 +138,11 @@ class LearnerService:
         self.recent_game_ids = GameIdWindow(max(recent_game_ids, 2 * backlog))
         """Ids of the last received games, oldest first, each once (checkpointed)."""
         self.transport_errors = 0
+        """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
         self.throttled_s = 0.0
         """Seconds this learner (and those it resumed from) waited at its target ratio."""
         self.undrained = False
         """The final drain gave up on an unreachable Redis: games may be left unread."""
-        """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
         self.last_losses: dict[str, float] = {}
         self._steps_at_publish = 0
         self._unacked: list[str] = []
@@ -158,10 +160,7 @@ class LearnerService:
         # Re-delivered entries at or below the cursor are already in the restored window.
         self.stream.skip_through(self.cursor)
         self.weights = transport.weights(keep=weights_keep)
-        self.pace = transport.pace()
-        self._pace_published_at: float | None = None
-        self._pace_pauses: bool | None = None
-        """The pause decision of the last pace published (None: none yet)."""
+        self.pacer = PacePublisher(transport.pace(), on_error=self._count_transport_error)
         self._publish_initial()
         self.group = group
         """The data-parallel group this learner leads (``learner.replicas`` > 1): formed
@@ -292,25 +291,13 @@ class LearnerService:
                     trainable=self._trainable())
 
     def publish_pace(self, force: bool = False) -> bool:
-        """Publish ``current_pace`` if the pause decision changed, ``PACE_PUBLISH_S`` passed
-        (the record expires unless renewed) or ``force``; returns whether it did. A Redis
-        failure is logged and counted, never raised: the turn's work is done, and workers
-        that cannot read a pace play on."""
-        pace = self.current_pace()
-        pauses = selfplay_should_pause(pace)
-        now = time.monotonic()
-        if (not force and pauses == self._pace_pauses and self._pace_published_at is not None
-                and now - self._pace_published_at < PACE_PUBLISH_S):
-            return False
-        try:
-            self.pace.publish(pace)
-        except TransportError as err:
-            self.transport_errors += 1
-            log.warning("learner: cannot publish its pace (workers play on unthrottled "
-                        "once the last one expires): %s", err)
-            return False
-        self._pace_published_at, self._pace_pauses = now, pauses
-        return True
+        """Offer ``current_pace`` to the run's pace signal (``PacePublisher``: a Redis call
+        only when the pause decision changes or the record needs renewing); returns whether
+        it was published. Never raises."""
+        return self.pacer.offer(self.current_pace(), force)
+
+    def _count_transport_error(self, err: TransportError) -> None:
+        self.transport_errors += 1
 
     # --- weights ---------------------------------------------------------------------------
     def _publish_initial(self) -> None:
@@ -372,17 +359,12 @@ class LearnerService:
     def checkpoint(self) -> Path:
         """Save the learner with the stream cursor and counters, then ack what it holds."""
         self._check_open()
-        extra = {
-            "format": SERVICE_STATE_FORMAT,
-            "run_id": self.run_id,
-            "stream_cursor": self.cursor,
-            "games_received": self.games_received,
-            "positions_received": self.positions_received,
-            "steps_at_publish": self._steps_at_publish,
-            "rejected": dict(self.rejected),
-            "recent_game_ids": list(self.recent_game_ids),
-            "throttled_s": self.throttled_s,
-        }
+        extra = ServiceState(
+            stream_cursor=self.cursor, games_received=self.games_received,
+            positions_received=self.positions_received,
+            steps_at_publish=self._steps_at_publish, rejected=dict(self.rejected),
+            recent_game_ids=list(self.recent_game_ids), throttled_s=self.throttled_s,
+            run_id=self.run_id).to_extra()
         path = self.learner.save(self.checkpoint_path, extra)
         self._last_checkpoint = time.monotonic()
         self._dirty = False
@@ -411,31 +393,21 @@ class LearnerService:
 
     def _restore(self) -> None:
         extra = self.learner.restore(self.checkpoint_path)
-        where = self.checkpoint_path
-        if extra and extra.get("format") != SERVICE_STATE_FORMAT:
-            raise CheckpointError(f"{where}: unknown learner-service state "
-                                  f"{extra.get('format')!r}")
-        try:
-            cursor = extra.get("stream_cursor")
-            if cursor is not None and not isinstance(cursor, str):
-                raise TypeError("stream_cursor")
-            self.cursor = cursor
-            # A checkpoint of the local loop has no service state: its counters are the
-            # learner's own.
-            self.games_received = int(extra.get("games_received", self.learner.games_seen))
-            self.positions_received = int(extra.get("positions_received",
-                                                    self.learner.replay.inserted))
-            self._steps_at_publish = int(extra.get("steps_at_publish", -1))
-            self.throttled_s = float(extra.get("throttled_s", 0.0))
-            self.rejected.update({str(k): int(v) for k, v in extra.get("rejected", {}).items()})
-            for game_id in extra.get("recent_game_ids", []):
-                # older checkpoints kept copies: ``remember`` takes each id once
-                self.recent_game_ids.remember(str(game_id))
-        except (TypeError, ValueError, AttributeError) as err:
-            raise CheckpointError(f"{where}: malformed learner-service state "
-                                  f"({type(err).__name__}: {err})") from None
-        log.info("resumed from %s: step %d, %d games, weights v%d, stream cursor %s", where,
-                 self.learner.steps, self.games_received, self.learner.version, self.cursor)
+        state = ServiceState.from_extra(extra, self.checkpoint_path,
+                                        games_seen=self.learner.games_seen,
+                                        positions_inserted=self.learner.replay.inserted)
+        self.cursor = state.stream_cursor
+        self.games_received = state.games_received
+        self.positions_received = state.positions_received
+        self._steps_at_publish = state.steps_at_publish
+        self.throttled_s = state.throttled_s
+        self.rejected.update(state.rejected)
+        for game_id in state.recent_game_ids:
+            # older checkpoints kept copies: ``remember`` takes each id once
+            self.recent_game_ids.remember(game_id)
+        log.info("resumed from %s: step %d, %d games, weights v%d, stream cursor %s",
+                 self.checkpoint_path, self.learner.steps, self.games_received,
+                 self.learner.version, self.cursor)
 
     # --- loop and shutdown -----------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, max_read: int = 64,
@@ -515,14 +487,7 @@ class LearnerService:
         """Publish unpublished training, write the final checkpoint, ack, disconnect."""
         if self._closed:
             return
-        try:
-            # Workers still running (a learner that ended at a limit) play on at once
-            # rather than wait for the record to expire.
-            self.pace.clear()
-        except TransportError as err:
-            self.transport_errors += 1
-            log.warning("learner: cannot clear its pace (it expires in %.0f s): %s",
-                        self.pace.ttl_s, err)
+        self.pacer.clear()  # workers still running (ended at a limit) play on at once
         if self.learner.steps > self._steps_at_publish:
             try:
                 self._publish()
@@ -618,7 +583,7 @@ class LearnerService:
             "samples_per_insert": round(self.samples_per_insert(), 3),
             "samples_per_insert_target": self.config.samples_per_insert,
             "samples_per_insert_tolerance": self.config.samples_per_insert_tolerance,
-            "selfplay_paused": bool(self._pace_pauses),
+            "selfplay_paused": bool(self.pacer.pauses),
             "throttled_s": round(self.throttled_s, 1),
             "stream_backlog": self._stream_info.get("backlog"),
             "stream_undelivered": self._stream_info.get("undelivered"),

@@ -163,8 +163,8 @@ def test_within_one_turn_the_dip_and_the_recovery_are_both_published(
     url = redis_server.url
     SampleStream(redis_client, run_id).append(renamed(played, "turn"))
     learner = learner_service(config, url, run_id, str(tmp_path))
-    recorded = RecordedPace(learner.pace)
-    learner.pace = recorded
+    recorded = RecordedPace(learner.pacer.signal)
+    learner.pacer.signal = recorded
     turn = learner.run_once(max_read=64, block_ms=0)
     assert turn["added"] == 20 and turn["steps"] > 1
     decisions = [selfplay_should_pause(p) for p in recorded.published]
