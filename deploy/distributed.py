@@ -73,7 +73,14 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         redis_url = server.url
     address = address or os.environ.get("RAY_ADDRESS")
     ctx = dataclasses.replace(config.context(run_id, redis_url), run_dir=run_dir)
+    stream_servers: list = []
     try:
+        for index in range(config.distributed.stream_servers):
+            # the stream shards' own servers, supervised and persisted like the run's
+            stream_servers.append(RedisServer(RedisServerConfig(
+                data_dir=str(Path(run_dir) / f"redis-stream-{index}"))).start())
+        if stream_servers:
+            ctx = dataclasses.replace(ctx, stream_urls=tuple(s.url for s in stream_servers))
         if address:
             join(address)
         else:
@@ -152,5 +159,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
             with contextlib.suppress(Exception):
                 kill_run_actors(run_id)
         disconnect()
+        for stream_server in stream_servers:
+            stream_server.stop()
         if server is not None:
             server.stop()

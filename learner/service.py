@@ -54,7 +54,7 @@ from pathlib import Path
 import torch
 
 from zeroforge.learner.game_id_window import GameIdWindow
-from zeroforge.learner.learner import CHECKPOINT_NAME, Learner
+from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.sample_checks import REASONS as SAMPLE_CHECK_REASONS
@@ -67,7 +67,7 @@ from zeroforge.shared.pace import Pace, pause_floor
 from zeroforge.shared.run_files import snapshot_path
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.train_config import LearnerConfig, RunContext
-from zeroforge.shared.transport import StreamConfig, Transport, TransportError
+from zeroforge.shared.transport import StreamConfig, Transport, TransportError, advance_cursor
 from zeroforge.shared.transport.weight_store import StaleVersionError
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,9 @@ class LearnerService:
         self.rejected: collections.Counter[str] = collections.Counter()
         """Entries rejected by reason: the stream's decode failures, ``wrong_game`` and the
         semantic checks' reasons (``zeroforge.learner.sample_checks.REASONS``)."""
-        backlog = (stream_config or StreamConfig()).max_backlog
+        # a resent game follows its first copy within a backlog of its own shard, but the
+        # learner reads the shards in turn: the window covers every shard's backlog
+        backlog = (stream_config or StreamConfig()).max_backlog * ctx.stream_shards
         self.recent_game_ids = GameIdWindow(max(recent_game_ids, 2 * backlog))
         """Ids of the last received games, oldest first, each once (checkpointed)."""
         self.transport_errors = 0
@@ -158,7 +160,11 @@ class LearnerService:
         self.transport = transport
         self.stream = transport.samples(stream_config)
         # Re-delivered entries at or below the cursor are already in the restored window.
-        self.stream.skip_through(self.cursor)
+        try:
+            self.stream.skip_through(self.cursor)
+        except ValueError as err:  # e.g. a cursor of more stream shards than the run has
+            transport.close()
+            raise CheckpointError(f"{self.checkpoint_path}: {err}") from None
         self.weights = transport.weights(keep=weights_keep)
         self.pacer = PacePublisher(transport.pace(), on_error=self._count_transport_error)
         self._publish_initial()
@@ -221,7 +227,7 @@ class LearnerService:
                             game.game_id or "?", problem)
                 continue
             self.learner.add([game])
-            self.cursor = entry_id
+            self.cursor = advance_cursor(self.cursor, entry_id)
             self._unacked.append(entry_id)
             self.games_received += 1
             self.positions_received += game.num_positions
@@ -597,4 +603,6 @@ class LearnerService:
             "undrained": self.undrained,
             "unpublished_steps": self.learner.steps - max(self._steps_at_publish, 0),
             "replicas": self.group.replicas if self.group is not None else 1,
+            "stream_shards": len(getattr(self.stream, "shards", ())) or 1,
+            "stream_shard_errors": dict(getattr(self.stream, "shard_errors", {})),
         }

@@ -346,6 +346,14 @@ class DistributedConfig:
     worker_spread: bool = False
     """Place self-play workers with Ray's SPREAD strategy (across nodes) instead of packing
     them onto the fewest nodes."""
+    stream_shards: int = 1
+    """Sample streams the run's games are spread over, by game id
+    (``shared.transport.shards``): more than one lets several Redis servers take the intake
+    (``stream_servers``). A run may grow it on ``--resume``, never shrink it."""
+    stream_servers: int = 0
+    """Redis servers zeroforge starts for the stream shards besides the run's own (shard K
+    on server K mod N; each supervised, its AOF in ``RUN_DIR/redis-stream-I``); 0: the
+    shards live in the run's Redis."""
     run_dir_resource: str = ""
     """A custom Ray resource that marks the machine holding the run directory ("" : none).
     The learner and the evaluator, which write the checkpoint, snapshots, ladder and game
@@ -362,6 +370,9 @@ class DistributedConfig:
             raise ValueError(f"inference must be auto, local or server, got {self.inference!r}")
         if self.inference_servers < 0 or self.monitor_interval_s <= 0:
             raise ValueError("inference_servers must be >= 0 and monitor_interval_s > 0")
+        if self.stream_shards < 1 or self.stream_servers < 0:
+            raise ValueError(f"stream_shards must be >= 1 and stream_servers >= 0, got "
+                             f"{self.stream_shards} and {self.stream_servers}")
 
 
 @dataclass(frozen=True)
@@ -388,7 +399,8 @@ class TrainConfig:
         return RunContext(run_id=run_id or r.run_id or "local", run_dir=r.run_dir,
                           transport=transport, game=self.game, seed=r.seed,
                           torch_threads=r.torch_threads, minutes=r.minutes,
-                          max_learner_steps=r.max_learner_steps, max_games=r.max_games)
+                          max_learner_steps=r.max_learner_steps, max_games=r.max_games,
+                          stream_shards=self.distributed.stream_shards)
 
 
 @dataclass(frozen=True)
@@ -413,6 +425,10 @@ class RunContext:
     """Learner step limit (0: none)."""
     max_games: int = 0
     """Limit on games received by the learner (0: none)."""
+    stream_shards: int = 1
+    """Streams the sample stream is spread over (``distributed.stream_shards``)."""
+    stream_urls: tuple[str, ...] = ()
+    """Redis servers of the stream shards (shard K on the K mod N-th); empty: the run's."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, to cross a process boundary without pickling our classes."""

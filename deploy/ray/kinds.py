@@ -16,7 +16,7 @@ from zeroforge.shared.transport import open_transport
 
 
 def _transport(ctx: RunContext):
-    return open_transport(ctx.transport, ctx.run_id)
+    return open_transport(ctx.transport, ctx.run_id, ctx.stream_shards, ctx.stream_urls)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from zeroforge.shared.transport.server import (
     RedisServerConfig,
     RedisServerError,
 )
+from zeroforge.shared.transport.shards import ShardedSampleStream, advance_cursor
 from zeroforge.shared.transport.stream import (
     BackpressureTimeout,
     SampleStream,
@@ -50,7 +51,8 @@ _LAZY = {name: "zeroforge.shared.transport.weight_store" for name in (
 
 __all__ = [
     "BINARY_ENV", "CA_ENV", "PASSWORD_ENV", "BackpressureTimeout", "RedisConfig", "RedisServer",
-    "RedisServerConfig", "RedisServerError", "SampleStream", "StaleVersionError",
+    "RedisServerConfig", "RedisServerError", "SampleStream", "ShardedSampleStream",
+    "StaleVersionError", "advance_cursor",
     "StreamConfig", "StreamInfo", "TransportError", "WeightInfo", "WeightStore",
     "WeightSubscription", "WeightsIntegrityError", "connect", "stream_key",
     "PaceSignal", "ResultsStore", "SampleSink", "SampleSource", "Transport", "WeightSink",

@@ -39,6 +39,11 @@ class SampleSink(Protocol):
         came within ``timeout_s``, ``ValueError`` for a game over the entry size limit."""
         ...
 
+    def wait_for_room(self, timeout_s: float | None = None) -> None:
+        """Return once an append would not wait; ``BackpressureTimeout`` after
+        ``timeout_s`` (default: the stream's ``append_timeout_s``)."""
+        ...
+
 
 @runtime_checkable
 class SampleSource(Protocol):

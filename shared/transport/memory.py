@@ -30,6 +30,7 @@ from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport.base import StateDict
 from zeroforge.shared.transport.pace_signal import PaceDecoder, check_ttl
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
+from zeroforge.shared.transport.shards import ShardedSampleStream
 from zeroforge.shared.transport.stream import (
     BackpressureTimeout,
     StreamConfig,
@@ -78,12 +79,12 @@ def _entry_id(seq: int) -> str:
 class MemorySampleStream:
     """``SampleSink`` and ``SampleSource`` over a ``_StreamData`` (see module docstring)."""
 
-    def __init__(self, data: _StreamData, run_id: str, config: StreamConfig | None = None
-                 ) -> None:
+    def __init__(self, data: _StreamData, run_id: str, config: StreamConfig | None = None,
+                 shard: int = 0) -> None:
         self._data = data
         self.run_id = check_run_id(run_id)
         self.config = config or StreamConfig()
-        self.key = f"memory:{run_id}:samples"
+        self.key = f"memory:{run_id}:samples" + (f":{shard}" if shard else "")
         self.rejected: Counter[str] = Counter()
         self.skipped_duplicates = 0
         self.backpressure_wait_s = 0.0
@@ -97,21 +98,28 @@ class MemorySampleStream:
         if not games:
             return []
         blobs = encode_entries(games, self.config.max_entry_bytes)
+        with self._data.cond:
+            self._wait_locked(timeout_s)
+            return self._add(blobs)
+
+    def wait_for_room(self, timeout_s: float | None = None) -> None:
+        with self._data.cond:
+            self._wait_locked(timeout_s)
+
+    def _wait_locked(self, timeout_s: float | None) -> None:
         timeout = self.config.append_timeout_s if timeout_s is None else timeout_s
         d = self._data
-        with d.cond:
-            start = time.monotonic()
-            while d.trim() >= self.config.max_backlog:
-                waited = time.monotonic() - start
-                if waited >= timeout:
-                    self.backpressure_wait_s += waited
-                    raise BackpressureTimeout(
-                        f"sample stream {self.key} still holds {len(d.entries)} "
-                        f"unacknowledged games (max_backlog {self.config.max_backlog}) after "
-                        f"{waited:.1f} s; is the learner reading?")
-                d.cond.wait(min(self.config.poll_interval_s, timeout - waited))
-            self.backpressure_wait_s += time.monotonic() - start
-            return self._add(blobs)
+        start = time.monotonic()
+        while d.trim() >= self.config.max_backlog:
+            waited = time.monotonic() - start
+            if waited >= timeout:
+                self.backpressure_wait_s += waited
+                raise BackpressureTimeout(
+                    f"sample stream {self.key} still holds {len(d.entries)} "
+                    f"unacknowledged games (max_backlog {self.config.max_backlog}) after "
+                    f"{waited:.1f} s; is the learner reading?")
+            d.cond.wait(min(self.config.poll_interval_s, timeout - waited))
+        self.backpressure_wait_s += time.monotonic() - start
 
     def append_raw(self, blobs: list[bytes | None]) -> list[str]:
         """Append entries as given, unchecked (None: an entry without data); for tests and
@@ -406,26 +414,31 @@ class MemoryTransport:
     _named: ClassVar[dict[tuple[str, str], MemoryTransport]] = {}
     _named_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, run_id: str = "local") -> None:
+    def __init__(self, run_id: str = "local", stream_shards: int = 1) -> None:
         self.run_id = check_run_id(run_id)
+        if stream_shards < 1:
+            raise ValueError(f"stream_shards must be >= 1, got {stream_shards}")
         self.url = "memory://"
-        self._stream = _StreamData()
+        self._streams = [_StreamData() for _ in range(stream_shards)]
         self._weights = _WeightData()
         self._results = MemoryResultsStore(run_id)
         self._pace = _PaceData()
 
     @classmethod
-    def named(cls, url: str, run_id: str) -> MemoryTransport:
+    def named(cls, url: str, run_id: str, stream_shards: int = 1) -> MemoryTransport:
         """The process-wide transport for ``url`` (``memory://NAME``) and run."""
         with cls._named_lock:
             key = (url, run_id)
             if key not in cls._named:
-                cls._named[key] = cls(run_id)
+                cls._named[key] = cls(run_id, stream_shards)
                 cls._named[key].url = url
             return cls._named[key]
 
-    def samples(self, config: StreamConfig | None = None) -> MemorySampleStream:
-        return MemorySampleStream(self._stream, self.run_id, config)
+    def samples(self, config: StreamConfig | None = None
+                ) -> MemorySampleStream | ShardedSampleStream:
+        streams = [MemorySampleStream(data, self.run_id, config, shard=k)
+                   for k, data in enumerate(self._streams)]
+        return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
     def weights(self, keep: int = 3) -> MemoryWeightStore:
         return MemoryWeightStore(self._weights, self.run_id, keep)

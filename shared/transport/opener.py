@@ -6,19 +6,24 @@ imports them (each only when its URL comes).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from zeroforge.shared.transport.base import Transport
 
 
-def open_transport(url: str, run_id: str) -> Transport:
+def open_transport(url: str, run_id: str, stream_shards: int = 1,
+                   stream_urls: Sequence[str] = ()) -> Transport:
     """The transport of run ``run_id`` at ``url``: ``redis://``/``rediss://`` (connects),
-    or ``memory://NAME`` (the process-wide in-memory transport of that name)."""
+    or ``memory://NAME`` (the process-wide in-memory transport of that name). Its sample
+    stream is ``stream_shards`` streams (on ``stream_urls``, Redis only; see
+    ``shared.transport.shards``)."""
     if url.startswith("memory://"):
         from zeroforge.shared.transport.memory import MemoryTransport
 
-        return MemoryTransport.named(url, run_id)
+        return MemoryTransport.named(url, run_id, stream_shards)
     if url.startswith(("redis://", "rediss://", "unix://")):
         from zeroforge.shared.transport.redis_transport import RedisTransport
 
-        return RedisTransport(url, run_id)
+        return RedisTransport(url, run_id, stream_shards, stream_urls)
     scheme = url.split("://", 1)[0] if "://" in url else url
     raise ValueError(f"transport URL {scheme!r}: expected redis://, rediss:// or memory://")

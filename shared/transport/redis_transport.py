@@ -1,11 +1,21 @@
-"""``Transport`` over Redis: one connection per process, the run's endpoints on it."""
+"""``Transport`` over Redis: one connection per process and server, the run's endpoints.
+
+Weights, results and the pace live in the run's Redis (``url``). The sample stream is
+one stream there, or ``stream_shards`` streams (``shared.transport.shards``) spread over
+``stream_urls`` (shard K on ``stream_urls[K % len]``; none given: all in the run's Redis).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis
 
 from zeroforge.shared.pace import PACE_TTL_S
 from zeroforge.shared.transport.connection import connect
 from zeroforge.shared.transport.pace_signal import RedisPaceSignal
 from zeroforge.shared.transport.results import EvalResultsStore
+from zeroforge.shared.transport.shards import ShardedSampleStream
 from zeroforge.shared.transport.stream import SampleStream, StreamConfig, check_run_id
 
 
@@ -13,14 +23,33 @@ class RedisTransport:
     """The data plane of run ``run_id`` in the Redis at ``url`` (connects at once; a
     wrong password or an unreachable server raises ``TransportError``)."""
 
-    def __init__(self, url: str, run_id: str) -> None:
+    def __init__(self, url: str, run_id: str, stream_shards: int = 1,
+                 stream_urls: Sequence[str] = ()) -> None:
         self.run_id = check_run_id(run_id)
+        if stream_shards < 1:
+            raise ValueError(f"stream_shards must be >= 1, got {stream_shards}")
         self.url = url
+        self.stream_shards = stream_shards
         self.redis = connect(url)
         self._closed = False
+        self._clients = {url: self.redis}
+        try:
+            self.stream_clients = [self._client(u) for u in stream_urls or [url]]
+            """The servers the stream shards are spread over, in order."""
+        except Exception:
+            self.close()
+            raise
 
-    def samples(self, config: StreamConfig | None = None) -> SampleStream:
-        return SampleStream(self.redis, self.run_id, config)
+    def _client(self, url: str) -> redis.Redis:
+        if url not in self._clients:
+            self._clients[url] = connect(url)
+        return self._clients[url]
+
+    def samples(self, config: StreamConfig | None = None) -> SampleStream | ShardedSampleStream:
+        clients = self.stream_clients
+        streams = [SampleStream(clients[k % len(clients)], self.run_id, config, shard=k)
+                   for k in range(self.stream_shards)]
+        return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
     def weights(self, keep: int = 3):  # -> WeightStore (imports torch, so lazily)
         from zeroforge.shared.transport.weight_store import WeightStore
@@ -36,4 +65,5 @@ class RedisTransport:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self.redis.close()
+            for client in self._clients.values():
+                client.close()

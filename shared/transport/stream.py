@@ -140,9 +140,11 @@ class StreamInfo:
     """Id of the newest entry ever added ("0-0" for a new stream)."""
 
 
-def stream_key(run_id: str) -> str:
-    """Redis key of a run's sample stream; the braces make ``run_id`` a cluster hash tag."""
-    return f"zf:{{{check_run_id(run_id)}}}:samples"
+def stream_key(run_id: str, shard: int = 0) -> str:
+    """Redis key of a run's sample stream (of its stream shard ``shard`` > 0, see
+    ``shared.transport.shards``); the braces make ``run_id`` a cluster hash tag."""
+    base = f"zf:{{{check_run_id(run_id)}}}:samples"
+    return f"{base}:{shard}" if shard else base
 
 
 def check_run_id(run_id: str) -> str:
@@ -165,14 +167,14 @@ class SampleStream:
     """Append finished games (workers) and read / acknowledge them (the learner)."""
 
     def __init__(self, client: redis.Redis, run_id: str,
-                 config: StreamConfig | None = None) -> None:
+                 config: StreamConfig | None = None, shard: int = 0) -> None:
         if client.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("SampleStream needs a client with decode_responses=False "
                              "(entries are binary); use shared.transport.connect")
         self.redis = client
         self.run_id = check_run_id(run_id)
         self.config = config or StreamConfig()
-        self.key = stream_key(run_id)
+        self.key = stream_key(run_id, shard)
         self.rejected: Counter[str] = Counter()
         """Entries rejected by ``read``, by reason (``SampleFormatError.reason``, or
         ``no_data`` for an entry without the ``d`` field)."""
@@ -200,7 +202,7 @@ class SampleStream:
         if not games:
             return []
         blobs = encode_entries(games, self.config.max_entry_bytes)
-        self._wait_for_room(self.config.append_timeout_s if timeout_s is None else timeout_s)
+        self.wait_for_room(timeout_s)
         with redis_errors(self.redis):
             pipe = self.redis.pipeline(transaction=False)
             for blob in blobs:
@@ -217,7 +219,11 @@ class SampleStream:
                 pipe.xadd(self.key, {FIELD: blob} if blob is not None else {b"x": b""})
             return [_text(i) for i in pipe.execute()]
 
-    def _wait_for_room(self, timeout_s: float) -> None:
+    def wait_for_room(self, timeout_s: float | None = None) -> None:
+        """Return once the backlog is below ``max_backlog``; BackpressureTimeout after
+        ``timeout_s`` (default ``config.append_timeout_s``)."""
+        if timeout_s is None:
+            timeout_s = self.config.append_timeout_s
         limit = self.config.max_backlog
         with redis_errors(self.redis):
             length = self.redis.xlen(self.key)

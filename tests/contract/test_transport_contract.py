@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 
 import msgpack
@@ -25,14 +26,17 @@ from zeroforge.shared.transport import (
     ResultsStore,
     SampleSink,
     SampleSource,
+    ShardedSampleStream,
     StaleVersionError,
     StreamConfig,
     Transport,
     WeightSink,
     WeightsIntegrityError,
+    advance_cursor,
 )
 from zeroforge.shared.transport.memory import MemoryTransport
 from zeroforge.shared.transport.redis_transport import RedisTransport
+from zeroforge.shared.transport.shards import shard_of
 
 GAME = "gomoku:size=6,k=4"
 
@@ -58,16 +62,50 @@ def redis_url() -> Iterator[str]:
         yield server.url
 
 
+SHARDS = 3
+"""Stream shards of the sharded variants (``shared.transport.shards``)."""
+
+
+def open_test_transport(request, kind: str) -> Transport:
+    run_id = f"c-{uuid.uuid4().hex[:10]}"
+    shards = SHARDS if kind.endswith("-sharded") else 1
+    if kind.startswith("memory"):
+        return MemoryTransport(run_id, stream_shards=shards)
+    return RedisTransport(request.getfixturevalue("redis_url"), run_id, stream_shards=shards)
+
+
 @pytest.fixture(params=["memory", "redis"])
 def transport(request) -> Iterator[Transport]:
     """A fresh run's transport, in memory or over a real redis-server."""
-    run_id = f"c-{uuid.uuid4().hex[:10]}"
-    if request.param == "memory":
-        t: Transport = MemoryTransport(run_id)
-    else:
-        t = RedisTransport(request.getfixturevalue("redis_url"), run_id)
+    t = open_test_transport(request, request.param)
     yield t
     t.close()
+
+
+@pytest.fixture(params=["memory", "redis", "memory-sharded", "redis-sharded"])
+def streams(request) -> Iterator[Transport]:
+    """As ``transport``, also with its sample stream in ``SHARDS`` shards: the sample
+    stream's contract holds for one stream and for several."""
+    t = open_test_transport(request, request.param)
+    yield t
+    t.close()
+
+
+def shard_count(t: Transport) -> int:
+    samples = t.samples()
+    return len(samples.shards) if isinstance(samples, ShardedSampleStream) else 1
+
+
+def one_shard_games(t: Transport, n: int, start: int = 0) -> list[GameSamples]:
+    """``n`` games (ids from ``g{start}`` on) that all go to shard 0: within one shard the
+    order and backlog promises are the stream's own, so a test of them means the same with
+    one stream or several."""
+    shards, games, i = shard_count(t), [], start
+    while len(games) < n:
+        if shard_of(f"g{i}", shards) == 0:
+            games.extend(make_games(1, start=i))
+        i += 1
+    return games
 
 
 def ids(entries) -> list[str]:
@@ -83,16 +121,16 @@ def drain(source, batch: int = 4, ack: bool = True) -> list:
     return out
 
 
-def test_endpoints_implement_the_protocols(transport):
-    samples = transport.samples()
+def test_endpoints_implement_the_protocols(streams):
+    samples = streams.samples()
     assert isinstance(samples, SampleSink) and isinstance(samples, SampleSource)
-    assert isinstance(transport.weights(), WeightSink)
-    assert isinstance(transport.results(), ResultsStore)
+    assert isinstance(streams.weights(), WeightSink)
+    assert isinstance(streams.results(), ResultsStore)
 
 
-def test_games_arrive_as_encoded_in_order_and_exactly_once(transport):
-    sink, source = transport.samples(), transport.samples()
-    games = make_games(10)
+def test_games_arrive_as_encoded_in_order_and_exactly_once(streams):
+    sink, source = streams.samples(), streams.samples()
+    games = one_shard_games(streams, 10)
     appended = sink.append(games[:6]) + sink.append(games[6:])
     got = drain(source)
     assert [i for i, _ in got] == appended
@@ -107,102 +145,140 @@ def test_games_arrive_as_encoded_in_order_and_exactly_once(transport):
     assert source.info().length == 0  # acked entries are trimmed
 
 
-def test_a_restarted_reader_gets_its_unacknowledged_entries_back(transport):
-    sink = transport.samples()
-    sink.append(make_games(5))
-    first = transport.samples()
+def test_games_of_every_shard_arrive_exactly_once(streams):
+    """Games spread over the shards by id; each arrives once; within a shard, in order."""
+    sink, source = streams.samples(), streams.samples()
+    games = make_games(30)
+    appended = sink.append(games[:17]) + sink.append(games[17:])
+    got = drain(source, batch=7)
+    assert sorted(i for i, _ in got) == sorted(appended)
+    assert sorted(ids(got)) == sorted(g.game_id for g in games)
+    shards = shard_count(streams)
+    for k in range(shards):
+        mine = [g for g in ids(got) if shard_of(g, shards) == k]
+        assert mine == [g.game_id for g in games if shard_of(g.game_id, shards) == k]
+        assert shards == 1 or mine  # 30 ids reach every one of 3 shards
+    assert source.info().length == 0 and source.info().pending == 0
+
+
+def test_a_restarted_reader_gets_its_unacknowledged_entries_back(streams):
+    sink = streams.samples()
+    games = one_shard_games(streams, 5)
+    sink.append(games)
+    first = streams.samples()
     taken = first.read(3)
     first.ack([taken[0][0]])
     # the reader "crashes"; a new one with the same consumer name takes over
-    again = transport.samples()
-    assert ids(drain(again)) == ["g1", "g2", "g3", "g4"]
+    again = streams.samples()
+    assert ids(drain(again)) == [g.game_id for g in games[1:]]
 
 
-def test_the_checkpoint_cursor_skips_redelivered_entries(transport):
-    transport.samples().append(make_games(4))
-    first = transport.samples()
-    taken = first.read(3)
-    again = transport.samples()
-    again.skip_through(taken[1][0])  # the checkpoint holds the first two
-    assert ids(drain(again)) == ["g2", "g3"]
-    assert again.skipped_duplicates == 2
+def test_the_checkpoint_cursor_skips_redelivered_entries(streams):
+    streams.samples().append(make_games(12))
+    first = streams.samples()
+    taken = first.read(12)
+    cursor = None
+    for entry_id, _ in taken[:5]:  # the checkpoint holds the first five added
+        cursor = advance_cursor(cursor, entry_id)
+    again = streams.samples()
+    again.skip_through(cursor)
+    assert sorted(ids(drain(again))) == sorted(ids(taken[5:]))
+    assert again.skipped_duplicates == 5
 
 
-def test_deliveries_whose_reply_was_lost_are_recovered(transport):
+def test_deliveries_whose_reply_was_lost_are_recovered(streams):
     """The server may deliver entries (into this consumer's pending list) while the reply
     is lost with the connection; a plain read asks only for new entries and would leave
     them unread until a restart. ``recover_pending`` gets them, and only them."""
-    sink, source = transport.samples(), transport.samples()
-    sink.append(make_games(2))
-    assert ids(source.read(4)) == ["g0", "g1"]
-    sink.append(make_games(3, start=2))
-    ghost = transport.samples()  # the same consumer name: its deliveries are "lost replies"
-    assert ids(ghost.read(4)) == ["g0", "g1"]  # its pending history first
-    assert ids(ghost.read(4)) == ["g2", "g3", "g4"]
+    sink, source = streams.samples(), streams.samples()
+    games = one_shard_games(streams, 5)
+    sink.append(games[:2])
+    assert ids(source.read(4)) == [g.game_id for g in games[:2]]
+    sink.append(games[2:])
+    ghost = streams.samples()  # the same consumer name: its deliveries are "lost replies"
+    names = [g.game_id for g in games]
+    assert ids(ghost.read(4)) == names[:2]  # its pending history first
+    assert ids(ghost.read(4)) == names[2:]
     assert source.read(4) == []  # delivered, so not new: without recovery they wait
     source.recover_pending()
-    assert ids(drain(source)) == ["g2", "g3", "g4"]  # g0, g1 were handed out already
-    assert source.info().pending == 2  # g0, g1: the caller has not acked them
+    assert ids(drain(source)) == names[2:]  # the first two were handed out already
+    assert source.info().pending == 2  # the first two: the caller has not acked them
 
 
-def test_two_consumers_share_the_work_without_overlap(transport):
-    transport.samples().append(make_games(8))
-    a = transport.samples(StreamConfig(consumer="a"))
-    b = transport.samples(StreamConfig(consumer="b"))
+def test_two_consumers_share_the_work_without_overlap(streams):
+    streams.samples().append(make_games(8))
+    a = streams.samples(StreamConfig(consumer="a"))
+    b = streams.samples(StreamConfig(consumer="b"))
     got_a, got_b = a.read(3), b.read(8)
     assert len(got_a) == 3 and len(got_b) == 5
     assert set(ids(got_a)).isdisjoint(ids(got_b))
 
 
-def test_bad_entries_are_rejected_by_reason_and_reading_goes_on(transport):
-    sink, source = transport.samples(), transport.samples(StreamConfig(max_entry_bytes=20_000))
-    good = make_games(2)
+def test_bad_entries_are_rejected_by_reason_and_reading_goes_on(streams):
+    sink, source = streams.samples(), streams.samples(StreamConfig(max_entry_bytes=20_000))
+    good = one_shard_games(streams, 2)
     sink.append(good[:1])
     sink.append_raw([b"\xc1not msgpack", None, b"\x00" * 30_000])
     sink.append(good[1:])
-    assert ids(drain(source)) == ["g0", "g1"]
+    assert ids(drain(source)) == [g.game_id for g in good]
     assert source.rejected == {"not_msgpack": 1, "no_data": 1, "oversized": 1}
     assert source.info().pending == 0  # rejected entries are acked, never re-delivered
 
 
-def test_an_oversized_game_is_refused_and_nothing_is_written(transport):
-    sink = transport.samples(StreamConfig(max_entry_bytes=500))
+def test_an_oversized_game_is_refused_and_nothing_is_written(streams):
+    sink = streams.samples(StreamConfig(max_entry_bytes=500))
     with pytest.raises(ValueError, match="entry limit"):
         sink.append(make_games(2))
     assert sink.info().length == 0
 
 
-def test_backpressure_waits_then_times_out_writing_nothing(transport):
+def games_filling_every_shard(t: Transport, per_shard: int) -> list[GameSamples]:
+    """Games that put ``per_shard`` entries on every shard of ``t``'s stream."""
+    shards, counts, games, i = shard_count(t), Counter(), [], 0
+    while len(games) < per_shard * shards:
+        k = shard_of(f"g{i}", shards)
+        if counts[k] < per_shard:
+            counts[k] += 1
+            games.extend(make_games(1, start=i))
+        i += 1
+    return games
+
+
+def test_backpressure_waits_then_times_out_writing_nothing(streams):
+    """A full stream (with shards: every shard full, for a full shard's games go to the
+    next one with room) makes ``append`` wait, then time out having written nothing."""
     config = StreamConfig(max_backlog=3, append_timeout_s=0.3, poll_interval_s=0.02)
-    sink, source = transport.samples(config), transport.samples(config)
-    sink.append(make_games(3))
+    sink, source = streams.samples(config), streams.samples(config)
+    full = games_filling_every_shard(streams, 3)
+    sink.append(full)
+    extra = make_games(2, start=1000)
     start = time.monotonic()
     with pytest.raises(BackpressureTimeout):
-        sink.append(make_games(1, start=3))
+        sink.append(extra)
     assert time.monotonic() - start >= 0.25
-    assert sink.info().length == 3
+    assert sink.info().length == len(full)
     # the learner catches up from another thread: the waiting append goes through
     def consume():
         time.sleep(0.1)
-        source.ack([i for i, _ in source.read(3)])
+        source.ack([i for i, _ in source.read(len(full))])
 
     helper = threading.Thread(target=consume)
     helper.start()
-    assert len(sink.append(make_games(1, start=3), timeout_s=5)) == 1
+    assert len(sink.append(extra[:1], timeout_s=5)) == 1
     helper.join()
 
 
-def test_unacknowledged_entries_are_never_trimmed(transport):
-    sink, source = transport.samples(), transport.samples()
-    sink.append(make_games(6))
+def test_unacknowledged_entries_are_never_trimmed(streams):
+    sink, source = streams.samples(), streams.samples()
+    sink.append(one_shard_games(streams, 6))
     got = source.read(4)
     source.ack([got[1][0], got[3][0]])
     info = source.info()
-    # trimming stops at the oldest unacknowledged entry (g0): all six are still held
+    # trimming stops at the oldest unacknowledged entry (the first): all six are held
     assert info.length == 6 and info.pending == 2
     # (``lag`` is exact in memory and on Redis >= 7; Redis 6.2 estimates it)
     source.ack([got[0][0], got[2][0]])
-    assert source.info().length == 2  # g4, g5: never delivered
+    assert source.info().length == 2  # the last two: never delivered
 
 
 @pytest.fixture
