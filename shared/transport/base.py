@@ -50,10 +50,16 @@ class SampleSource(Protocol):
     """Where the learner reads finished games from: at-least-once delivery with acks."""
 
     config: StreamConfig
-    rejected: Counter[str]
-    """Entries rejected while reading, by reason (never returned, acked at once)."""
-    skipped_duplicates: int
-    """Re-delivered entries at or below the ``skip_through`` cursor, acked unread."""
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Entries rejected while reading, by reason (never returned, acked at once)."""
+        ...
+
+    @property
+    def skipped_duplicates(self) -> int:
+        """Re-delivered entries at or below the ``skip_through`` cursor, acked unread."""
+        ...
 
     def read(self, max_count: int = 64, block_ms: int = 0) -> list[tuple[str, GameSamples]]:
         """Up to ``max_count`` decoded games with entry ids, oldest first: this reader's

@@ -27,7 +27,7 @@ import msgpack
 
 from zeroforge.shared.pace import PACE_TTL_S, Pace, encode_pace
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.transport.base import StateDict
+from zeroforge.shared.transport.base import SampleStreamEndpoint, StateDict
 from zeroforge.shared.transport.pace_signal import PaceDecoder, check_ttl
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
 from zeroforge.shared.transport.shards import ShardedSampleStream
@@ -434,8 +434,7 @@ class MemoryTransport:
                 cls._named[key].url = url
             return cls._named[key]
 
-    def samples(self, config: StreamConfig | None = None
-                ) -> MemorySampleStream | ShardedSampleStream:
+    def samples(self, config: StreamConfig | None = None) -> SampleStreamEndpoint:
         streams = [MemorySampleStream(data, self.run_id, config, shard=k)
                    for k, data in enumerate(self._streams)]
         return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import redis
 
 from zeroforge.shared.pace import PACE_TTL_S
+from zeroforge.shared.transport.base import SampleStreamEndpoint
 from zeroforge.shared.transport.connection import connect
 from zeroforge.shared.transport.pace_signal import RedisPaceSignal
 from zeroforge.shared.transport.results import EvalResultsStore
@@ -45,7 +46,7 @@ class RedisTransport:
             self._clients[url] = connect(url)
         return self._clients[url]
 
-    def samples(self, config: StreamConfig | None = None) -> SampleStream | ShardedSampleStream:
+    def samples(self, config: StreamConfig | None = None) -> SampleStreamEndpoint:
         clients = self.stream_clients
         streams = [SampleStream(clients[k % len(clients)], self.run_id, config, shard=k)
                    for k in range(self.stream_shards)]
