@@ -7,13 +7,10 @@ new weights every ``learner.publish_every_steps`` steps and checkpoints every
 ``learner.checkpoint_every_s`` seconds.
 
 Pace
-    The learner publishes its pace (``shared.pace``: its ratio, target, tolerance and
-    whether it can train) through ``Transport.pace()`` after taking a turn's games in,
-    between training steps and at the turn's end: at once when the pause decision changes,
-    else at most every ``PACE_PUBLISH_S``. Self-play workers read it and
-    wait while the ratio is below ``learner.samples_per_insert`` x (1 -
-    ``learner.samples_per_insert_tolerance``); the learner itself waits for data at the
-    target, and counts that time in ``learner_throttled_seconds_total``.
+    The learner offers its pace (``shared.pace``) after taking a turn's games in, between
+    training steps and at the turn's end (``PacePublisher`` decides when it goes out).
+    Self-play workers wait while the ratio is below the target less the tolerance; the
+    learner waits for data at the target, counted in ``learner_throttled_seconds_total``.
 
 Exactly once
     The checkpoint (``RUN_DIR/checkpoint.pt``, one file) holds the learner's state *and*
@@ -34,13 +31,10 @@ Weights versions
     without its checkpoint), publishes its current weights under the next free version.
 
 Bad input
-    Entries the stream cannot decode are rejected by the stream itself (mirrored here into
-    ``rejected_entries_total{reason}``). A decoded game for another game, rules version or
-    observation/action shape is rejected with reason ``wrong_game``, and one that is not a
-    possible game of the run's rules (too long, policies that are not distributions over
-    legal moves, an outcome the last position cannot end with, ...) with the reason
-    ``zeroforge.learner.sample_checks.check_game`` gives: acknowledged, counted, logged in one line,
-    never fatal (``docs/reliability.md``).
+    Entries the stream cannot decode are rejected by the stream (mirrored here into
+    ``rejected_entries_total{reason}``); decoded games of another game or shape
+    (``wrong_game``) or not possible under the run's rules (``sample_checks.check_game``'s
+    reasons) are acknowledged, counted and logged in one line, never fatal.
 """
 
 from __future__ import annotations
@@ -57,8 +51,7 @@ from zeroforge.learner.game_id_window import GameIdWindow
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.replica_group import ReplicaGroup
-from zeroforge.learner.sample_checks import REASONS as SAMPLE_CHECK_REASONS
-from zeroforge.learner.sample_checks import rejection
+from zeroforge.learner.sample_checks import REJECTION_REASONS, rejection
 from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
 from zeroforge.shared.formats.weight_blob import save_weights
 from zeroforge.shared.metrics import Recorder
@@ -82,13 +75,6 @@ _ACK_CHUNK = 1000
 DRAIN_GRACE_S = 30.0
 """How long the final drain waits for an unreachable Redis (a supervised one is back in
 about a second) before it stops with games left in the stream."""
-DECODE_REASONS = ("no_data", "oversized", "not_msgpack", "not_a_map", "unknown_schema",
-                  "missing_field", "bad_field", "bad_shape", "bad_length", "bad_outcome",
-                  "bad_policy", "bad_to_play")
-"""Reasons the stream's decoding gives (``shared.samples.SampleFormatError``)."""
-REJECTION_REASONS = tuple(dict.fromkeys((*DECODE_REASONS, "wrong_game", "duplicate",
-                                         *SAMPLE_CHECK_REASONS)))
-"""Every ``rejected_entries_total`` reason the learner knows (a test checks the list)."""
 
 
 class LearnerService:

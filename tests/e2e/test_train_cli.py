@@ -48,10 +48,12 @@ def test_resume_from_a_corrupt_checkpoint_is_one_line(tmp_path):
 
 def test_distributed_job_train_status_scale_stop(tmp_path):
     """Driven with --run-dir, so other runs on the machine cannot be picked by mistake;
-    every process the run started is gone at the end (killed if the test fails)."""
+    every process the run started is gone at the end (killed if the test fails). Its
+    games go through two stream shards on a Redis server of their own."""
     run_dir = tmp_path / "run"
     where = ("--run-dir", str(run_dir))
-    with TrainProcess(run_dir, "e2e-run") as train:
+    shards = ("--set", "distributed.stream_shards=2", "--set", "distributed.stream_servers=1")
+    with TrainProcess(run_dir, "e2e-run", *shards) as train:
         train.wait_for("metrics at http://127.0.0.1:")
         st = train.status_when(lambda st: st["games_received"] > 0, 60)
         assert st["run_id"] == "e2e-run" and st["alive"]["selfplay"] == 1
@@ -67,6 +69,11 @@ def test_distributed_job_train_status_scale_stop(tmp_path):
         assert r.returncode == 0 and "stopped after" in r.stdout, r.stderr
         assert train.wait(timeout=120) == 0, train.output
         assert "run e2e-run stopped" in train.output
+        # both shards' streams were written to the stream server, none to the run's Redis
+        stream_log = (run_dir / "redis-stream-0" / "appendonly.aof").read_bytes()
+        assert b"zf:{e2e-run}:samples\r\n" in stream_log
+        assert b"zf:{e2e-run}:samples:1\r\n" in stream_log
+        assert b":samples" not in (run_dir / "redis" / "appendonly.aof").read_bytes()
         # the job is gone, and so is its Ray cluster: a clear one-line error
         r = zf("status", *where)
         assert r.returncode == 1 and "error:" in r.stderr

@@ -4,6 +4,7 @@ restarted mid-run loses nothing and stops nothing, and a run's shards cannot shr
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import os
@@ -162,3 +163,42 @@ def test_a_run_cannot_resume_with_fewer_stream_shards(redis_server, shard_server
     assert grown.games_received == 12 and drain(grown)[-1]["read"] == 0
     assert WeightStore(grown.transport.redis, run_id).latest_version() is not None
     grown.close()
+
+
+def test_a_run_over_three_shards_on_two_servers_survives_a_killed_learner(
+        local_ray, redis_server, shard_server, run_id, tmp_path):
+    """The distributed runtime with its stream in three shards on two servers: two workers
+    play, the learner is killed mid-run and its successor resumes from the checkpoint, and
+    every game a worker appended is received exactly once."""
+    import ray
+
+    from tests.integration.test_distributed import SETTINGS, all_ids, status, wait_for
+    from zeroforge.deploy.config import load_train_config
+    from zeroforge.deploy.ray.handle import start_run
+
+    config = load_train_config(None, [*SETTINGS, "selfplay.workers=2",
+                                      f"distributed.stream_shards={SHARDS}"])
+    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path),
+                              stream_urls=(redis_server.url, shard_server.url))
+    controller = start_run(config, ctx).actor
+    try:
+        wait_for(lambda: status(controller)["learner_steps"] >= 10)
+        wait_for(lambda: (tmp_path / "checkpoint.pt").exists())
+        [learner] = ray.get(controller.actor_handles.remote("learner"))
+        ray.kill(learner)
+        wait_for(lambda: status(controller)["restarts"]["learner"] == 1
+                 and status(controller)["alive"]["learner"] == 1)
+        before = status(controller)["games_received"]
+        wait_for(lambda: status(controller)["games_received"] > before + 10)
+        [successor] = ray.get(controller.actor_handles.remote("learner"))
+        workers = ray.get(controller.actor_handles.remote("selfplay"))
+        final = ray.get(controller.stop.remote())
+        received = collections.Counter(ray.get(successor.game_ids.remote()))
+        produced = all_ids(workers)
+        assert max(received.values()) == 1
+        assert collections.Counter(produced) == received
+        assert final["games_received"] == len(produced) == final["games"]
+        assert {shard_of(g, SHARDS) for g in produced} == set(range(SHARDS))
+    finally:
+        ray.get(controller.shutdown.remote())
+        ray.kill(controller)
