@@ -177,6 +177,8 @@ class SelfPlayService:
             if self._stop.is_set():
                 break
             self.run_once(1)
+        if self.weights is not None:
+            self.weights.close()  # the node's last worker removes the node's weight cache
         return self.appended - start
 
     def wait_for_learner(self) -> float:

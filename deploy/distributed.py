@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -159,6 +160,13 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
             with contextlib.suppress(Exception):
                 kill_run_actors(run_id)
         disconnect()
+        if ctx.weights_cache == "auto":
+            # what a crashed worker left in this node's weight cache (a clean stop of the
+            # node's last worker removes it already)
+            from zeroforge.shared.transport.node_cache import default_cache_root
+
+            shutil.rmtree(default_cache_root() / "zeroforge-weights" / run_id,
+                          ignore_errors=True)
         for stream_server in stream_servers:
             stream_server.stop()
         if server is not None:

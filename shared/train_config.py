@@ -354,6 +354,10 @@ class DistributedConfig:
     """Redis servers zeroforge starts for the stream shards besides the run's own (shard K
     on server K mod N; each supervised, its AOF in ``RUN_DIR/redis-stream-I``); 0: the
     shards live in the run's Redis."""
+    weights_per_node: bool = True
+    """Workers read published weights through a cache per node
+    (``shared.transport.node_cache``, in ``/dev/shm``): the run's Redis sends each version
+    once per node, not once per worker."""
     run_dir_resource: str = ""
     """A custom Ray resource that marks the machine holding the run directory ("" : none).
     The learner and the evaluator, which write the checkpoint, snapshots, ladder and game
@@ -400,7 +404,8 @@ class TrainConfig:
                           transport=transport, game=self.game, seed=r.seed,
                           torch_threads=r.torch_threads, minutes=r.minutes,
                           max_learner_steps=r.max_learner_steps, max_games=r.max_games,
-                          stream_shards=self.distributed.stream_shards)
+                          stream_shards=self.distributed.stream_shards,
+                          weights_cache="auto" if self.distributed.weights_per_node else "")
 
 
 @dataclass(frozen=True)
@@ -429,6 +434,9 @@ class RunContext:
     """Streams the sample stream is spread over (``distributed.stream_shards``)."""
     stream_urls: tuple[str, ...] = ()
     """Redis servers of the stream shards (shard K on the K mod N-th); empty: the run's."""
+    weights_cache: str = ""
+    """Root of the per-node weight caches (``auto``: ``/dev/shm`` where there is one); ""
+    reads weights straight from Redis."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, to cross a process boundary without pickling our classes."""

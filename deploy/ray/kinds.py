@@ -16,7 +16,18 @@ from zeroforge.shared.transport import open_transport
 
 
 def _transport(ctx: RunContext):
-    return open_transport(ctx.transport, ctx.run_id, ctx.stream_shards, ctx.stream_urls)
+    """The run's transport in this actor: its stream shards, and its node's weight cache
+    (one directory per Ray node, so namespaces of the multi-host bed keep theirs apart)."""
+    cache = None
+    if ctx.weights_cache:
+        import ray
+
+        from zeroforge.shared.transport.node_cache import default_cache_root, node_cache_dir
+
+        root = default_cache_root() if ctx.weights_cache == "auto" else ctx.weights_cache
+        node = ray.get_runtime_context().get_node_id()[:16]
+        cache = str(node_cache_dir(root, ctx.run_id, node))
+    return open_transport(ctx.transport, ctx.run_id, ctx.stream_shards, ctx.stream_urls, cache)
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,11 @@ class WeightSource(Protocol):
         """``(version, state_dict)`` of the latest version if it is > ``newer_than``."""
         ...
 
+    def close(self) -> None:
+        """Let go of what this source holds beyond the transport's connection (a node
+        cache's share of its directory); the source is not used afterwards."""
+        ...
+
 
 @runtime_checkable
 class WeightSink(WeightSource, Protocol):

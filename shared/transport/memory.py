@@ -273,6 +273,9 @@ class MemoryWeightStore:
             got = self._data.blobs.get(version)
         return None if got is None else got[1]
 
+    def close(self) -> None:
+        """Nothing to let go."""
+
     def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
         got = self.fetch_bytes(newer_than)
         return None if got is None else (got[0], decoded_blob(got[0], got[1], self.run_id))

@@ -3,6 +3,8 @@
 Weights, results and the pace live in the run's Redis (``url``). The sample stream is
 one stream there, or ``stream_shards`` streams (``shared.transport.shards``) spread over
 ``stream_urls`` (shard K on ``stream_urls[K % len]``; none given: all in the run's Redis).
+With ``weights_cache_dir``, weights are read through the node's cache there
+(``shared.transport.node_cache``): one fetch from Redis per node and version.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ class RedisTransport:
     wrong password or an unreachable server raises ``TransportError``)."""
 
     def __init__(self, url: str, run_id: str, stream_shards: int = 1,
-                 stream_urls: Sequence[str] = ()) -> None:
+                 stream_urls: Sequence[str] = (), weights_cache_dir: str | None = None) -> None:
         self.run_id = check_run_id(run_id)
+        self.weights_cache_dir = weights_cache_dir
+        self._caches: list = []
         if stream_shards < 1:
             raise ValueError(f"stream_shards must be >= 1, got {stream_shards}")
         self.url = url
@@ -52,10 +56,17 @@ class RedisTransport:
                    for k in range(self.stream_shards)]
         return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
-    def weights(self, keep: int = 3):  # -> WeightStore (imports torch, so lazily)
+    def weights(self, keep: int = 3):  # -> WeightSink (imports torch, so lazily)
         from zeroforge.shared.transport.weight_store import WeightStore
 
-        return WeightStore(self.redis, self.run_id, keep=keep)
+        store = WeightStore(self.redis, self.run_id, keep=keep)
+        if not self.weights_cache_dir:
+            return store
+        from zeroforge.shared.transport.node_cache import NodeCachedWeights
+
+        cached = NodeCachedWeights(store, self.weights_cache_dir)
+        self._caches.append(cached)
+        return cached
 
     def results(self) -> EvalResultsStore:
         return EvalResultsStore(self.redis, self.run_id)
@@ -66,5 +77,7 @@ class RedisTransport:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            for cache in self._caches:
+                cache.close()
             for client in self._clients.values():
                 client.close()

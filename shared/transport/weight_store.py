@@ -173,6 +173,9 @@ class WeightStore:
         raise TransportError(f"weights of run {self.run_id} changed under five fetches in a "
                              f"row; publishing faster than fetching?")
 
+    def close(self) -> None:
+        """Nothing to let go: the connection belongs to the transport."""
+
     def _verified(self, version: int, blob: bytes, info: WeightInfo) -> bytes:
         return verified_blob(version, blob, info, self.run_id)
 
