@@ -102,6 +102,7 @@ class SelfPlayService:
         self._pace_read_at: float | None = None
         self._pace_pauses = False
         self._pace_failing = False
+        self._fetches_counted: dict[str, int] = {}
         # The series exists from the start (at 0), so a dashboard shows "never paused".
         self.recorder.inc("selfplay_throttled_seconds_total", 0, worker_kind="selfplay",
                           worker=self.worker_label)
@@ -127,6 +128,17 @@ class SelfPlayService:
         if newer is not None:
             version, state_dict = newer
             own.load_state_dict(state_dict, version)
+            self._count_fetches(self.weights)
+
+    def _count_fetches(self, weights: WeightSource) -> None:
+        """``weights_fetches_total`` follows the weight source's own counts."""
+        for source, total in weights.fetch_counts().items():
+            counted = self._fetches_counted.get(source, 0)
+            if total > counted:
+                self.recorder.inc("weights_fetches_total", total - counted,
+                                  worker_kind="selfplay", worker=self.worker_label,
+                                  source=source)
+                self._fetches_counted[source] = total
 
     def run_once(self, moves: int = 1) -> int:
         """Play ``moves`` moves of every game, append the games that finished; returns how

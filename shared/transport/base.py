@@ -117,6 +117,11 @@ class WeightSource(Protocol):
         cache's share of its directory); the source is not used afterwards."""
         ...
 
+    def fetch_counts(self) -> dict[str, int]:
+        """Fetches that returned weights so far, by where the blob came from: ``redis``,
+        ``memory``, ``node_cache`` or ``redis_fallback`` (a node cache that failed)."""
+        ...
+
 
 @runtime_checkable
 class WeightSink(WeightSource, Protocol):

@@ -242,6 +242,7 @@ class MemoryWeightStore:
         self._data = data
         self.run_id = check_run_id(run_id)
         self.keep = keep
+        self._fetched = 0
 
     def publish(self, weights: Any, version: int) -> str:
         version = check_version(version)
@@ -276,6 +277,9 @@ class MemoryWeightStore:
     def close(self) -> None:
         """Nothing to let go."""
 
+    def fetch_counts(self) -> dict[str, int]:
+        return {"memory": self._fetched}
+
     def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
         got = self.fetch_bytes(newer_than)
         return None if got is None else (got[0], decoded_blob(got[0], got[1], self.run_id))
@@ -286,7 +290,9 @@ class MemoryWeightStore:
             if latest is None or latest <= newer_than:
                 return None
             blob, info = self._data.blobs[latest]
-        return latest, verified_blob(latest, blob, info, self.run_id)
+        verified = verified_blob(latest, blob, info, self.run_id)
+        self._fetched += 1
+        return latest, verified
 
     def subscribe(self) -> MemorySubscription:
         return MemorySubscription(self._data)

@@ -90,6 +90,10 @@ class NodeCachedWeights:
     def latest_version(self) -> int | None:
         return self.store.latest_version()
 
+    def fetch_counts(self) -> dict[str, int]:
+        return {"node_cache": self.from_cache, "redis": self.from_redis - self.fallbacks,
+                "redis_fallback": self.fallbacks}
+
     # --- cached reads ----------------------------------------------------------------------
     def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
         """``(version, state_dict)`` of the latest version if it is > ``newer_than``; the

@@ -97,6 +97,7 @@ class WeightStore:
         self.prefix = f"zf:{{{run_id}}}:weights:"
         self.channel = f"zf:{{{run_id}}}:weights"
         self._publish = client.register_script(_PUBLISH_SCRIPT)
+        self._fetched = 0
 
     def key(self, version: int) -> str:
         return f"{self.prefix}{version}"
@@ -169,12 +170,17 @@ class WeightStore:
                 pipe.hgetall(f"{self.key(latest)}:meta")
                 blob, meta = pipe.execute()
                 if blob is not None and meta:
-                    return latest, self._verified(latest, blob, _info(meta))
+                    verified = self._verified(latest, blob, _info(meta))
+                    self._fetched += 1
+                    return latest, verified
         raise TransportError(f"weights of run {self.run_id} changed under five fetches in a "
                              f"row; publishing faster than fetching?")
 
     def close(self) -> None:
         """Nothing to let go: the connection belongs to the transport."""
+
+    def fetch_counts(self) -> dict[str, int]:
+        return {"redis": self._fetched}
 
     def _verified(self, version: int, blob: bytes, info: WeightInfo) -> bytes:
         return verified_blob(version, blob, info, self.run_id)
