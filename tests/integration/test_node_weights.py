@@ -61,6 +61,8 @@ def test_a_publish_leaves_redis_once_per_node(redis_server, run_id, tmp_path, ne
     assert all(r is not None and r[0] == 0 and same_weights(r[1], net) for r in results)
     assert sum(w.from_redis for w in workers) == 2  # one per node
     assert sum(w.from_cache for w in workers) == len(workers) - 2
+    totals = [w.fetch_counts() for w in workers]
+    assert sum(t["redis"] for t in totals) == 2 and sum(t["redis_fallback"] for t in totals) == 0
     # two blobs, plus a few hundred bytes of version and sha256 per worker (and INFO)
     assert 2 * blob_size <= sent < 2 * blob_size + 2_000 * len(workers), (sent, blob_size)
     assert sent < 3 * blob_size < len(workers) * blob_size
@@ -107,5 +109,6 @@ def test_a_broken_cache_falls_back_to_redis(redis_server, run_id, tmp_path, net,
     learner.publish(net, 1)
     assert source.fetch(newer_than=0)[0] == 1
     assert source.fallbacks == 2 and source.from_redis == 2
+    assert source.fetch_counts() == {"node_cache": 0, "redis": 0, "redis_fallback": 2}
     warned = [r for r in caplog.records if "weights cache" in r.getMessage()]
     assert len(warned) == 1 and "\n" not in warned[0].getMessage()
