@@ -80,8 +80,9 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
             # the stream shards' own servers, supervised and persisted like the run's
             stream_servers.append(RedisServer(RedisServerConfig(
                 data_dir=str(Path(run_dir) / f"redis-stream-{index}"))).start())
-        if stream_servers:
-            ctx = dataclasses.replace(ctx, stream_urls=tuple(s.url for s in stream_servers))
+        stream_urls = (*config.distributed.stream_redis, *(s.url for s in stream_servers))
+        if stream_urls:
+            ctx = dataclasses.replace(ctx, stream_urls=stream_urls)
         if address:
             join(address)
         else:

@@ -353,7 +353,12 @@ class DistributedConfig:
     stream_servers: int = 0
     """Redis servers zeroforge starts for the stream shards besides the run's own (shard K
     on server K mod N; each supervised, its AOF in ``RUN_DIR/redis-stream-I``); 0: the
-    shards live in the run's Redis."""
+    shards live in the run's Redis (or on ``stream_redis``)."""
+    stream_redis: tuple[str, ...] = ()
+    """URLs of Redis servers a cluster runs for the stream shards (KubeRay: one per pod),
+    used before the started ones. Without a password in them: it comes from
+    ``ZEROFORGE_REDIS_PASSWORD``, as for ``--redis`` (a config file is saved with the
+    run)."""
     weights_per_node: bool = True
     """Workers read published weights through a cache per node
     (``shared.transport.node_cache``, in ``/dev/shm``): the run's Redis sends each version
@@ -377,6 +382,11 @@ class DistributedConfig:
         if self.stream_shards < 1 or self.stream_servers < 0:
             raise ValueError(f"stream_shards must be >= 1 and stream_servers >= 0, got "
                              f"{self.stream_shards} and {self.stream_servers}")
+        for url in self.stream_redis:
+            if not url.startswith(("redis://", "rediss://")) or "@" in url.split("/")[2]:
+                raise ValueError(f"stream_redis: {url!r} must be a redis:// or rediss:// URL "
+                                 f"without credentials (the password comes from "
+                                 f"ZEROFORGE_REDIS_PASSWORD)")
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,10 @@ def test_every_shipped_preset_loads():
     (["learner.precision=float16"], "learner.precision must be one of"),
     (["inference.num_gpus=0"], "InferenceServerConfig.num_gpus must be in (0, 1]"),
     (["inference.num_gpus=2"], "InferenceServerConfig.num_gpus must be in (0, 1]"),
+    (["distributed.stream_shards=0"], "stream_shards must be >= 1"),
+    (["distributed.stream_servers=-1"], "stream_servers >= 0"),
+    (['distributed.stream_redis=["redis://:secret@h:6379/0"]'], "without credentials"),
+    (['distributed.stream_redis=["h:6379"]'], "must be a redis:// or rediss:// URL"),
 ])
 def test_bad_keys_and_values_are_named(overrides, needle):
     with pytest.raises(ConfigError) as err:
