@@ -207,6 +207,30 @@ def register_scale(sub: Subparsers) -> None:
                        "without training")
 
 
+def register_plan(sub: Subparsers) -> None:
+    text = ("what a run of N self-play workers needs (stream shards, learner replicas, "
+            "weights traffic, inference servers) and where it saturates first")
+    plan = add_command(sub, "plan", commands.cmd_plan, help=text,
+                       description=text + " (the capacity model: docs/scaling.md)")
+    plan.add_argument("--config", default=None, help="preset name or YAML/TOML file")
+    plan.add_argument("--set", dest="overrides", action="append", default=[],
+                      metavar="SECTION.KEY=VALUE", help="override a config value (repeatable)")
+    plan.add_argument("--workers", type=positive, required=True, help="self-play workers")
+    plan.add_argument("--nodes", type=positive, default=None,
+                      help="nodes the workers run on (default: 8 workers a node)")
+    plan.add_argument("--measure", action="store_true",
+                      help="measure a worker's positions/s and a replica's steps/s on this "
+                           "machine (a few seconds each) instead of giving them")
+    plan.add_argument("--worker-positions-per-s", type=float, default=None,
+                      help="positions/s of one self-play worker (without --measure)")
+    plan.add_argument("--learner-steps-per-s", type=float, default=None,
+                      help="steps/s of one learner replica (without --measure)")
+    plan.add_argument("--shard-mb-s", type=float, default=None,
+                      help="MB/s one Redis stream shard takes in (default: measured 59)")
+    plan.add_argument("--network-gbit", type=float, default=10.0,
+                      help="network of the run's Redis host, Gbit/s (default: 10)")
+
+
 def register_stop(sub: Subparsers) -> None:
     text = "stop a running job cleanly (final checkpoint)"
     stop = add_command(sub, "stop", commands.cmd_stop, help=text, description=text)
@@ -231,7 +255,7 @@ SUBCOMMANDS: tuple[Register, ...] = (
     register_top, register_dashboard,
     engines_cli.register_gtp, engines_cli.register_pbrain, engines_cli.register_match,
     rating_cli.register_rate, rating_cli.register_replay,
-    register_status, register_scale, register_stop,
+    register_status, register_scale, register_stop, register_plan,
 )
 """Every subcommand's register function, in the order ``zeroforge --help`` lists them.
 Each one calls ``add_command`` with its name and handler (deploy/subcommand.py); their

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -304,4 +305,37 @@ def cmd_curve(args: argparse.Namespace) -> int:
     drawn = curve.read_eval_log(args.run_dir)
     out = curve.write(drawn, args.out or Path(args.run_dir) / "curve.png", args.x_axis)
     print(f"wrote {out}: {curve.summary(drawn)}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``zeroforge plan``: the capacity model (deploy/plan.py) for a config and N workers."""
+    from zeroforge.deploy import plan
+    from zeroforge.deploy.config import load_train_config
+
+    config = load_train_config(args.config, args.overrides)
+    nodes = args.nodes or max(1, -(-args.workers // 8))
+    if args.measure:
+        figures = plan.measure(config)
+    else:
+        if args.worker_positions_per_s is None or args.learner_steps_per_s is None:
+            raise CommandError("give --worker-positions-per-s and --learner-steps-per-s, or "
+                               "--measure to measure them on this machine")
+        games = plan.sample_games(config, 16)
+        from zeroforge.shared.formats.weight_blob import weights_to_bytes
+        from zeroforge.shared.games import make_game
+        from zeroforge.shared.nets.model import build_net
+
+        figures = plan.UnitFigures(
+            positions_per_s_per_worker=args.worker_positions_per_s,
+            bytes_per_position=plan.encoded_bytes(games) / sum(g.num_positions
+                                                               for g in games),
+            blob_bytes=len(weights_to_bytes(build_net(config.net,
+                                                      make_game(config.game).spec))),
+            learner_steps_per_s=args.learner_steps_per_s)
+    if args.shard_mb_s is not None:
+        figures = dataclasses.replace(figures, shard_bytes_per_s=args.shard_mb_s * 1e6)
+    figures = dataclasses.replace(figures,
+                                  redis_network_bytes_per_s=args.network_gbit * 1.25e8)
+    print(plan.report(config, args.workers, nodes, figures, measured=args.measure))
     return 0

@@ -66,3 +66,16 @@ def test_human_gets_reasons_and_can_win():
 def test_human_input_ending_early_is_an_error():
     r = zf("play", "--game", "tictactoe", "--first", "human", stdin="B2\n")
     assert r.returncode == 1 and "input ended" in r.stderr
+
+
+def test_plan_prints_the_parts_and_refuses_missing_figures():
+    r = zf("plan", "--config", "tictactoe", "--workers", "64", "--worker-positions-per-s",
+           "500", "--learner-steps-per-s", "2")
+    assert r.returncode == 0, r.stderr
+    assert "64 workers on 8 nodes" in r.stdout
+    for part in ("sample intake", "learner steps", "weights out of Redis", "controller:"):
+        assert part in r.stdout
+    assert "saturates first" in r.stdout
+    r = zf("plan", "--config", "tictactoe", "--workers", "64")
+    assert r.returncode == 1 and "--measure" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,221 @@
+"""``zeroforge plan``: what a run of N self-play workers needs, and where it saturates first.
+
+The capacity model (docs/scaling.md). From the run's config and a few per-unit figures it
+computes the demand a run of ``workers`` puts on each shared part and how many units of
+that part it takes:
+
+- **sample intake**: ``workers x positions/s a worker x bytes a position``, against the
+  bytes/s one Redis stream shard takes in (``distributed.stream_shards``);
+- **learning**: positions/s x ``samples_per_insert`` / ``batch_size`` learner steps/s,
+  against the steps/s of one learner replica (``learner.replicas``);
+- **weights**: bytes out of the run's Redis per publish, ``nodes x blob`` with the per-node
+  cache (``distributed.weights_per_node``) and ``workers x blob`` without, times the
+  publishes/s (learner steps/s / ``publish_every_steps``), against the Redis server's
+  network;
+- **inference** (``distributed.inference=server``): evaluations/s, ``positions/s x
+  simulations``, against one server's evaluations/s.
+
+Per-unit figures: bytes a position and the weights blob are computed from the game and net
+on the spot; positions/s a worker and steps/s of a replica are measured on this machine
+(``--measure``, a few seconds each) or given; the Redis shard, network and inference server
+figures default to the measurements in docs/benchmarks.md and can be given too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+from zeroforge.shared.train_config import TrainConfig
+
+SHARD_BYTES_PER_S = 59e6
+"""Bytes/s one Redis stream takes in end to end (producer and consumer processes, 3,000
+15x15 gomoku games, the slower of the two measured rows: docs/benchmarks.md, "Redis
+transport")."""
+REDIS_NETWORK_BYTES_PER_S = 1.25e9
+"""Bytes/s out of one Redis server's host: a 10 Gbit/s link (give yours with
+``--network-gbit``)."""
+INFERENCE_EVALS_PER_S = 93.5e3
+"""Evaluations/s of one GPU inference server (H200, ``resnet10x128``, Go 9x9, float32,
+under real self-play load: docs/benchmarks.md, "On a GPU under real self-play load")."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitFigures:
+    """What one unit of each part does (per-unit capacities and sizes)."""
+
+    positions_per_s_per_worker: float
+    """Self-play positions/s of one worker of this config."""
+    bytes_per_position: float
+    """Encoded sample-stream bytes of one position (the wire format)."""
+    blob_bytes: int
+    """Bytes of one published weights blob."""
+    learner_steps_per_s: float
+    """Steps/s of one learner replica at the config's batch size."""
+    shard_bytes_per_s: float = SHARD_BYTES_PER_S
+    """Bytes/s one stream shard takes in."""
+    redis_network_bytes_per_s: float = REDIS_NETWORK_BYTES_PER_S
+    """Bytes/s out of the run's Redis host."""
+    inference_evals_per_s: float = INFERENCE_EVALS_PER_S
+    """Evaluations/s of one inference server."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """The demand on one part and the units of it that demand takes."""
+
+    part: str
+    demand: float
+    unit: str
+    per_unit: float
+    setting: str
+
+    @property
+    def units(self) -> int:
+        return max(1, math.ceil(self.demand / self.per_unit)) if self.per_unit > 0 else 0
+
+    @property
+    def load(self) -> float:
+        """Demand over one unit's capacity: how many times one unit over it is."""
+        return self.demand / self.per_unit if self.per_unit > 0 else 0.0
+
+
+def needs(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures) -> list[Need]:
+    """The demand of ``workers`` self-play workers on ``nodes`` nodes, part by part."""
+    positions = workers * figures.positions_per_s_per_worker
+    c = config.learner
+    steps = positions * c.samples_per_insert / c.batch_size if c.samples_per_insert > 0 else 0
+    copies = nodes if config.distributed.weights_per_node else workers
+    publishes = steps / c.publish_every_steps
+    out = [
+        Need("sample intake", positions * figures.bytes_per_position, "B/s",
+             figures.shard_bytes_per_s, "distributed.stream_shards"),
+        Need("learner steps", steps, "steps/s", figures.learner_steps_per_s,
+             "learner.replicas"),
+        Need("weights out of Redis", publishes * copies * figures.blob_bytes, "B/s",
+             figures.redis_network_bytes_per_s, "distributed.weights_per_node"),
+    ]
+    if config.distributed.inference == "server":
+        out.append(Need("inference", positions * config.search.num_simulations, "evals/s",
+                        figures.inference_evals_per_s, "distributed.inference_servers"))
+    return out
+
+
+def predict_simulation(workers: int, nodes: int, games_per_min: float,
+                       positions_per_game: float, blob_bytes: int, poll_s: float,
+                       publish_every_s: float, poll_bytes: float = 600.0) -> dict[str, float]:
+    """What ``benchmarks/scale_sim.py`` should measure for these settings: positions/s
+    offered, and the run's Redis bytes out per publish (a blob per node, plus every
+    worker's polls between two publishes: the latest version and its sha256 record)."""
+    polls = workers * publish_every_s / poll_s
+    return {"positions_per_s": workers * games_per_min / 60 * positions_per_game,
+            "redis_bytes_per_publish": nodes * blob_bytes + polls * poll_bytes}
+
+
+def measure(config: TrainConfig, seconds: float = 6.0) -> UnitFigures:
+    """The per-unit figures of ``config`` on this machine: one worker's positions/s (its
+    own net, the config's search and precision, one thread) and one replica's steps/s."""
+    import torch
+
+    from zeroforge.actors.selfplay import SelfPlayWorker
+    from zeroforge.learner.learner import Learner
+    from zeroforge.shared.formats.weight_blob import weights_to_bytes
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.nets.backends import make_evaluator
+    from zeroforge.shared.nets.model import build_net
+    from zeroforge.shared.nets.torch_evaluator import InferenceConfig
+
+    torch.set_num_threads(1)
+    game = make_game(config.game)
+    net = build_net(config.net, game.spec)
+    played = sample_games(config, 64)
+    positions = sum(g.num_positions for g in played)
+    evaluator = make_evaluator(net, config.selfplay.backend, config=InferenceConfig(
+        device="cpu", precision=config.selfplay.precision))
+    worker = SelfPlayWorker(game, evaluator, config.search, config.selfplay)
+    worker.play_moves(1)  # warm-up (first calls compile and allocate)
+    before, start = worker.stats.positions, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        worker.play_moves(1)
+    per_worker = (worker.stats.positions - before) / (time.perf_counter() - start)
+    learner = Learner(dataclasses.replace(config.learner, min_replay=1, device="cpu"),
+                      config.game, config.net)
+    while len(learner.replay) < config.learner.batch_size:
+        learner.add(played)
+    learner.step()  # warm-up
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or steps < 2:
+        learner.step()
+        steps += 1
+    return UnitFigures(
+        positions_per_s_per_worker=per_worker,
+        bytes_per_position=encoded_bytes(played) / positions,
+        blob_bytes=len(weights_to_bytes(net)),
+        learner_steps_per_s=steps / (time.perf_counter() - start))
+
+
+def sample_games(config: TrainConfig, count: int) -> list:
+    """``count`` games of the config's game, played with two simulations of a uniform
+    evaluator: fast, and encoded as large a position as any (policies are dense rows)."""
+    from zeroforge.actors.selfplay import SelfPlayWorker
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.search import SearchConfig, UniformEvaluator
+    from zeroforge.shared.train_config import SelfPlayConfig
+
+    game = make_game(config.game)
+    worker = SelfPlayWorker(game, UniformEvaluator(), SearchConfig(num_simulations=2),
+                            SelfPlayConfig(games_in_parallel=min(count, 32)))
+    return worker.play_games(count)[:count]
+
+
+def encoded_bytes(games: list) -> int:
+    from zeroforge.shared.samples import encode
+
+    return sum(len(encode(g)) for g in games)
+
+
+def report(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures,
+           measured: bool) -> str:
+    """The plan as text: the per-unit figures, then a row per part, the first to
+    saturate marked."""
+    rows = needs(config, workers, nodes, figures)
+    worst = max(rows, key=lambda n: n.load)
+    how = "measured here" if measured else "given"
+    lines = [
+        f"zeroforge plan: {config.game}, net {_net_name(config)}, "
+        f"{config.search.num_simulations} simulations"
+        f"{' (Gumbel)' if config.search.gumbel else ''}, precision "
+        f"{config.selfplay.precision}; {workers} workers on {nodes} nodes",
+        f"per worker {figures.positions_per_s_per_worker:,.1f} positions/s ({how}); "
+        f"{figures.bytes_per_position:,.0f} B a position; weights blob "
+        f"{figures.blob_bytes / 1e6:,.2f} MB; one learner replica "
+        f"{figures.learner_steps_per_s:,.2f} steps/s ({how})",
+        "",
+        f"{'part':<22} {'demand':>16} {'one unit':>16} {'units':>7}  setting",
+    ]
+    for n in rows:
+        mark = "  <- saturates first" if n is worst and n.load > 1 else ""
+        lines.append(f"{n.part:<22} {_amount(n.demand, n.unit):>16} "
+                     f"{_amount(n.per_unit, n.unit):>16} {n.units:>7}  {n.setting}{mark}")
+    if worst.load <= 1:
+        lines.append("nothing saturates: one unit of every part holds this run")
+    interval = config.distributed.monitor_interval_s
+    lines.append(f"controller: a stats call and a liveness check per actor every "
+                 f"{interval:g} s, {2 * workers / interval:,.0f} Ray calls/s at {workers} "
+                 f"workers (its cost still grows with the run: docs/scaling.md)")
+    return "\n".join(lines)
+
+
+def _net_name(config: TrainConfig) -> str:
+    n = config.net
+    return f"resnet{n.blocks}x{n.channels}" if n.kind == "resnet" else f"convnet{n.trunk}"
+
+
+def _amount(value: float, unit: str) -> str:
+    if unit == "B/s":
+        for scale, name in ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
+            if value >= scale:
+                return f"{value / scale:,.1f} {name}"
+        return f"{value:,.0f} B/s"
+    return f"{value:,.1f} {unit}"
