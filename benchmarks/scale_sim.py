@@ -86,77 +86,108 @@ class Plan:
     threads: int
 
 
-async def virtual_worker(index: int, plan: Plan, pool, out: dict) -> None:
-    from zeroforge.shared.samples import decode
-    from zeroforge.shared.transport import TransportError, open_transport
+@dataclasses.dataclass
+class Virtual:
+    """One virtual worker's endpoints and state."""
+
+    index: int
+    transport: object
+    sink: object
+    weights: object
+    store: object
+    have: int = -1
+
+
+async def connect_worker(index: int, plan: Plan, pool) -> Virtual:
+    """Open a virtual worker's transport and take the weights already published (as a
+    worker does at its start), before the timed phase."""
+    from zeroforge.shared.transport import open_transport
     from zeroforge.shared.transport.node_cache import node_cache_dir
-    from zeroforge.shared.transport.weight_store import WeightStore
 
     loop = asyncio.get_running_loop()
     node = f"node{index % plan.nodes}"
     cache = str(node_cache_dir(plan.cache_root, plan.run_id, node)) if plan.node_cache else None
     transport = await loop.run_in_executor(pool, lambda: open_transport(
         plan.url, plan.run_id, plan.shards, plan.stream_urls, cache))
-    sink, weights = transport.samples(), transport.weights()
-    store = weights.store if hasattr(weights, "store") else weights
-    assert isinstance(store, WeightStore)
-    rng = np.random.default_rng(index)
+    weights = transport.weights()
+    worker = Virtual(index, transport, transport.samples(), weights,
+                     weights.store if hasattr(weights, "store") else weights)
+    got = await loop.run_in_executor(pool, weights.fetch_bytes, -1)
+    worker.have = got[0] if got is not None else -1
+    return worker
+
+
+async def play(worker: Virtual, plan: Plan, pool, out: dict, start: float) -> None:
+    """The timed phase: a game every ``60 / games_per_min`` s, a weights poll every
+    ``poll_s``, from ``start`` for ``plan.seconds``."""
+    from zeroforge.shared.samples import decode
+    from zeroforge.shared.transport import TransportError
+
+    loop = asyncio.get_running_loop()
+    rng = np.random.default_rng(worker.index)
     interval = 60.0 / plan.games_per_min
-    start = time.time()
     end = start + plan.seconds
     next_game = start + rng.uniform(0, interval)
     next_poll = start + rng.uniform(0, plan.poll_s)
-    have, seq = -1, 0
-    template = decode(plan.games[index % len(plan.games)])
-    try:
-        while True:
-            now = time.time()
-            if now >= end:
-                break
-            await asyncio.sleep(max(min(next_game, next_poll, end) - now, 0))
-            now = time.time()
-            if now >= next_poll:
-                next_poll = now + plan.poll_s
-                try:
-                    got = await loop.run_in_executor(pool, weights.fetch_bytes, have)
-                    if got is not None:
-                        have = got[0]
-                        info = await loop.run_in_executor(pool, store.info, have)
-                        if info is not None and have > 0:  # v0 was there before start
-                            out["latency"].append((have, time.time() - info.time))
-                except TransportError:
-                    out["errors"] += 1
-            if now >= next_game and now < end:
-                next_game += interval
-                game = dataclasses.replace(template, game_id=f"v{index}-{seq}",
-                                           worker_id=f"v{index}")
-                seq += 1
-                try:
-                    await loop.run_in_executor(pool, sink.append, [game])
-                    out["appended"].append(game.game_id)
-                    out["positions"] += game.num_positions
-                except TransportError:
-                    out["errors"] += 1
-    finally:
-        counts = weights.fetch_counts()
-        for source, n in counts.items():
-            out["fetches"][source] = out["fetches"].get(source, 0) + n
-        await loop.run_in_executor(pool, transport.close)
+    seq = 0
+    template = decode(plan.games[worker.index % len(plan.games)])
+    while True:
+        now = time.time()
+        if now >= end:
+            break
+        await asyncio.sleep(max(min(next_game, next_poll, end) - now, 0))
+        now = time.time()
+        if now >= next_poll:
+            next_poll = now + plan.poll_s
+            try:
+                got = await loop.run_in_executor(pool, worker.weights.fetch_bytes,
+                                                 worker.have)
+                if got is not None:
+                    worker.have = got[0]
+                    info = await loop.run_in_executor(pool, worker.store.info, got[0])
+                    if info is not None:
+                        out["latency"].append((got[0], time.time() - info.time))
+            except TransportError:
+                out["errors"] += 1
+        if now >= next_game and now < end:
+            next_game += interval
+            game = dataclasses.replace(template, game_id=f"v{worker.index}-{seq}",
+                                       worker_id=f"v{worker.index}")
+            seq += 1
+            try:
+                await loop.run_in_executor(pool, worker.sink.append, [game])
+                out["appended"].append(game.game_id)
+                out["positions"] += game.num_positions
+            except TransportError:
+                out["errors"] += 1
 
 
-def run_process(plan: Plan, results) -> None:
-    """One simulator process: ``plan.count`` virtual workers on one asyncio loop."""
-    out = {"appended": [], "positions": 0, "latency": [], "errors": 0, "fetches": {}}
+def run_process(plan: Plan, results, go, start) -> None:
+    """One simulator process: ``plan.count`` virtual workers on one asyncio loop. Says
+    ``ready`` once every worker is connected and has the first weights, then waits for
+    ``go`` (a shared start time) before the timed phase."""
+    out: dict = {"appended": [], "positions": 0, "latency": [], "errors": 0, "fetches": {}}
     pool = concurrent.futures.ThreadPoolExecutor(plan.threads)
+
+    async def connect_all() -> list[Virtual]:
+        return list(await asyncio.gather(*(connect_worker(plan.first + i, plan, pool)
+                                           for i in range(plan.count))))
+
+    workers = asyncio.run(connect_all())
+    results.put("ready")
+    go.wait()
     started = time.process_time()
 
-    async def main() -> None:
-        await asyncio.gather(*(virtual_worker(plan.first + i, plan, pool, out)
-                               for i in range(plan.count)))
+    async def play_all() -> None:
+        await asyncio.gather(*(play(w, plan, pool, out, start.value) for w in workers))
 
-    asyncio.run(main())
-    pool.shutdown()
+    asyncio.run(play_all())
     out["cpu_s"] = time.process_time() - started
+    for w in workers:
+        for source, n in w.weights.fetch_counts().items():
+            out["fetches"][source] = out["fetches"].get(source, 0) + n
+        w.transport.close()
+    pool.shutdown()
     results.put(out)
 
 
@@ -224,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             per = -(-args.workers // args.processes)
             ctxmp = mp.get_context("spawn")
             results = ctxmp.Queue()
+            go, start = ctxmp.Event(), ctxmp.Value("d", 0.0)
             procs = []
             for k in range(args.processes):
                 first = k * per
@@ -233,13 +265,18 @@ def main(argv: list[str] | None = None) -> int:
                 plan = Plan(run.url, stream_urls, run_id, args.shards, first, count,
                             args.nodes, str(Path(tmp) / "cache"), not args.no_node_cache,
                             games, args.games_per_min, args.poll_s, seconds, args.threads)
-                procs.append(ctxmp.Process(target=run_process, args=(plan, results)))
+                procs.append(ctxmp.Process(target=run_process,
+                                           args=(plan, results, go, start)))
             learner_cpu.start()
             for proc in procs:
                 proc.start()
+            for _ in procs:  # every worker connected, with the weights published so far
+                if results.get(timeout=600) != "ready":
+                    raise RuntimeError("a simulator process failed to start")
             bytes_before = int(monitor.info("stats")["total_net_output_bytes"])
             cpu_before = time.process_time()
-            began = time.time()
+            began = start.value = time.time() + 0.2
+            go.set()
             publishes, version = 0, 0
             next_publish = began + args.publish_every_s
             while time.time() < began + seconds:
@@ -277,11 +314,17 @@ def main(argv: list[str] | None = None) -> int:
     for o in outs:
         for source, n in o["fetches"].items():
             fetches[source] = fetches.get(source, 0) + n
+    from zeroforge.shared.samples import decode
+
+    lengths = [decode(g).num_positions for g in games]
     doc = {
         "workers": args.workers, "processes": len(procs), "nodes": args.nodes,
         "shards": args.shards, "stream_servers": args.stream_servers,
         "node_cache": not args.no_node_cache, "minutes": args.minutes, "game": args.game,
-        "games_per_min_per_worker": args.games_per_min,
+        "games_per_min_per_worker": args.games_per_min, "poll_s": args.poll_s,
+        "publish_every_s": args.publish_every_s,
+        "positions_per_game": round(float(np.mean([lengths[i % len(lengths)]
+                                                   for i in range(args.workers)])), 2),
         "positions_per_s_offered": round(sum(o["positions"] for o in outs) / wall, 1),
         "positions_per_s_received": round(status["positions_received"] / wall, 1),
         "games_appended": len(appended), "games_received": status["games_received"],

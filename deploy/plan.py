@@ -104,13 +104,17 @@ def needs(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures) -
 
 def predict_simulation(workers: int, nodes: int, games_per_min: float,
                        positions_per_game: float, blob_bytes: int, poll_s: float,
-                       publish_every_s: float, poll_bytes: float = 600.0) -> dict[str, float]:
+                       publish_every_s: float, poll_bytes: float, info_bytes: float
+                       ) -> dict[str, float]:
     """What ``benchmarks/scale_sim.py`` should measure for these settings: positions/s
-    offered, and the run's Redis bytes out per publish (a blob per node, plus every
-    worker's polls between two publishes: the latest version and its sha256 record)."""
+    offered, and the run's Redis bytes out per publish: the blob once per node, each
+    worker's two reads of the new version's record (``info_bytes`` each: the cache checks
+    the file against it, the simulator reads it for the latency) and every worker's polls
+    between two publishes (``poll_bytes`` each: the latest version)."""
     polls = workers * publish_every_s / poll_s
     return {"positions_per_s": workers * games_per_min / 60 * positions_per_game,
-            "redis_bytes_per_publish": nodes * blob_bytes + polls * poll_bytes}
+            "redis_bytes_per_publish": (nodes * blob_bytes + workers * 2 * info_bytes
+                                        + polls * poll_bytes)}
 
 
 def measure(config: TrainConfig, seconds: float = 6.0) -> UnitFigures:

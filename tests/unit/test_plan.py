@@ -53,9 +53,11 @@ def test_the_report_marks_the_part_that_saturates_first():
 
 def test_the_simulators_figures_are_predicted():
     got = predict_simulation(workers=100, nodes=4, games_per_min=6, positions_per_game=20,
-                             blob_bytes=1000, poll_s=2, publish_every_s=10, poll_bytes=500)
+                             blob_bytes=1000, poll_s=2, publish_every_s=10, poll_bytes=10,
+                             info_bytes=150)
     assert got["positions_per_s"] == pytest.approx(200)
-    assert got["redis_bytes_per_publish"] == pytest.approx(4 * 1000 + 500 * 500)
+    # 4 blobs, 100 workers x 2 records, 500 polls
+    assert got["redis_bytes_per_publish"] == pytest.approx(4 * 1000 + 100 * 300 + 500 * 10)
 
 
 def test_measuring_gives_this_machines_figures():
