@@ -96,7 +96,7 @@ ALL = pytest.mark.parametrize("target", list(TARGETS))
 
 
 @ALL
-def test_references_resolve(target):
+def test_references_resolve(target, tmp_path):
     objs = render(target)
     have = {(o["kind"], o["metadata"]["name"]) for o in objs}
     for where, spec in pod_specs(objs):
@@ -130,7 +130,17 @@ def test_references_resolve(target):
     volume = {v["name"]: v for v in head["volumes"]}[mounts[str(Path(args.config).parent)]]
     assert volume["configMap"]["name"] == "zeroforge-train-config"
     assert Path(args.config).name in one(objs, "ConfigMap", "zeroforge-train-config")["data"]
-    assert ("Service", urlsplit(args.redis_url).hostname) in have
+    # Every Redis URL (the run's, the stream shards') names a pod of the Redis
+    # StatefulSet through its headless Service.
+    config = load_train_config(str(config_file(objs, tmp_path)), [])
+    urls = [args.redis_url, *config.distributed.stream_redis]
+    assert len(set(urls)) == len(urls) == 1 + len(config.distributed.stream_redis)
+    assert config.distributed.stream_shards >= len(config.distributed.stream_redis)
+    service = one(objs, "Service", sts["spec"]["serviceName"])
+    assert service["spec"]["clusterIP"] == "None"
+    pods = {f"{sts['metadata']['name']}-{i}.{service['metadata']['name']}"
+            for i in range(sts["spec"]["replicas"])}
+    assert {urlsplit(u).hostname for u in urls} <= pods
 
 
 @ALL
