@@ -151,3 +151,28 @@ def test_a_lost_replica_fails_the_next_step_in_one_line(fault):
     assert "replica 1 (last heard" in line, line
     assert waited < timeout_s + 5, f"took {waited:.1f} s against a {timeout_s} s timeout"
     assert learner.steps == 1  # the failed step changed nothing
+
+
+def test_an_idle_group_outlives_its_timeout_through_keep_alives():
+    """Rank 0 with nothing to train (its window never warms up) for 2.5 group timeouts:
+    ``train_available`` pings the replicas, which keep waiting, and the group trains on."""
+    timeout_s = 8.0  # (forming waits this long for the peer, which imports torch first)
+    config = learner_config(min_replay=10_000)
+    learner = filled(config)
+    group = ReplicaGroup(2, timeout_s=timeout_s)
+    peer = Peer(group, config, timeout_s)
+    try:
+        learner.join_group(group)
+        learner.step()
+        idle_until = time.monotonic() + 2.5 * timeout_s
+        while time.monotonic() < idle_until:
+            assert learner.train_available(5) == []  # nothing may be trained: a ping
+            time.sleep(0.2)
+        assert peer.proc.poll() is None, peer.finish()  # still in the group
+        learner.step()
+        group.stop()
+        code, out, err = peer.finish()
+    finally:
+        peer.kill()
+    assert code == 0, err
+    assert json.loads(out.strip().splitlines()[-1]) == {"rank": 1, "steps": 2}
