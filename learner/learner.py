@@ -277,8 +277,11 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(f"{path}: corrupt or not a checkpoint ({type(err).__name__}: "
-                              f"{str(err).splitlines()[0][:200]})") from None
+        # Not torch's own message: for a file holding objects it suggests loading it with
+        # weights_only=False, which would run whatever the file holds.
+        raise CheckpointError(f"{path}: corrupt or not a checkpoint ({type(err).__name__}); "
+                              f"nothing of it was loaded: restore a good copy, or start "
+                              f"again without it") from None
     if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path}: not a {CHECKPOINT_FORMAT} file")
     return blob
