@@ -108,8 +108,12 @@ def register_train(sub: Subparsers) -> None:
     train.add_argument("--steps", type=int, default=None, help="stop after this many learner steps")
     train.add_argument("--run-dir", default=None, help="directory for checkpoints and logs")
     train.add_argument("--seed", type=int, default=None, help="random seed")
-    train.add_argument("--resume", action="store_true",
-                       help="continue from RUN_DIR/checkpoint.pt")
+    train.add_argument("--resume", nargs="?", const="yes", default=None,
+                       choices=["yes", "auto"],
+                       help="continue from RUN_DIR/checkpoint.pt (and its run id); "
+                            "`--resume auto`: continue this run if RUN_DIR holds its "
+                            "checkpoint, start it fresh if RUN_DIR holds none, refuse "
+                            "another run's; safe to repeat (a job's restart command)")
     train.add_argument("--dashboard-host", default=None,
                        help="address of the run's dashboard (default: run.dashboard_host, "
                             "127.0.0.1); any other address requires a token, written to "

@@ -70,20 +70,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     config = load_train_config(args.config or "tictactoe", overrides)
     # Everything that can be checked is checked before anything is started or moved: a
     # run that fails here leaves the run directory (and an earlier checkpoint) as it was.
-    preflight.check_train(config, local=args.local, resume=args.resume,
+    config, resume = preflight.resume_plan(config, args.resume)
+    preflight.check_train(config, local=args.local, resume=resume,
                           address=args.address, redis_url=args.redis_url)
-    if not args.resume:
+    if not resume:
         keep_earlier_checkpoint(Path(config.run.run_dir))
     with sigterm_as_interrupt():
         if args.local:
             from zeroforge.deploy.local_run import LocalRun
 
-            LocalRun(config, resume=args.resume).run()
+            LocalRun(config, resume=resume).run()
             return 0
         from zeroforge.deploy import distributed
 
         status = distributed.train(config, address=args.address, redis_url=args.redis_url,
-                                   resume=args.resume)
+                                   resume=resume)
     if status.error:
         raise CommandError(status.error)
     return 0

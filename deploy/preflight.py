@@ -9,6 +9,7 @@ address is a plain TCP connect), so a failed check costs well under a second.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from pathlib import Path
@@ -20,6 +21,8 @@ from zeroforge.shared.train_config import TrainConfig
 
 REDIS_TIMEOUT_S = 3.0
 """Longest wait for Redis to accept a connection and answer PING."""
+CHECKPOINT_FILE = "checkpoint.pt"
+"""``zeroforge.learner.learner.CHECKPOINT_NAME`` (not imported: that imports torch)."""
 RAY_PROBE_TIMEOUT_S = 3.0
 """Longest wait for a TCP connection to a Ray cluster's address."""
 
@@ -43,6 +46,37 @@ def check_train(config: TrainConfig, *, local: bool, resume: bool,
         check_ray_address(address)
     if redis_url:
         check_redis(redis_url)
+
+
+def resume_plan(config: TrainConfig, mode: str | None) -> tuple[TrainConfig, bool]:
+    """Whether ``zeroforge train`` resumes, and the config it runs (``mode``: None, "yes"
+    for ``--resume``, "auto" for ``--resume auto``).
+
+    Resuming continues the checkpoint's run: without a ``run.run_id`` of its own, the
+    config takes the checkpoint's, so the run's stream, weights and metrics keys are the
+    ones its workers and checkpoint know. ``auto`` resumes when ``RUN_DIR`` holds this
+    run's checkpoint, starts fresh when it holds none, and refuses (one line) a checkpoint
+    of another run id rather than move it aside: running the same command again is safe."""
+    if mode is None:
+        return config, False
+    path = Path(config.run.run_dir) / CHECKPOINT_FILE
+    if not path.exists():
+        return config, mode == "yes"  # nothing to resume: a fresh start either way
+    from zeroforge.learner.learner import CheckpointError, load_checkpoint
+
+    try:
+        held = (load_checkpoint(path).get("extra") or {}).get("run_id") or None
+    except CheckpointError as err:
+        raise PreflightError(f"--resume: {err}") from None
+    wanted = config.run.run_id
+    if mode == "auto" and held and wanted and held != wanted:
+        raise PreflightError(f"--resume auto: {path} is the checkpoint of run {held!r}, "
+                             f"not of {wanted!r}; give the run its own --run-dir (nothing "
+                             f"was moved)")
+    if held and not wanted:
+        config = dataclasses.replace(config, run=dataclasses.replace(config.run,
+                                                                     run_id=held))
+    return config, True
 
 
 def check_game(spec: str) -> None:

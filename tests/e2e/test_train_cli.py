@@ -37,6 +37,20 @@ def test_local_training_writes_a_checkpoint_and_resumes(tmp_path):
     assert f"kept as {kept}" in r.stdout
     assert load_checkpoint(kept)["counters"]["steps"] == second["steps"]
     assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] < second["steps"]
+    # `--resume auto`, as a job's restart command: the same command twice continues
+    third = load_checkpoint(run_dir / "checkpoint.pt")["counters"]
+    for limit in (30, 50):
+        r = zf("train", "--local", "--config", "tictactoe", "--steps", str(limit),
+               "--run-dir", str(run_dir), "--resume", "auto", *FAST, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert f"resumed from {run_dir / 'checkpoint.pt'}: step {third['steps']}" in r.stdout
+        third = load_checkpoint(run_dir / "checkpoint.pt")["counters"]
+        assert third["steps"] >= limit
+    assert len(list(run_dir.glob("checkpoint-*.pt"))) == 1  # nothing more moved aside
+    # in an empty folder it starts fresh
+    r = zf("train", "--local", "--config", "tictactoe", "--steps", "3", "--run-dir",
+           str(tmp_path / "fresh"), "--resume", "auto", *FAST, timeout=300)
+    assert r.returncode == 0 and "resumed from" not in r.stdout, r.stderr
 
 
 def test_resume_from_a_corrupt_checkpoint_is_one_line(tmp_path):

@@ -148,6 +148,7 @@ def test_entrypoint_parses_with_the_real_cli_and_has_no_password(target, tmp_pat
     objs = render(target)
     args = entrypoint_args(objs)
     assert args.handler is commands.cmd_train and not args.local
+    assert args.resume == "auto"  # a restarted job continues its run, never starts over
     assert args.address == "auto"
     url = urlsplit(args.redis_url)
     assert url.scheme == "redis" and url.password is None, "the password belongs in the Secret"
