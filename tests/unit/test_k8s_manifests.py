@@ -317,3 +317,22 @@ def test_gpus_only_in_the_gpu_overlay(target):
     else:
         assert gpu == []
         assert groups == {"selfplay-cpu"}
+
+
+@ALL
+def test_self_play_pods_have_shared_memory_for_the_weight_cache(target, tmp_path):
+    """The pods that run self-play workers mount a memory-backed /dev/shm (a container's is
+    64 MiB): the node weight cache holds two versions of the net there."""
+    objs = render(target)
+    config = load_train_config(str(config_file(objs, tmp_path)), [])
+    assert config.distributed.weights_per_node
+    cluster = one(objs, "RayCluster")
+    groups = [g for g in cluster["spec"]["workerGroupSpecs"]
+              if "zf_selfplay" in g["rayStartParams"].get("resources", "")]
+    assert groups
+    for g in groups:
+        spec = g["template"]["spec"]
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        mounts = {m["mountPath"]: m["name"] for c in spec["containers"]
+                  for m in c.get("volumeMounts", [])}
+        assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory", g["groupName"]
