@@ -34,7 +34,10 @@ def cmd_play(args: argparse.Namespace) -> int:
     if getattr(args, "web", False):
         from zeroforge.deploy.play.web import serve
 
-        return serve(args)
+        # serves until interrupted: also when started in the background by a script,
+        # which leaves SIGINT ignored (deploy/signals.py)
+        with sigterm_as_interrupt():
+            return serve(args)
     from zeroforge.deploy.play.terminal import play_in_terminal
 
     return play_in_terminal(args)
@@ -207,7 +210,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     if not args.run_dir:
         raise CommandError("no live run: give the --run-dir of a finished run to see its "
                            "recorded history")
-    return _serve_finished(args.run_dir, args.port, args)
+    with sigterm_as_interrupt():  # serves until interrupted, as `play --web` does
+        return _serve_finished(args.run_dir, args.port, args)
 
 
 def _open(args: argparse.Namespace, url: str) -> None:

@@ -120,7 +120,7 @@ def test_local_run_dashboard_status_and_finished_run(tmp_path):
             # the whole run's history: the ladder chart has the evaluations' ratings
             _look(driver, url, "dashboard-local-finished", ("ladder",))
     finally:
-        interrupt(dash, timeout=60)  # (a loaded CI machine: a clean exit, not a quick one)
+        interrupt(dash)
     assert dash.returncode == 0, output
 
 

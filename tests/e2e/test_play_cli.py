@@ -78,9 +78,40 @@ def test_play_web_serves_until_interrupted() -> None:
         with urllib.request.urlopen(found.group(1) + "api/state", timeout=30) as resp:
             assert b'"game": "go:size=9' in resp.read()
         proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=90)  # a clean exit; on a loaded machine not quick
+        rest, _ = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 0 and "board closed" in rest, rest
+
+
+def test_play_web_started_in_the_background_by_a_script_stops_on_sigint() -> None:
+    """A shell without job control starts ``cmd &`` with SIGINT ignored, and Python keeps
+    it so: the board must still stop cleanly on ``kill -INT`` (deploy/signals.py)."""
+    import os
+    import shlex
+    import sys
+
+    cmd = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
+    play = [*cmd, "play", "--web", "--port", "0", "--game", "tictactoe"]
+    proc = subprocess.Popen(["sh", "-c", f"{shlex.join(play)} & echo pid=$!; wait $!"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("pid="), first
+        pid = int(first.removeprefix("pid="))
+        line = proc.stdout.readline()
+        assert re.match(r"board at http://127\.0\.0\.1:\d+/$", line.strip()), line
+        with open(f"/proc/{pid}/status") as f:
+            ignored = int(next(x for x in f if x.startswith("SigIgn:")).split()[1], 16)
+        assert ignored & (1 << (signal.SIGINT - 1)) == 0, "SIGINT still ignored"
+        os.kill(pid, signal.SIGINT)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, rest
+    assert "Traceback" not in rest
