@@ -15,3 +15,10 @@ def interrupt(proc: subprocess.Popen, timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def ignores_sigint(pid: int) -> bool:
+    """Whether process ``pid`` has SIGINT ignored (its ``SigIgn`` mask in /proc)."""
+    with open(f"/proc/{pid}/status") as f:
+        ignored = int(next(x for x in f if x.startswith("SigIgn:")).split()[1], 16)
+    return bool(ignored & (1 << (signal.SIGINT - 1)))
