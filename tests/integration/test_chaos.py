@@ -224,11 +224,14 @@ def _pid(handles: list, rng: random.Random) -> int | None:
 def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float,
               gap_s: tuple[float, float] = (1.0, 3.0), settings: list[str] | None = None,
               targets: tuple[tuple[str, float], ...] = TARGETS, then_s: float = 0.0,
+              then_steps: int = 0,
               log: Callable[[str], None] = lambda line: None) -> ChaosResult:
     """Start a run (local Ray must be up) on its own supervised redis-server, kill
     ``kills`` processes at seeded random moments (or until ``max_s``), stop, audit.
     ``targets``: what to kill, with the odds of each (a kind picks one of its actors);
-    ``then_s``: seconds the run goes on after the last kill, before the stop."""
+    ``then_s``: seconds the run goes on after the last kill, before the stop;
+    ``then_steps``: and at least until the learner took this many steps after the last
+    kill (a quiet tail measured in training, not in the machine's speed; at most 600 s)."""
     rng = random.Random(seed)
     server = RedisServer(RedisServerConfig(max_restarts=10_000)).start()
     handle = None
@@ -259,7 +262,9 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
             log(f"[{done[-1][0]:6.1f}s] kill -9 {target} (pid {pid})")
         for line in handle.takeovers:
             log(line)
+        steps_at_last_kill = watch.poll()["learner_steps"]
         watch.sleep(then_s)
+        watch.until(lambda st: st["learner_steps"] >= steps_at_last_kill + then_steps, 600)
         # let the last replacements come up and the stream settle, then stop (after a
         # few monitor ticks: a slot whose actor was just killed still reads "alive")
         watch.sleep(2.0)
