@@ -20,6 +20,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,17 @@ class SelfPlayService:
             version, state_dict = newer
             own.load_state_dict(state_dict, version)
             self._count_fetches(self.weights)
+            self._time_delivery(version)
+
+    def _time_delivery(self, version: int) -> None:
+        """``weights_delivery_seconds`` of a version just taken (one small read)."""
+        store = getattr(self.weights, "store", self.weights)
+        try:
+            info = store.info(version) if hasattr(store, "info") else None
+        except TransportError:
+            return
+        if info is not None:
+            self.recorder.observe("weights_delivery_seconds", max(time.time() - info.time, 0))
 
     def _count_fetches(self, weights: WeightSource) -> None:
         """``weights_fetches_total`` follows the weight source's own counts."""
@@ -248,38 +260,11 @@ class SelfPlayService:
                                comment=f"self-play game {game_id} of run {self.worker.run_id}")
 
     def _append(self, games: list) -> None:
-        """Append, retrying while the transport is away: finished games are never dropped.
+        """Append ``games``, retrying while the transport is away (``append_held``)."""
+        append_held(self.sink, games, self._stop, self.worker_id, self._count_error)
 
-        The worker holds ``games`` until one append of all of them succeeds, and resends
-        the whole batch after a failure. A batch that failed part-way (the connection
-        dropped after Redis ran some of the pipeline's XADDs) is sent again in full, so
-        those games are in the stream twice; the learner drops the second copy by game id.
-        Running, it retries for as long as it takes (a restarted Redis comes back); once
-        stopped, for ``STOP_APPEND_GRACE_S`` more seconds, then raises a ``TransportError``
-        that names the games lost.
-        """
-        delay = 0.5
-        stopping_since: float | None = None
-        while True:
-            try:
-                self.sink.append(games)
-                return
-            except TransportError as err:
-                self.errors += 1
-                if self._stop.is_set():
-                    now = time.monotonic()
-                    stopping_since = stopping_since if stopping_since is not None else now
-                    if now - stopping_since >= STOP_APPEND_GRACE_S:
-                        raise TransportError(
-                            f"worker {self.worker_id}: {len(games)} finished games lost: no "
-                            f"append succeeded within {STOP_APPEND_GRACE_S:g} s of the stop "
-                            f"({err})") from None
-                log.warning("worker %s: cannot append %d games (%s); retrying in %.1fs",
-                            self.worker_id, len(games), err, delay)
-                # A stop wakes the wait early; after that, sleep so the retries stay spaced.
-                if self._stop.wait(delay):
-                    time.sleep(delay)
-                delay = min(delay * 2, 2.0 if self._stop.is_set() else 8.0)
+    def _count_error(self) -> None:
+        self.errors += 1
 
     def stop(self) -> None:
         self._stop.set()
@@ -295,3 +280,40 @@ def seed_for(base: int, worker_index: int, salt: int = 0) -> int:
     """Distinct, reproducible seeds per worker slot (a replacement, or a resumed local run
     via ``salt``, gets a fresh one)."""
     return int(np.random.SeedSequence([base, worker_index, salt]).generate_state(1)[0])
+
+
+def append_held(sink: SampleSink, games: list, stop: threading.Event, worker_id: str,
+                failed: Callable[[], None] = lambda: None) -> None:
+    """Append, retrying while the transport is away: finished games are never dropped;
+    ``failed`` is called at each failed try (the worker's error count).
+
+    The worker holds ``games`` until one append of all of them succeeds, and resends
+    the whole batch after a failure. A batch that failed part-way (the connection
+    dropped after Redis ran some of the pipeline's XADDs) is sent again in full, so
+    those games are in the stream twice; the learner drops the second copy by game id.
+    Running, it retries for as long as it takes (a restarted Redis comes back); once
+    ``stop`` is set, for ``STOP_APPEND_GRACE_S`` more seconds, then raises a
+    ``TransportError`` that names the games lost.
+    """
+    delay = 0.5
+    stopping_since: float | None = None
+    while True:
+        try:
+            sink.append(games)
+            return
+        except TransportError as err:
+            failed()
+            if stop.is_set():
+                now = time.monotonic()
+                stopping_since = stopping_since if stopping_since is not None else now
+                if now - stopping_since >= STOP_APPEND_GRACE_S:
+                    raise TransportError(
+                        f"worker {worker_id}: {len(games)} finished games lost: no "
+                        f"append succeeded within {STOP_APPEND_GRACE_S:g} s of the stop "
+                        f"({err})") from None
+            log.warning("worker %s: cannot append %d games (%s); retrying in %.1fs",
+                        worker_id, len(games), err, delay)
+            # A stop wakes the wait early; after that, sleep so the retries stay spaced.
+            if stop.wait(delay):
+                time.sleep(delay)
+            delay = min(delay * 2, 2.0 if stop.is_set() else 8.0)

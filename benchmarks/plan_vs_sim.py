@@ -1,4 +1,5 @@
-"""The capacity model against the load simulator: ``scale_sim.py`` at a few sizes, and
+"""The capacity model against the load simulator: ``scale_sim_bare.py`` (the
+transport-only one, whose figures the model was checked against) at a few sizes, and
 beside each measurement what ``deploy/plan.py`` predicts for the same settings.
 
     python benchmarks/plan_vs_sim.py --sizes 100 300 1000 --minutes 2
@@ -24,11 +25,12 @@ from zeroforge.deploy.plan import predict_simulation  # noqa: E402
 
 def simulate(workers: int, minutes: float, extra: list[str]) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        proc = subprocess.run([sys.executable, str(HERE / "scale_sim.py"), "--workers",
+        proc = subprocess.run([sys.executable, str(HERE / "scale_sim_bare.py"), "--workers",
                                str(workers), "--minutes", str(minutes), "--json", out.name,
                                *extra], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise SystemExit(f"scale_sim.py --workers {workers} failed:\n{proc.stderr[-2000:]}")
+            raise SystemExit(f"scale_sim_bare.py --workers {workers} failed:\n"
+                             f"{proc.stderr[-2000:]}")
         return json.loads(Path(out.name).read_text())
 
 

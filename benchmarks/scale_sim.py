@@ -1,37 +1,36 @@
-"""Load simulator: N virtual self-play workers against the real Redis, stream shards, weight
-store (with or without the per-node cache) and learner service.
+"""Load simulator: N virtual self-play workers run by the real controller, against the
+real Redis, stream shards, per-node weight cache and learner.
 
     python benchmarks/scale_sim.py --workers 1000 --minutes 3
-    python benchmarks/scale_sim.py --workers 100 --minutes 1 --shards 1 --no-node-cache
+    python benchmarks/scale_sim.py --workers 100 --minutes 3
 
-Each virtual worker has its own worker id, its own transport (Redis connections, sample
-stream endpoint, weight source over its virtual node's cache directory) and its own
-counters, and replays real recorded games (tiny-net self-play of the game, valid under
-the learner's intake checks) under fresh game ids at ``--games-per-min`` a worker, while
-it polls for new weights every ``--poll-s`` as a self-play worker does between moves (the
-blob is fetched and verified, not decoded into a net: the simulator spends its CPU on the
-transport, not on torch). Workers are spread over ``--processes`` processes, an asyncio
-loop in each (blocking transport calls go through a thread pool), and over ``--nodes``
-virtual nodes (a cache directory each).
+A local Ray cluster, the run's Redis and ``--stream-servers`` Redis servers holding
+``--shards`` sample-stream shards; on them a run started as ``zeroforge train`` starts
+one (``start_run``): its controller, its learner (intake only: the replay window never
+reaches ``min_replay``, the simulator measures the data path, not SGD) and
+``selfplay.workers = N`` simulating workers (``selfplay.simulate_from``: real recorded
+games replayed under fresh ids at ``--games-per-min`` a worker; weights polled every 2 s,
+fetched and verified through the node's weight cache). The workers are hosted
+``N / --processes`` to an actor (``distributed.workers_per_host``): to the controller each
+is a worker like any other (a status row, its counters, liveness, scale up/down), only
+many share a process. This process is the run's driver, as ``zeroforge train`` is: it
+fetches the controller's state every 0.5 s (``RunHandle.keep_alive``) and serves the
+dashboard from a ``RunMirror``. A publisher process publishes a ``--net`` blob every
+``--publish-every-s`` as the learner would.
 
-The learner is the real ``LearnerService`` over all shards, with training off (its window
-never fills: the simulator measures intake, not SGD); a publisher thread publishes a
-``--net`` weights blob every ``--publish-every-s`` as the learner would. Streams live on
-``--stream-servers`` Redis servers of their own, so the run's Redis carries the weights
-(and their polls) alone and its bytes out per publish are the weights' fan-out.
+Prints one JSON document, measured over the timed phase (after every worker is up):
+positions/s offered and received, games lost (must be 0) and duplicates dropped,
+weights delivery time (publish -> a worker has it; the upper bounds of the histogram's
+buckets at p50/p99/max), Redis bytes out per publish, the controller's and the driver's
+CPU (cores) and memory (``controller_cores`` is the two together), the status call's
+and the dashboard's ``/api/status`` latency, the ``/metrics`` scrape's time and size.
 
-Prints one JSON document: positions/s offered and received, games lost (must be 0) and
-duplicates dropped, weight delivery latency (publish -> each virtual worker has it)
-p50/p99/max and the time until every worker had a version, Redis bytes out per publish,
-the simulator's and learner's CPU. ``controller_cores`` is null here: the virtual workers
-are not yet hosted as controller actors (issue 23, part 4).
+``scale_sim_bare.py`` is the earlier, transport-only simulator (no Ray, no controller).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import concurrent.futures
 import dataclasses
 import json
 import multiprocessing as mp
@@ -41,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -66,290 +66,248 @@ def record_games(game_spec: str, count: int, seed: int) -> list[bytes]:
     return [encode(g) for g in worker.play_games(count)[:count]]
 
 
-@dataclasses.dataclass
-class Plan:
-    """What one simulator process runs (plain data: it crosses a process boundary)."""
+def publish_blobs(url: str, run_id: str, game: str, net: str, first_at: float,
+                  every_s: float, until: float, done) -> None:
+    """The publisher process: a new ``net`` blob every ``every_s`` from ``first_at`` to
+    ``until`` (versions 1, 2, ...); puts ``(publishes, blob bytes)`` on ``done``."""
+    sys.path.insert(0, str(HERE.parent))
+    import torch
 
-    url: str
-    stream_urls: list[str]
-    run_id: str
-    shards: int
-    first: int
-    count: int
-    nodes: int
-    cache_root: str
-    node_cache: bool
-    games: list[bytes]
-    games_per_min: float
-    poll_s: float
-    seconds: float
-    threads: int
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.nets.model import NetConfig, build_net
+    from zeroforge.shared.transport import connect
+    from zeroforge.shared.transport.weight_store import WeightStore
 
-
-@dataclasses.dataclass
-class Virtual:
-    """One virtual worker's endpoints and state."""
-
-    index: int
-    transport: object
-    sink: object
-    weights: object
-    store: object
-    have: int = -1
+    torch.set_num_threads(1)
+    blob_net = build_net(NetConfig.preset(net), make_game(game).spec)
+    store = WeightStore(connect(url), run_id)
+    version, at = 0, first_at
+    while at < until:
+        time.sleep(max(at - time.time(), 0))
+        version += 1
+        with torch.no_grad():  # a new blob each time, as training makes
+            next(blob_net.parameters()).add_(0.001)
+        store.publish(blob_net, version)
+        at += every_s
+    info = store.info(version) if version else None
+    done.put((version, info.size if info is not None else 0))
 
 
-async def connect_worker(index: int, plan: Plan, pool) -> Virtual:
-    """Open a virtual worker's transport and take the weights already published (as a
-    worker does at its start), before the timed phase."""
-    from zeroforge.shared.transport import open_transport
-    from zeroforge.shared.transport.node_cache import node_cache_dir
-
-    loop = asyncio.get_running_loop()
-    node = f"node{index % plan.nodes}"
-    cache = str(node_cache_dir(plan.cache_root, plan.run_id, node)) if plan.node_cache else None
-    transport = await loop.run_in_executor(pool, lambda: open_transport(
-        plan.url, plan.run_id, plan.shards, plan.stream_urls, cache))
-    weights = transport.weights()
-    worker = Virtual(index, transport, transport.samples(), weights,
-                     weights.store if hasattr(weights, "store") else weights)
-    got = await loop.run_in_executor(pool, weights.fetch_bytes, -1)
-    worker.have = got[0] if got is not None else -1
-    return worker
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def play(worker: Virtual, plan: Plan, pool, out: dict, start: float) -> None:
-    """The timed phase: a game every ``60 / games_per_min`` s, a weights poll every
-    ``poll_s``, from ``start`` for ``plan.seconds``."""
-    from zeroforge.shared.samples import decode
-    from zeroforge.shared.transport import TransportError
-
-    loop = asyncio.get_running_loop()
-    rng = np.random.default_rng(worker.index)
-    interval = 60.0 / plan.games_per_min
-    end = start + plan.seconds
-    next_game = start + rng.uniform(0, interval)
-    next_poll = start + rng.uniform(0, plan.poll_s)
-    seq = 0
-    template = decode(plan.games[worker.index % len(plan.games)])
-    while True:
-        now = time.time()
-        if now >= end:
-            break
-        await asyncio.sleep(max(min(next_game, next_poll, end) - now, 0))
-        now = time.time()
-        if now >= next_poll:
-            next_poll = now + plan.poll_s
-            try:
-                got = await loop.run_in_executor(pool, worker.weights.fetch_bytes,
-                                                 worker.have)
-                if got is not None:
-                    worker.have = got[0]
-                    info = await loop.run_in_executor(pool, worker.store.info, got[0])
-                    if info is not None:
-                        out["latency"].append((got[0], time.time() - info.time))
-            except TransportError:
-                out["errors"] += 1
-        if now >= next_game and now < end:
-            next_game += interval
-            game = dataclasses.replace(template, game_id=f"v{worker.index}-{seq}",
-                                       worker_id=f"v{worker.index}")
-            seq += 1
-            try:
-                await loop.run_in_executor(pool, worker.sink.append, [game])
-                out["appended"].append(game.game_id)
-                out["positions"] += game.num_positions
-            except TransportError:
-                out["errors"] += 1
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
-def run_process(plan: Plan, results, go, start) -> None:
-    """One simulator process: ``plan.count`` virtual workers on one asyncio loop. Says
-    ``ready`` once every worker is connected and has the first weights, then waits for
-    ``go`` (a shared start time) before the timed phase."""
-    out: dict = {"appended": [], "positions": 0, "latency": [], "errors": 0, "fetches": {}}
-    pool = concurrent.futures.ThreadPoolExecutor(plan.threads)
-
-    async def connect_all() -> list[Virtual]:
-        return list(await asyncio.gather(*(connect_worker(plan.first + i, plan, pool)
-                                           for i in range(plan.count))))
-
-    workers = asyncio.run(connect_all())
-    results.put("ready")
-    go.wait()
-    started = time.process_time()
-
-    async def play_all() -> None:
-        await asyncio.gather(*(play(w, plan, pool, out, start.value) for w in workers))
-
-    asyncio.run(play_all())
-    out["cpu_s"] = time.process_time() - started
-    for w in workers:
-        for source, n in w.weights.fetch_counts().items():
-            out["fetches"][source] = out["fetches"].get(source, 0) + n
-        w.transport.close()
-    pool.shutdown()
-    results.put(out)
+def bucket_quantile(hist: list[float], buckets: tuple[float, ...], q: float) -> float | None:
+    """The upper bound of the bucket holding quantile ``q`` of a histogram's counts
+    (``[per bucket..., +Inf, sum]``); None when empty, inf past the last bound."""
+    counts = hist[:-1]
+    total = sum(counts)
+    if not total:
+        return None
+    seen = 0.0
+    for bound, count in zip([*buckets, float("inf")], counts, strict=True):
+        seen += count
+        if seen >= q * total:
+            return bound
+    return float("inf")
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 3) if values else None
+def timed_get(url: str) -> tuple[float, int]:
+    """Seconds and bytes of one GET."""
+    began = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        size = len(reply.read())
+    return time.perf_counter() - began, size
+
+
+def median_ms(values: list[float]) -> float | None:
+    return round(float(np.median(values)) * 1000, 1) if values else None
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=1000)
     p.add_argument("--minutes", type=float, default=3.0)
-    p.add_argument("--processes", type=int, default=2)
-    p.add_argument("--nodes", type=int, default=3, help="virtual nodes (cache directories)")
+    p.add_argument("--processes", type=int, default=2, help="actors hosting the workers")
     p.add_argument("--shards", type=int, default=2, help="sample stream shards")
     p.add_argument("--stream-servers", type=int, default=1)
     p.add_argument("--no-node-cache", action="store_true", help="fetch weights from Redis")
     p.add_argument("--game", default="gomoku:size=8,k=5")
     p.add_argument("--net", default="small", help="net preset of the published blob")
     p.add_argument("--games-per-min", type=float, default=6.0, help="per virtual worker")
-    p.add_argument("--poll-s", type=float, default=2.0, help="weights poll per worker")
     p.add_argument("--publish-every-s", type=float, default=20.0)
-    p.add_argument("--threads", type=int, default=32, help="transport threads per process")
     p.add_argument("--record", type=int, default=64, help="real games recorded to replay")
+    p.add_argument("--probe-every-s", type=float, default=5.0,
+                   help="status / dashboard / scrape latency samples")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the document here")
     args = p.parse_args(argv)
 
     sys.path.insert(0, str(HERE.parent))
-    import torch
-
-    from zeroforge.deploy.builder import build_learner
-    from zeroforge.shared.games import make_game
-    from zeroforge.shared.nets.model import NetConfig, build_net
-    from zeroforge.shared.train_config import LearnerConfig, RunConfig, TrainConfig
-    from zeroforge.shared.transport import RedisServer, connect, open_transport
-    from zeroforge.shared.transport.weight_store import WeightStore
+    from zeroforge.actors.replay_worker import save_games
+    from zeroforge.deploy.config import load_train_config
+    from zeroforge.deploy.dashboard.mirror import RunMirror
+    from zeroforge.deploy.dashboard.run import RunDashboard
+    from zeroforge.deploy.ray.cluster import init_local
+    from zeroforge.deploy.ray.handle import start_run
+    from zeroforge.shared import metrics
+    from zeroforge.shared.transport import RedisServer, connect
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a connection or two a worker
-    torch.set_num_threads(1)
-    games = record_games(args.game, args.record, args.seed)
-    blob_net = build_net(NetConfig.preset(args.net), make_game(args.game).spec)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # connections: a few a worker
+    per_host = -(-args.workers // args.processes)
     with tempfile.TemporaryDirectory(prefix="zf-scale-") as tmp:
+        games_file = Path(tmp) / "games.msgpack"
+        save_games(games_file, record_games(args.game, args.record, args.seed))
         run = RedisServer().start()
         streams = [RedisServer().start() for _ in range(args.stream_servers)]
-        stream_urls = [s.url for s in streams]
-        run_id = f"sim-{os.getpid()}"
+        handle = None
         try:
-            # training off: the window (20,000 positions) never reaches min_replay
-            intake_only = LearnerConfig(replay_capacity=20_000, min_replay=20_001,
-                                        device="cpu", checkpoint_every_s=30.0)
-            config = TrainConfig(game=args.game, net=NetConfig.preset("tiny"),
-                                 learner=intake_only,
-                                 run=RunConfig(run_dir=tmp, torch_threads=1))
-            ctx = dataclasses.replace(config.context(run_id, run.url), run_dir=tmp,
+            settings = [
+                f"game={args.game}", "net=tiny", f"selfplay.workers={args.workers}",
+                f"distributed.workers_per_host={per_host}",
+                f"selfplay.simulate_from={games_file}",
+                f"selfplay.simulate_games_per_min={args.games_per_min}",
+                "learner.replay_capacity=20000", "learner.min_replay=20001",
+                "learner.checkpoint_every_s=30", "distributed.inference=local",
+                "distributed.worker_cpus=0.1", "distributed.learner_cpus=0.1",
+                "distributed.evaluator=false",
+                f"distributed.weights_per_node={str(not args.no_node_cache).lower()}",
+                f"run.run_dir={tmp}/run", "run.torch_threads=1"]
+            config = load_train_config(None, settings)
+            run_id = f"sim-{os.getpid()}"
+            ctx = dataclasses.replace(config.context(run_id, run.url), run_dir=f"{tmp}/run",
                                       stream_shards=args.shards,
-                                      stream_urls=tuple(stream_urls))
-            learner = build_learner(config, ctx, open_transport(
-                run.url, run_id, args.shards, stream_urls), resume=False)
-            stop = threading.Event()
-            learner_cpu = threading.Thread(target=learner.run, args=(stop,), daemon=True)
-            store = WeightStore(connect(run.url), run_id)
-            monitor = connect(run.url)
+                                      stream_urls=tuple(s.url for s in streams))
+            init_local()
+            handle = start_run(config, ctx)
+            status = handle.status()
+            mirror = RunMirror(lambda: handle, status).start()
+            dashboard = RunDashboard(config.run, run_id, f"{tmp}/run", mirror.status,
+                                     mirror.merged)
+            stop_driving = threading.Event()
+
+            def drive() -> None:  # the driver's loop, as in ``zeroforge train``
+                while not stop_driving.wait(0.5):
+                    handle.keep_alive()
+
+            driver = threading.Thread(target=drive, daemon=True)
+            driver.start()
+            up_by = time.monotonic() + 600
+            while handle.status_json()["alive"]["selfplay"] < args.workers:
+                if time.monotonic() > up_by:
+                    raise RuntimeError("the simulating workers did not all come up in 600 s")
+                time.sleep(1.0)
+            time.sleep(3.0)  # their first polls and games
+            controller = handle.controller_pid()
+            redis = connect(run.url)
             seconds = args.minutes * 60
-            per = -(-args.workers // args.processes)
             ctxmp = mp.get_context("spawn")
-            results = ctxmp.Queue()
-            go, start = ctxmp.Event(), ctxmp.Value("d", 0.0)
-            procs = []
-            for k in range(args.processes):
-                first = k * per
-                count = min(per, args.workers - first)
-                if count <= 0:
-                    break
-                plan = Plan(run.url, stream_urls, run_id, args.shards, first, count,
-                            args.nodes, str(Path(tmp) / "cache"), not args.no_node_cache,
-                            games, args.games_per_min, args.poll_s, seconds, args.threads)
-                procs.append(ctxmp.Process(target=run_process,
-                                           args=(plan, results, go, start)))
-            learner_cpu.start()
-            for proc in procs:
-                proc.start()
-            for _ in procs:  # every worker connected, with the weights published so far
-                if results.get(timeout=600) != "ready":
-                    raise RuntimeError("a simulator process failed to start")
-            bytes_before = int(monitor.info("stats")["total_net_output_bytes"])
-            cpu_before = time.process_time()
-            began = start.value = time.time() + 0.2
-            go.set()
-            publishes, version = 0, 0
-            next_publish = began + args.publish_every_s
+            done = ctxmp.Queue()
+            began = time.time() + 0.5
+            publisher = ctxmp.Process(target=publish_blobs, args=(
+                run.url, run_id, args.game, args.net, began + args.publish_every_s / 2,
+                args.publish_every_s, began + seconds, done))
+            publisher.start()
+            time.sleep(max(began - time.time(), 0))
+            before = metrics.merge([handle.metrics_snapshot()])
+            bytes_before = int(redis.info("stats")["total_net_output_bytes"])
+            cpu_before = (process_cpu_s(controller), time.process_time())
+            status_s, api_s, scrape_s, scrape_bytes = [], [], [], []
             while time.time() < began + seconds:
-                time.sleep(max(min(next_publish, began + seconds) - time.time(), 0))
-                if time.time() >= next_publish and time.time() < began + seconds:
-                    version += 1
-                    with torch.no_grad():  # a new blob each time, as training makes
-                        next(blob_net.parameters()).add_(0.001)
-                    store.publish(blob_net, version)
-                    publishes += 1
-                    next_publish += args.publish_every_s
-            outs = [results.get() for _ in procs]
-            for proc in procs:
-                proc.join()
-            bytes_out = int(monitor.info("stats")["total_net_output_bytes"]) - bytes_before
-            stop.set()
-            learner_cpu.join(timeout=120)
-            main_cpu = time.process_time() - cpu_before
+                time.sleep(min(args.probe_every_s, max(began + seconds - time.time(), 0)))
+                t0 = time.perf_counter()
+                handle.status_json()
+                status_s.append(time.perf_counter() - t0)
+                api_s.append(timed_get(f"{dashboard.url}api/status")[0])
+                took, size = timed_get(status.metrics_url)
+                scrape_s.append(took)
+                scrape_bytes.append(size)
             wall = time.time() - began
-            status = learner.status()
-            blob_size = store.info(version).size if version else 0
+            cpu = (process_cpu_s(controller) - cpu_before[0],
+                   time.process_time() - cpu_before[1])
+            bytes_out = int(redis.info("stats")["total_net_output_bytes"]) - bytes_before
+            memory = (rss_bytes(controller), rss_bytes(os.getpid()))
+            after = metrics.merge([handle.metrics_snapshot()])
+            publishes, blob_bytes = done.get(timeout=120)
+            publisher.join()
+            stop_driving.set()
+            driver.join()
+            mirror.stop()
+            dashboard.close()
+            final = handle.stop().to_json()
+            merged = metrics.merge([handle.metrics_snapshot()])
         finally:
+            if handle is not None:
+                handle.shutdown()
             for server in [run, *streams]:
                 server.stop()
 
-    appended = [g for o in outs for g in o["appended"]]
-    latency = [lat for o in outs for _, lat in o["latency"]]
-    by_version: dict[int, list[float]] = {}
-    for o in outs:
-        for v, lat in o["latency"]:
-            by_version.setdefault(v, []).append(lat)
-    everyone = [max(lats) for v, lats in by_version.items()
-                if v > 0 and len(lats) == args.workers]
-    fetches: dict[str, int] = {}
-    for o in outs:
-        for source, n in o["fetches"].items():
-            fetches[source] = fetches.get(source, 0) + n
-    from zeroforge.shared.samples import decode
+    def total(snap: dict, name: str, **labels: str) -> float:
+        return metrics.total(snap, name, **labels)
 
-    lengths = [decode(g).num_positions for g in games]
+    appended = total(merged, "selfplay_games_total", worker_kind="selfplay")
+    received = total(merged, "learner_games_received_total")
+    hist = merged["hists"].get("weights_delivery_seconds", {}).get((), [])
+    buckets = metrics.CATALOGUE["weights_delivery_seconds"].buckets
+    fetches: dict[str, float] = {}
+    for labels, v in merged["values"].get("weights_fetches_total", {}).items():
+        source = dict(labels)["source"]
+        fetches[source] = fetches.get(source, 0.0) + v
     doc = {
-        "workers": args.workers, "processes": len(procs), "nodes": args.nodes,
+        "workers": args.workers, "processes": args.processes, "workers_per_host": per_host,
         "shards": args.shards, "stream_servers": args.stream_servers,
         "node_cache": not args.no_node_cache, "minutes": args.minutes, "game": args.game,
-        "games_per_min_per_worker": args.games_per_min, "poll_s": args.poll_s,
+        "games_per_min_per_worker": args.games_per_min,
         "publish_every_s": args.publish_every_s,
-        "positions_per_game": round(float(np.mean([lengths[i % len(lengths)]
-                                                   for i in range(args.workers)])), 2),
-        "positions_per_s_offered": round(sum(o["positions"] for o in outs) / wall, 1),
-        "positions_per_s_received": round(status["positions_received"] / wall, 1),
-        "games_appended": len(appended), "games_received": status["games_received"],
-        "lost_games": len(set(appended)) - status["games_received"],
-        "duplicates_dropped": status["rejected"].get("duplicate", 0),
-        "append_errors": sum(o["errors"] for o in outs),
-        "publishes": publishes, "blob_bytes": blob_size,
+        "positions_per_s_offered": round(
+            (total(after, "selfplay_positions_total", worker_kind="selfplay")
+             - total(before, "selfplay_positions_total", worker_kind="selfplay")) / wall, 1),
+        "positions_per_s_received": round(
+            (total(after, "learner_positions_received_total")
+             - total(before, "learner_positions_received_total")) / wall, 1),
+        "games_appended": int(appended), "games_received": int(received),
+        "lost_games": int(appended - received),
+        "duplicates_dropped": int(total(merged, "rejected_entries_total",
+                                        reason="duplicate")),
+        "final_state": final["state"], "final_error": final["error"],
+        "publishes": publishes, "blob_bytes": blob_bytes,
         "redis_bytes_per_publish": round(bytes_out / max(publishes, 1)),
         "redis_bytes_per_publish_in_blobs": round(bytes_out / max(publishes, 1)
-                                                  / max(blob_size, 1), 2),
-        "weight_fetches": fetches,
-        "weights_p50_s": percentile(latency, 50), "weights_p99_s": percentile(latency, 99),
-        "weights_max_s": round(max(latency), 3) if latency else None,
-        "weights_all_workers_p50_s": percentile(everyone, 50),
-        "weights_all_workers_max_s": round(max(everyone), 3) if everyone else None,
-        "simulator_cores": round(sum(o["cpu_s"] for o in outs) / wall, 3),
-        "learner_and_publisher_cores": round(main_cpu / wall, 3),
-        "controller_cores": None,
+                                                  / max(blob_bytes, 1), 2),
+        "weight_fetches": {k: int(v) for k, v in fetches.items()},
+        "weights_delivered": int(sum(hist[:-1])) if hist else 0,
+        "weights_p50_s": bucket_quantile(hist, buckets, 0.5) if hist else None,
+        "weights_p99_s": bucket_quantile(hist, buckets, 0.99) if hist else None,
+        "weights_max_s": bucket_quantile(hist, buckets, 1.0) if hist else None,
+        "controller_cores": round((cpu[0] + cpu[1]) / wall, 3),
+        "controller_only_cores": round(cpu[0] / wall, 3),
+        "driver_cores": round(cpu[1] / wall, 3),
+        "controller_rss_mb": round(memory[0] / 2**20, 1),
+        "driver_rss_mb": round(memory[1] / 2**20, 1),
+        "status_ms_p50": median_ms(status_s),
+        "status_ms_max": round(max(status_s) * 1000, 1) if status_s else None,
+        "api_status_ms_p50": median_ms(api_s),
+        "api_status_ms_max": round(max(api_s) * 1000, 1) if api_s else None,
+        "metrics_scrape_ms_p50": median_ms(scrape_s),
+        "metrics_scrape_bytes": max(scrape_bytes) if scrape_bytes else None,
+        "machine_cores": os.cpu_count(),
         "wall_s": round(wall, 1),
     }
     text = json.dumps(doc, indent=1)
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n")
-    return 0 if doc["lost_games"] == 0 else 1
+    return 0 if doc["lost_games"] == 0 and final["state"] == "stopped" else 1
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from zeroforge.actors.rating_service import RatingService
+from zeroforge.actors.replay_worker import ReplayWorker, load_games
 from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
+from zeroforge.actors.worker_host import WorkerHost
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupSeat, LearnerReplica, ReplicaGroup
 from zeroforge.learner.service import LearnerService
@@ -24,13 +26,35 @@ from zeroforge.shared.transport import Transport
 
 
 def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,
-                   *, salt: int = 0,
-                   evaluator: VersionedEvaluator | None = None) -> SelfPlayService:
-    """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net."""
+                   *, salt: int = 0, evaluator: VersionedEvaluator | None = None,
+                   games: list | None = None) -> SelfPlayService | ReplayWorker:
+    """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net. With
+    ``selfplay.simulate_from`` a ``ReplayWorker`` (``games``: the recorded games, loaded
+    once for a host's workers)."""
+    seed = seed_for(ctx.seed, index, salt)
+    if config.selfplay.simulate_from:
+        return ReplayWorker(ctx, config.selfplay, transport.samples(), transport.weights(),
+                            worker_id=f"w{index}", seed=seed, games=games)
     return SelfPlayService(ctx, config.net, config.search, config.selfplay,
                            transport.samples(), transport.weights(), worker_id=f"w{index}",
-                           seed=seed_for(ctx.seed, index, salt), evaluator=evaluator,
-                           pace=transport.pace())
+                           seed=seed, evaluator=evaluator, pace=transport.pace())
+
+
+def build_selfplay_host(config: TrainConfig, ctx: RunContext,
+                        transport: Callable[[], Transport], host: int, count: int,
+                        evaluator: VersionedEvaluator | None = None
+                        ) -> SelfPlayService | ReplayWorker | WorkerHost:
+    """Self-play actor ``host``: with ``distributed.workers_per_host`` K = 1 the one worker
+    ``w{host}``, else a ``WorkerHost`` of workers ``w{host*K}`` .. (``count`` of them at the
+    start), each with a transport of its own; they share ``evaluator``."""
+    per = config.distributed.workers_per_host
+    if per == 1:
+        return build_selfplay(config, ctx, transport(), host, evaluator=evaluator)
+    games = (load_games(config.selfplay.simulate_from) if config.selfplay.simulate_from
+             else None)
+    return WorkerHost(lambda i: build_selfplay(config, ctx, transport(), i,
+                                               evaluator=evaluator, games=games),
+                      host * per, count)
 
 
 def build_learner(config: TrainConfig, ctx: RunContext, transport: Transport,

@@ -40,6 +40,9 @@ class LocalRun:
 
     def __init__(self, config: TrainConfig, resume: bool = False, out: TextIO | None = None,
                  serve_metrics: bool = True, serve_dashboard: bool | None = None) -> None:
+        if config.selfplay.simulate_from:
+            raise ValueError("selfplay.simulate_from simulates the workers of a distributed "
+                             "run (benchmarks/scale_sim.py); a local run plays its games")
         self.config = config
         self.out = out or sys.stdout
         self.run_id = config.run.run_id or "local"

@@ -37,6 +37,7 @@ class Metric:
 
 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+_DELIVERY_BUCKETS = (0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
 _WAIT_BUCKETS = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 _LATENCY_BUCKETS = (0.0003, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
                     5.0)
@@ -59,6 +60,10 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
     Metric("weights_fetches_total", "counter",
            "Published weights a self-play worker took, by where the blob came from.",
            ("worker_kind", "worker", "source")),
+    Metric("weights_delivery_seconds", "histogram",
+           "Time from a weights publish to a self-play worker having the blob (publish "
+           "time to the end of the fetch; hosts' clocks taken as in sync).",
+           buckets=_DELIVERY_BUCKETS),
     Metric("nn_evaluations_total", "counter",
            "Positions evaluated by a network (in-process or by an inference server).",
            ("source",)),
@@ -228,6 +233,15 @@ def merge(snapshots: Iterable[Mapping]) -> dict:
                 acc = hout.setdefault(k, [0.0] * len(h))
                 hout[k] = [a + b for a, b in zip(acc, h, strict=True)]
     return {"values": values, "hists": hists}
+
+
+def as_snapshot(merged: Mapping) -> dict:
+    """A ``merge`` result in a ``Recorder.snapshot``'s plain form (lists, not tuple keys),
+    so a merged view can be merged again or cross a process boundary."""
+    return {"values": {n: [[list(map(list, k)), v] for k, v in s.items()]
+                       for n, s in merged["values"].items()},
+            "hists": {n: [[list(map(list, k)), list(h)] for k, h in s.items()]
+                      for n, s in merged.get("hists", {}).items()}}
 
 
 NODE_GAUGES = frozenset({"node_cpu_utilisation_ratio", "node_memory_used_bytes",

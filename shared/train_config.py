@@ -52,8 +52,18 @@ class SelfPlayConfig:
     ones need ``pip install 'zeroforge[backends]'`` and rebuild the model on every weight
     swap (60-70 ms for the small net); ``openvino-bf16`` ran the small net 1.5x torch in
     bfloat16 at batch 256 on an AMX CPU."""
+    simulate_from: str = ""
+    """Load simulation (``benchmarks/scale_sim.py``): a file of recorded games
+    (``actors.replay_worker.save_games``). Each worker then replays them under fresh game
+    ids at ``simulate_games_per_min`` instead of playing, and polls the weights as a worker
+    does (fetched and verified, not loaded into a net). "" (the default): real self-play."""
+    simulate_games_per_min: float = 6.0
+    """Games a simulating worker appends per minute (``simulate_from``)."""
 
     def __post_init__(self) -> None:
+        if self.simulate_games_per_min <= 0:
+            raise ValueError(f"selfplay.simulate_games_per_min must be > 0, got "
+                             f"{self.simulate_games_per_min}")
         if self.backend not in BACKENDS:
             raise ValueError(f"selfplay.backend must be one of {', '.join(BACKENDS)}, "
                              f"not {self.backend!r}")
@@ -321,7 +331,13 @@ class DistributedConfig:
     inference_servers: int = 1
     """Inference servers to keep alive when inference is ``server``."""
     worker_cpus: float = 1.0
-    """CPUs Ray reserves per self-play worker."""
+    """CPUs Ray reserves per self-play actor (a host of ``workers_per_host`` workers)."""
+    workers_per_host: int = 1
+    """Self-play workers one actor process hosts (threads sharing its CPUs and its one
+    stats report): with many light workers (inference servers, or the load simulator's
+    replaying ones) the controller then deals with workers / this many actors. Actor ``h``
+    hosts workers ``w{h*K}`` .. ``w{h*K+K-1}`` (K = this); a scale resizes the newest
+    actors first."""
     learner_cpus: float = 1.0
     """CPUs Ray reserves for the learner (each replica, with ``learner.replicas`` > 1)."""
     learner_gpus: float = 0.0
@@ -370,6 +386,9 @@ class DistributedConfig:
     head pod, whose PVC holds RUN_DIR; k8s/base/raycluster.yaml gives it 2 units)."""
 
     def __post_init__(self) -> None:
+        if self.workers_per_host < 1:
+            raise ValueError(f"distributed.workers_per_host must be >= 1, got "
+                             f"{self.workers_per_host}")
         for name in ("worker_resource", "run_dir_resource"):
             value = getattr(self, name)
             if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):

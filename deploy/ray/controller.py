@@ -24,7 +24,7 @@ import ray
 
 from zeroforge.deploy.ray.failures import CrashWindows, error_line, stop_losses
 from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
-from zeroforge.deploy.ray.kinds import KINDS
+from zeroforge.deploy.ray.kinds import KINDS, actor_sizes
 from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
 from zeroforge.deploy.ray.resources import shortfall, waiting_line
 from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
@@ -59,6 +59,8 @@ class Controller:
             self.inference = "server" if ray.cluster_resources().get("GPU", 0) > 0 else "local"
         self.desired = {k: kind.desired(self.config, self.inference) for k, kind in KINDS.items()}
         self.slots: dict[str, list[Slot]] = {k: [] for k in KINDS}
+        self._per_actor = {k: kind.per_actor(self.config) for k, kind in KINDS.items()}
+        """Units (workers) one actor of each kind holds at most."""
         self.restarts = dict.fromkeys(KINDS, 0)
         self.metrics = RunMetrics()
         self.error = ""
@@ -107,8 +109,9 @@ class Controller:
             self.config.learner, replicas=replicas))
         self.desired["learner"] = replicas
 
-    def _create(self, name: str, rank: int = 0, leader=None) -> Slot:
-        """A new actor of kind ``name``; ``rank`` / ``leader`` seat it in a gang."""
+    def _create(self, name: str, rank: int = 0, leader=None, count: int = 1) -> Slot:
+        """A new actor of kind ``name``; ``rank`` / ``leader`` seat it in a gang; ``count``:
+        the workers a self-play host starts with."""
         kind = KINDS[name]
         index = self._next_index[name]
         self._next_index[name] += 1
@@ -132,9 +135,9 @@ class Controller:
             handle = ray.remote(ServiceHost).options(
                 **options, name=named, namespace=NAMESPACE, lifetime="detached").remote(
                 name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers, rank,
-                leader)
+                leader, count)
         return Slot(name, index, handle, run_ref=handle.run.remote(),
-                    replacement=self.restarts[name] > 0)
+                    replacement=self.restarts[name] > 0, workers=count)
 
     def _fill(self) -> None:
         """Create actors up to the desired counts; stop extra ones (newest first)."""
@@ -144,13 +147,18 @@ class Controller:
             if kind.gang:
                 self._fill_gang(name)
                 continue
-            live = [s for s in self.slots[name] if not s.stopping]
-            for _ in range(self.desired[name] - len(live)):
-                self.slots[name].append(self._create(name))
+            live = sorted((s for s in self.slots[name] if not s.stopping),
+                          key=lambda s: s.index)
+            sizes = actor_sizes(self.config, name, self.desired[name])
+            for slot, size in zip(live, sizes, strict=False):
+                if slot.workers != size:  # a host of several workers: resize it
+                    slot.workers = size
+                    slot.handle.resize.remote(size)
+            for size in sizes[len(live):]:
+                self.slots[name].append(self._create(name, count=size))
                 if kind.is_server:
                     self._push_servers()
-            extra = max(0, len(live) - self.desired[name])
-            for slot in sorted(live, key=lambda s: -s.index)[:extra]:
+            for slot in live[len(sizes):]:  # the newest
                 self._retire(slot)
 
     def _fill_gang(self, name: str) -> None:
@@ -212,59 +220,65 @@ class Controller:
 
     def _reap(self) -> None:
         """Find actors whose ``run`` ended: planned (retired) or not (crashed: replaced)."""
-        for name, slots in self.slots.items():
-            kind = KINDS[name]
-            for slot in list(slots):
-                if slot not in slots:
-                    continue  # a gang member killed with a crashed one (below)
-                ready, _ = ray.wait([slot.run_ref], timeout=0)
-                if not ready:
-                    continue
-                slots.remove(slot)
-                if slot.cancelled:  # killed before it ran (``_retire``): no crash
-                    continue
-                try:
-                    result = ray.get(slot.run_ref)
-                    crashed = False
-                    if isinstance(result, dict):
-                        self._final_reports[name] = result
-                    # its final counters, after its last games went out
-                    with contextlib.suppress(Exception):
-                        slot.last_stats = ray.get(slot.handle.stats.remote(), timeout=10)
-                except Exception as err:
-                    crashed = True
-                    self.crashes.last_error[name] = error_line(err)
-                    log.warning("%s %d died: %s", name, slot.index,
-                                self.crashes.last_error[name])
-                self.metrics.ended(name, slot.index, slot.last_stats)
-                if slot.stopping:
-                    # retired by scale-down: its games are in; free its CPUs for others
-                    with contextlib.suppress(Exception):
-                        ray.kill(slot.handle)
-                    continue
-                if kind.clean_end_ends_run and not crashed:
-                    # A run limit was reached. No successor: the _fill after this reap must
-                    # not start a fresh one (it would overwrite the final checkpoint).
-                    self.desired[name] = 0
-                    threading.Thread(target=self.stop, daemon=True).start()
-                    continue
-                if kind.gang:
-                    self._break_gang(name)
-                if self._crash_loop(name):
-                    continue
-                self.restarts[name] += 1  # the next _fill replaces it
-                if kind.is_server:
-                    self._push_servers()
+        # one ray.wait over every actor's run: liveness as Ray tracks it, one call a tick
+        refs = {s.run_ref: s for slots in self.slots.values() for s in slots}
+        ended, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0) if refs else ([], [])
+        order = list(KINDS)
+        for slot in sorted((refs[r] for r in ended),
+                           key=lambda s: (order.index(s.kind), s.index)):
+            name, slots, kind = slot.kind, self.slots[slot.kind], KINDS[slot.kind]
+            if slot not in slots:
+                continue  # a gang member killed with a crashed one (below)
+            slots.remove(slot)
+            if slot.cancelled:  # killed before it ran (``_retire``): no crash
+                continue
+            try:
+                result = ray.get(slot.run_ref)
+                crashed = False
+                if isinstance(result, dict):
+                    self._final_reports[name] = result
+                # its final counters, after its last games went out
+                with contextlib.suppress(Exception):
+                    slot.last_stats = ray.get(slot.handle.stats.remote(), timeout=10)
+            except Exception as err:
+                crashed = True
+                self.crashes.last_error[name] = error_line(err)
+                log.warning("%s %d died: %s", name, slot.index,
+                            self.crashes.last_error[name])
+            self.metrics.ended(name, slot.index, slot.last_stats)
+            if slot.stopping:
+                # retired by scale-down: its games are in; free its CPUs for others
+                with contextlib.suppress(Exception):
+                    ray.kill(slot.handle)
+                continue
+            if kind.clean_end_ends_run and not crashed:
+                # A run limit was reached. No successor: the _fill after this reap must
+                # not start a fresh one (it would overwrite the final checkpoint).
+                self.desired[name] = 0
+                threading.Thread(target=self.stop, daemon=True).start()
+                continue
+            if kind.gang:
+                self._break_gang(name)
+            if self._crash_loop(name):
+                continue
+            self.restarts[name] += 1  # the next _fill replaces it
+            if kind.is_server:
+                self._push_servers()
 
     def _break_gang(self, name: str) -> None:
         """A gang member ended without being asked: the group cannot go on without it
         (its collectives would fail or hang), so kill the others now; the next ``_fill``
         forms a new group, which resumes from rank 0's last checkpoint."""
-        for slot in list(self.slots[name]):
+        stopped = list(self.slots[name])
+        for slot in stopped:
             self.slots[name].remove(slot)
             with contextlib.suppress(Exception):
                 ray.kill(slot.handle, no_restart=True)
             self.metrics.ended(name, slot.index, slot.last_stats)
+        # Their ``run`` ends in an error that says only "a peer went away" (already said
+        # below); taking it keeps Ray from printing each as an unhandled error.
+        threading.Thread(target=_take_errors, args=([s.run_ref for s in stopped],),
+                         daemon=True).start()
         log.warning("%s group broken: its other members were stopped; forming it anew "
                     "from the checkpoint", name)
 
@@ -344,7 +358,8 @@ class Controller:
                 "metrics_port": int(self.metrics_url.rsplit(":", 1)[1].split("/")[0]),
                 "slots": [{"kind": s.kind, "index": s.index, "stopping": s.stopping,
                            "started": s.started, "replacement": s.replacement,
-                           "last_stats": s.last_stats, "where": s.where}
+                           "last_stats": s.last_stats, "where": s.where,
+                           "workers": s.workers}
                           for slots in self.slots.values() for s in slots],
             }
             # a deep copy now: Ray serialises the reply after the lock is released
@@ -511,7 +526,8 @@ class Controller:
             self._endpoint.close()
 
     def _alive(self, name: str) -> int:
-        return sum(s.started and not s.stopping for s in self.slots[name])
+        """Live units of ``name``: actors, or the workers of self-play hosts."""
+        return sum(s.workers for s in self.slots[name] if s.started and not s.stopping)
 
     def _actor_states(self) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
         """Per kind, how many actors are pending / starting / restarting / alive /
@@ -523,7 +539,7 @@ class Controller:
         for name in KINDS:
             counts: collections.Counter[str] = collections.Counter()
             for slot in self.slots[name]:
-                counts[slot_state(slot)] += 1
+                counts[slot_state(slot)] += slot.workers
             if self._failed and self.crashes.times[name]:
                 counts["failed"] = len(self.crashes.times[name])
             states[name] = dict(counts)
@@ -543,7 +559,8 @@ class Controller:
             elapsed_s=round(time.monotonic() - self._started, 1), inference=self.inference,
             desired=dict(self.desired), alive=alive, restarts=dict(self.restarts),
             metrics_url=self.metrics_url, actor_states=states, waiting=waiting,
-            error=self.error, lost=dict(self.lost), actors=rows(self.slots)).to_json()
+            error=self.error, lost=dict(self.lost),
+            actors=rows(self.slots, self._per_actor)).to_json()
 
     def metrics_snapshot(self) -> dict:
         """The merged snapshot, as plain data (for tests, tools and the driver's dashboard
@@ -553,3 +570,10 @@ class Controller:
     def actor_handles(self, kind: str) -> list:
         """Live actor handles of one kind (for tests that kill one)."""
         return [s.handle for s in self.slots[kind] if not s.stopping]
+
+
+def _take_errors(refs: list) -> None:
+    """Wait for ``refs`` (runs of actors just killed) and drop what they raised."""
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.get(ref, timeout=60)

@@ -195,9 +195,11 @@ class ServiceHost:
     """
 
     def __init__(self, kind: str, config: dict, ctx: dict, index: int, resume: bool,
-                 servers: list | None, rank: int = 0, leader: Any = None) -> None:
+                 servers: list | None, rank: int = 0, leader: Any = None,
+                 count: int = 1) -> None:
         """``rank`` and ``leader`` (rank 0's actor handle, for ranks 1..): the actor's seat
-        in a gang (``ActorKind.gang``, the learner's replicas)."""
+        in a gang (``ActorKind.gang``, the learner's replicas); ``count``: the workers a
+        self-play host starts with (``ActorKind.per_actor``)."""
         self.kind = kind
         train = cfg.from_dict(TrainConfig, config, "config")
         context = RunContext.from_dict(ctx)
@@ -205,7 +207,7 @@ class ServiceHost:
         seat = GroupSeat(rank, ray.util.get_node_ip_address(),
                          (lambda: _group_address(leader)) if leader is not None else None)
         self.service: Service = KINDS[kind].build(train, context, index, resume,
-                                                  self.remote_evaluator, seat)
+                                                  self.remote_evaluator, seat, count)
         self._resources = ResourceReporter(kind, str(index), _node_label())
         self._stop = threading.Event()
         self._run_lock = threading.Lock()
@@ -240,6 +242,13 @@ class ServiceHost:
     def stats(self) -> dict:
         """The service's metrics plus its process's and node's resource figures."""
         return self._resources.add_to(self.service.stats())
+
+    def resize(self, count: int) -> int:
+        """A self-play host: keep ``count`` workers (``WorkerHost.resize``)."""
+        resize = getattr(self.service, "resize", None)
+        if resize is None:
+            raise ValueError(f"a {self.kind} actor hosts one service; it cannot resize")
+        return int(resize(count))
 
     def set_servers(self, servers: list) -> None:
         """New inference-server handles after scaling or a replacement."""

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zeroforge.deploy.builder import build_learner_member, build_rating_service, build_selfplay
+from zeroforge.deploy.builder import build_learner_member, build_rating_service, build_selfplay_host
 from zeroforge.shared.train_config import DistributedConfig, RunContext, TrainConfig
 from zeroforge.shared.transport import open_transport
 
@@ -40,8 +40,11 @@ class ActorKind:
     options: Callable[[TrainConfig], dict]
     """Ray actor options (resources, concurrency)."""
     build: Callable[..., Any] = lambda *a: None
-    """(config, ctx, index, resume, remote_evaluator, seat) -> the service (ServiceHost
-    kinds); ``seat`` is the actor's ``GroupSeat`` in a gang (rank 0 otherwise)."""
+    """(config, ctx, index, resume, remote_evaluator, seat, count) -> the service
+    (ServiceHost kinds); ``seat`` is the actor's ``GroupSeat`` in a gang (rank 0
+    otherwise); ``count``: the workers it hosts at its start (``per_actor``)."""
+    per_actor: Callable[[TrainConfig], int] = lambda c: 1
+    """Units of ``desired`` one actor holds at most (self-play workers per host)."""
     stop_phase: int = 0
     """Stop order: lower phases are stopped (and awaited) first."""
     clean_end_ends_run: bool = False
@@ -105,7 +108,7 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         # run on any node with the CPUs/GPUs
         options=lambda c: _run_dir_options(c.distributed, _learner_options(c.distributed)),
         replica_options=lambda c: _learner_options(c.distributed),
-        build=lambda c, ctx, i, resume, ev, seat: build_learner_member(
+        build=lambda c, ctx, i, resume, ev, seat, n: build_learner_member(
             c, ctx, lambda: _transport(ctx), resume, seat),
         stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3,
         gang=True),
@@ -117,12 +120,27 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
         options=lambda c: _run_dir_options(c.distributed, {
             "num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4}),
-        build=lambda c, ctx, i, resume, ev, seat: build_rating_service(c, ctx,
-                                                                       _transport(ctx))),
+        build=lambda c, ctx, i, resume, ev, seat, n: build_rating_service(c, ctx,
+                                                                          _transport(ctx))),
     ActorKind(
         "selfplay", desired=lambda c, inf: c.selfplay.workers,
         options=lambda c: _worker_options(c.distributed),
-        build=lambda c, ctx, i, resume, ev, seat: build_selfplay(c, ctx, _transport(ctx), i,
-                                                                 evaluator=ev)),
+        per_actor=lambda c: c.distributed.workers_per_host,
+        build=lambda c, ctx, i, resume, ev, seat, n: build_selfplay_host(
+            c, ctx, lambda: _transport(ctx), i, n, evaluator=ev)),
 )}
 """Per-kind behaviour, in start order (learner first: it publishes the first weights)."""
+
+
+def actors_wanted(config: TrainConfig, name: str, desired: int) -> int:
+    """Actors of kind ``name`` that hold ``desired`` units (workers) between them."""
+    per = KINDS[name].per_actor(config)
+    return -(-desired // per)
+
+
+def actor_sizes(config: TrainConfig, name: str, desired: int) -> list[int]:
+    """Units per actor, oldest actor first: full ones, then the remainder in the newest
+    (``[1] * desired`` when an actor holds one)."""
+    per = KINDS[name].per_actor(config)
+    full, rest = divmod(desired, per)
+    return [per] * full + ([rest] if rest else [])

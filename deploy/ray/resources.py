@@ -9,7 +9,7 @@ import collections
 
 import ray
 
-from zeroforge.deploy.ray.kinds import KINDS
+from zeroforge.deploy.ray.kinds import KINDS, actors_wanted
 from zeroforge.deploy.ray.slots import Slot
 from zeroforge.shared.train_config import TrainConfig
 
@@ -37,7 +37,7 @@ def shortfall(config: TrainConfig, slots: dict[str, list[Slot]], desired: dict[s
     for name in KINDS:
         live = [s for s in slots[name] if not s.stopping]
         waiting = [s for s in live if not s.started]
-        count = max(desired[name] - len(live), 0)
+        count = max(actors_wanted(config, name, desired[name]) - len(live), 0)
         if count:
             new.append(f"{count} {name}")
         for res, amount in needs(config, name).items():

@@ -84,11 +84,7 @@ class RunMetrics:
     def plain(self) -> dict:
         """The merged snapshot, as plain data (for tests, tools and the driver's dashboard
         history, which needs the histograms too)."""
-        m = self.merged
-        return {"values": {n: [[list(map(list, k)), val] for k, val in s.items()]
-                           for n, s in m["values"].items()},
-                "hists": {n: [[list(map(list, k)), list(h)] for k, h in s.items()]
-                          for n, s in m.get("hists", {}).items()}}
+        return metrics.as_snapshot(self.merged)
 
     def state(self) -> dict:
         """Plain data for a successor controller (its part of ``controller_state()``)."""

@@ -46,6 +46,8 @@ class Slot:
     """``{"pid", "node", "ip"}`` once the actor told (status rows)."""
     where_ref: Any = None
     """The outstanding ``where`` call."""
+    workers: int = 1
+    """Self-play workers this actor hosts (``distributed.workers_per_host``; 1 otherwise)."""
     cancelled: bool = False
     """Retired while Ray had not scheduled it yet: killed at once (nothing to save), so
     it takes no resources a scale-down frees and no autoscaler node; no crash, no stats."""
@@ -114,18 +116,41 @@ def _own_total(snapshot: dict, name: str) -> float:
     return float(sum(v for _, v in (snapshot or {}).get("values", {}).get(name, [])))
 
 
-def rows(slots: dict[str, list[Slot]]) -> list[dict]:
-    """One row per live actor (``RunStatus.actors``)."""
+def _by_worker(snapshot: dict) -> dict[tuple[str, str], float]:
+    """``(counter, worker label) -> total`` of a self-play host's snapshot (one pass)."""
+    totals: dict[tuple[str, str], float] = {}
+    values = (snapshot or {}).get("values", {})
+    for name in ROW_COUNTERS.values():
+        for labels, v in values.get(name, []):
+            worker = next((str(val) for key, val in labels if key == "worker"), "")
+            totals[name, worker] = totals.get((name, worker), 0.0) + float(v)
+    return totals
+
+
+def rows(slots: dict[str, list[Slot]], per_actor: dict[str, int] | None = None) -> list[dict]:
+    """One row per live actor (``RunStatus.actors``), or per hosted worker of an actor that
+    hosts several (``per_actor``: kind -> workers per host, >1 for self-play hosts)."""
     out = []
     for name, kind_slots in slots.items():
+        per = (per_actor or {}).get(name, 1)
         for slot in sorted(kind_slots, key=lambda s: s.index):
-            row = {"kind": name, "index": slot.index, "state": slot_state(slot),
-                   "node": str(slot.where.get("node", "")),
-                   "ip": str(slot.where.get("ip", "")),
-                   "pid": int(slot.where.get("pid", 0))}
-            for key, metric in ROW_COUNTERS.items():
-                row[key] = _own_total(slot.last_stats, metric)
-            out.append(row)
+            base = {"kind": name, "state": slot_state(slot),
+                    "node": str(slot.where.get("node", "")),
+                    "ip": str(slot.where.get("ip", "")),
+                    "pid": int(slot.where.get("pid", 0))}
+            if per == 1:
+                row = {**base, "index": slot.index}
+                for key, metric in ROW_COUNTERS.items():
+                    row[key] = _own_total(slot.last_stats, metric)
+                out.append(row)
+                continue
+            totals = _by_worker(slot.last_stats)
+            for j in range(slot.workers):
+                index = slot.index * per + j
+                row = {**base, "index": index}
+                for key, metric in ROW_COUNTERS.items():
+                    row[key] = totals.get((metric, str(index)), 0.0)
+                out.append(row)
     return out
 
 
@@ -147,7 +172,7 @@ def adopt(run_id: str, known: dict[tuple[str, int], dict]) -> tuple[list[Slot], 
                     stopping=bool(was.get("stopping")), started=bool(was.get("started")),
                     replacement=bool(was.get("replacement")),
                     last_stats=dict(was.get("last_stats") or {}),
-                    where=dict(was.get("where") or {}))
+                    where=dict(was.get("where") or {}), workers=int(was.get("workers", 1)))
         adopted.append(slot)
         if slot.stopping:
             with contextlib.suppress(Exception):

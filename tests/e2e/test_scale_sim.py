@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def simulate(tmp_path, *extra: str) -> dict:
     out = tmp_path / "sim.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "scale_sim.py"), "--workers", "24",
+        [sys.executable, str(ROOT / "benchmarks" / "scale_sim_bare.py"), "--workers", "24",
          "--minutes", "0.4", "--publish-every-s", "6", "--record", "8", "--nodes", "2",
          "--json", str(out), *extra],
         capture_output=True, text=True, timeout=300, cwd=ROOT)

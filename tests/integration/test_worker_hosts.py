@@ -1,0 +1,75 @@
+"""Self-play workers hosted several to an actor (``distributed.workers_per_host``), here
+simulating ones (``selfplay.simulate_from``: recorded games replayed), on real Ray and a
+real redis-server: each hosted worker is a status row with its own counters, a scale
+resizes the hosts (newest first) and adds or retires whole ones, and every game appended
+reaches the learner exactly once."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from benchmarks.scale_sim import record_games
+from tests.integration.test_distributed import SETTINGS
+from zeroforge.actors.replay_worker import save_games
+from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.ray.handle import start_run
+from zeroforge.deploy.ray.naming import run_actor_names
+
+
+def _wait(handle, check, timeout: float = 120.0) -> dict:
+    end = time.monotonic() + timeout
+    st: dict = {}
+    while time.monotonic() < end:
+        handle.keep_alive()
+        st = handle.status_json()
+        if check(st):
+            return st
+        time.sleep(0.3)
+    raise AssertionError(f"condition not met within {timeout} s; last status: alive "
+                         f"{st.get('alive')}, rows {[r['index'] for r in st.get('actors', [])]}")
+
+
+def _selfplay_rows(st: dict) -> dict[int, dict]:
+    return {r["index"]: r for r in st["actors"] if r["kind"] == "selfplay"}
+
+
+def test_hosted_simulating_workers_scale_and_lose_no_game(local_ray, redis_server, run_id,
+                                                          tmp_path):
+    games = tmp_path / "games.msgpack"
+    save_games(games, record_games("tictactoe", 8, seed=3))
+    settings = [*SETTINGS, "selfplay.workers=5", "distributed.workers_per_host=3",
+                f"selfplay.simulate_from={games}", "selfplay.simulate_games_per_min=120",
+                "learner.min_replay=100000"]  # intake only: nothing to train here
+    config = load_train_config(None, settings)
+    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    handle = start_run(config, ctx)
+    try:
+        # two hosts: workers 0-2 in actor 0, 3-4 in actor 1; every row counts its own games
+        st = _wait(handle, lambda s: s["alive"]["selfplay"] == 5 and all(
+            r["games"] > 0 for r in _selfplay_rows(s).values()))
+        assert sorted(_selfplay_rows(st)) == [0, 1, 2, 3, 4]
+        pids = {r["index"]: r["pid"] for r in _selfplay_rows(st).values()}
+        assert pids[0] == pids[1] == pids[2] != pids[3] == pids[4]
+        assert len(handle.actor_handles("selfplay")) == 2
+
+        handle.scale(workers=7)  # actor 1 grows to 3, a third actor hosts worker 6
+        st = _wait(handle, lambda s: sorted(_selfplay_rows(s)) == [0, 1, 2, 3, 4, 5, 6]
+                   and s["alive"]["selfplay"] == 7)
+        assert len(handle.actor_handles("selfplay")) == 3
+
+        handle.scale(workers=2)  # actors 1 and 2 retire, actor 0 keeps workers 0-1
+        st = _wait(handle, lambda s: sorted(_selfplay_rows(s)) == [0, 1]
+                   and s["alive"]["selfplay"] == 2)
+        games_before = st["games"]
+        st = _wait(handle, lambda s: s["games"] > games_before + 4)
+        final = handle.stop().to_json()
+    finally:
+        handle.shutdown()
+    assert final["state"] == "stopped", final["error"]
+    assert final["error"] == ""
+    assert final["restarts"]["selfplay"] == 0  # a resize is no crash
+    # every game the workers appended (retired ones' included) was received once
+    assert final["games"] >= games_before + 4
+    assert final["games_received"] == final["games"]
+    assert run_actor_names(run_id) == []
