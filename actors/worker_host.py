@@ -20,13 +20,19 @@ from zeroforge.shared.service import Service
 
 log = logging.getLogger(__name__)
 
+WORKER_ROW = ("selfplay_games_total", "selfplay_positions_total")
+"""The counters of a hosted worker's status row, after its index."""
+
 
 class WorkerHost:
-    """Workers ``first`` .. ``first + count - 1`` (built by ``make(index)``), run together."""
+    """Workers ``first`` .. ``first + count - 1`` (built by ``make(index)``), run together;
+    ``label``: the ``worker`` label their metrics carry in the host's snapshot."""
 
-    def __init__(self, make: Callable[[int], Service], first: int, count: int) -> None:
+    def __init__(self, make: Callable[[int], Service], first: int, count: int,
+                 label: str) -> None:
         self._make = make
         self._first = first
+        self.label = label
         self._lock = threading.Lock()
         self._workers: dict[int, Service] = {}
         """Index -> the live workers (stopped ones move to ``_ended``)."""
@@ -114,11 +120,19 @@ class WorkerHost:
             del self._workers[index]
 
     def stats(self) -> dict:
-        """The workers' snapshots merged (the ended ones' counters included)."""
+        """The workers' snapshots merged under the host's ``worker`` label (the ended ones'
+        counters included), and under ``"workers"`` one ``[index, games, positions]`` row
+        per live worker (``WORKER_ROW``)."""
         with self._lock:
-            workers = list(self._workers.values())
+            workers = sorted(self._workers.items())
             ended = list(self._ended)
-        return metrics.as_snapshot(metrics.merge([*ended, *(w.stats() for w in workers)]))
+        own = [(index, w.stats()) for index, w in workers]
+        merged = metrics.merge(metrics.relabel(snap, worker=self.label)
+                               for snap in [*ended, *(snap for _, snap in own)])
+        out = metrics.as_snapshot(merged)
+        out["workers"] = [[index, *(metrics.snapshot_total(snap, name) for name in WORKER_ROW)]
+                          for index, snap in own]
+        return out
 
     def game_ids(self) -> list[str]:
         with self._lock:

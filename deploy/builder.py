@@ -46,7 +46,8 @@ def build_selfplay_host(config: TrainConfig, ctx: RunContext,
                         ) -> SelfPlayService | ReplayWorker | WorkerHost:
     """Self-play actor ``host``: with ``distributed.workers_per_host`` K = 1 the one worker
     ``w{host}``, else a ``WorkerHost`` of workers ``w{host*K}`` .. (``count`` of them at the
-    start), each with a transport of its own; they share ``evaluator``."""
+    start), each with a transport of its own, their metrics labelled ``worker="h{host}"``;
+    they share ``evaluator``."""
     per = config.distributed.workers_per_host
     if per == 1:
         return build_selfplay(config, ctx, transport(), host, evaluator=evaluator)
@@ -54,7 +55,7 @@ def build_selfplay_host(config: TrainConfig, ctx: RunContext,
              else None)
     return WorkerHost(lambda i: build_selfplay(config, ctx, transport(), i,
                                                evaluator=evaluator, games=games),
-                      host * per, count)
+                      host * per, count, label=f"h{host}")
 
 
 def build_learner(config: TrainConfig, ctx: RunContext, transport: Transport,

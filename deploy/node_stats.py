@@ -65,7 +65,7 @@ class ResourceReporter:
     def add_to(self, snapshot: Mapping) -> dict:
         """``snapshot`` (a service's) with this reporter's figures added (distinct names)."""
         own = self.snapshot()
-        return {"values": {**snapshot.get("values", {}), **own["values"]},
+        return {**snapshot, "values": {**snapshot.get("values", {}), **own["values"]},
                 "hists": {**snapshot.get("hists", {}), **own["hists"]}}
 
     def _node_cpu_ratio(self) -> float:

@@ -244,6 +244,23 @@ def as_snapshot(merged: Mapping) -> dict:
                       for n, s in merged.get("hists", {}).items()}}
 
 
+def relabel(snapshot: Mapping, **labels: str) -> dict:
+    """``snapshot`` (plain form) with the values of these labels replaced where a series
+    carries them (a host's workers reported under the host's label)."""
+    def swap(series_labels: list) -> list:
+        return [[k, labels.get(k, v)] for k, v in series_labels]
+
+    return {"values": {n: [[swap(lb), v] for lb, v in s]
+                       for n, s in snapshot.get("values", {}).items()},
+            "hists": {n: [[swap(lb), h] for lb, h in s]
+                      for n, s in snapshot.get("hists", {}).items()}}
+
+
+def snapshot_total(snapshot: Mapping, name: str) -> float:
+    """One counter of a plain snapshot, summed over its series."""
+    return float(sum(v for _, v in (snapshot or {}).get("values", {}).get(name, [])))
+
+
 NODE_GAUGES = frozenset({"node_cpu_utilisation_ratio", "node_memory_used_bytes",
                          "node_memory_total_bytes", "node_gpu_utilisation_ratio",
                          "node_gpu_memory_used_bytes"})

@@ -116,17 +116,6 @@ def _own_total(snapshot: dict, name: str) -> float:
     return float(sum(v for _, v in (snapshot or {}).get("values", {}).get(name, [])))
 
 
-def _by_worker(snapshot: dict) -> dict[tuple[str, str], float]:
-    """``(counter, worker label) -> total`` of a self-play host's snapshot (one pass)."""
-    totals: dict[tuple[str, str], float] = {}
-    values = (snapshot or {}).get("values", {})
-    for name in ROW_COUNTERS.values():
-        for labels, v in values.get(name, []):
-            worker = next((str(val) for key, val in labels if key == "worker"), "")
-            totals[name, worker] = totals.get((name, worker), 0.0) + float(v)
-    return totals
-
-
 def rows(slots: dict[str, list[Slot]], per_actor: dict[str, int] | None = None) -> list[dict]:
     """One row per live actor (``RunStatus.actors``), or per hosted worker of an actor that
     hosts several (``per_actor``: kind -> workers per host, >1 for self-play hosts)."""
@@ -144,13 +133,13 @@ def rows(slots: dict[str, list[Slot]], per_actor: dict[str, int] | None = None) 
                     row[key] = _own_total(slot.last_stats, metric)
                 out.append(row)
                 continue
-            totals = _by_worker(slot.last_stats)
-            for j in range(slot.workers):
-                index = slot.index * per + j
-                row = {**base, "index": index}
-                for key, metric in ROW_COUNTERS.items():
-                    row[key] = totals.get((metric, str(index)), 0.0)
-                out.append(row)
+            # a host's own rows (``WorkerHost.stats``); before its first report, zeros
+            hosted = (slot.last_stats or {}).get("workers") or [
+                [slot.index * per + j, 0.0, 0.0] for j in range(slot.workers)]
+            for index, games, positions in hosted:
+                out.append({**base, "index": int(index), "games": float(games),
+                            "positions": float(positions), "steps": 0.0,
+                            "evaluations": 0.0})
     return out
 
 

@@ -41,7 +41,7 @@ class FakeWorker:
         return list(self.ids)
 
 
-def _games_by_worker(snapshot: dict) -> dict[str, float]:
+def _games_by_label(snapshot: dict) -> dict[str, float]:
     return {dict(map(tuple, labels))["worker"]: v
             for labels, v in snapshot["values"]["selfplay_games_total"]}
 
@@ -60,7 +60,7 @@ def test_a_host_runs_its_workers_resizes_and_keeps_ended_counters():
         made.append(FakeWorker(i))
         return made[-1]
 
-    host = WorkerHost(make, first=6, count=3)
+    host = WorkerHost(make, first=6, count=3, label="h2")
     assert [w.index for w in made] == [6, 7, 8]
     thread, stop, out = _run(host)
     time.sleep(0.2)
@@ -71,10 +71,13 @@ def test_a_host_runs_its_workers_resizes_and_keeps_ended_counters():
     time.sleep(0.2)
     stop.set()
     thread.join(5)
-    by_worker = _games_by_worker(host.stats())
-    assert sorted(by_worker) == ["10", "6", "7", "8", "9"]
-    assert all(v > 0 for v in by_worker.values())
-    assert sum(v for k, v in by_worker.items() if k in ("8", "9", "10")) == retired_games
+    stats = host.stats()
+    # one series for the host, the retired workers' games included; a row per live worker
+    assert _games_by_label(stats) == {"h2": sum(len(w.ids) for w in made)}
+    assert [row[0] for row in stats["workers"]] == [6, 7]
+    assert [row[1] for row in stats["workers"]] == [len(made[0].ids), len(made[1].ids)]
+    assert all(row[1] > 0 for row in stats["workers"])
+    assert sum(len(w.ids) for w in made if w.index >= 8) == retired_games > 0
     assert out == [sum(len(w.ids) for w in made)]
     assert sorted(host.game_ids()) == sorted(i for w in made for i in w.ids)
     with pytest.raises(ValueError, match="size must be >= 0"):
@@ -88,7 +91,7 @@ def test_a_worker_that_fails_ends_its_host_with_its_error_after_the_others_stop(
         made.append(FakeWorker(i, fail_after=5 if i == 1 else 0))
         return made[-1]
 
-    host = WorkerHost(make, first=0, count=3)
+    host = WorkerHost(make, first=0, count=3, label="h0")
     with pytest.raises(RuntimeError, match="worker 1 broke"):
         host.run(threading.Event())
     assert all(len(w.ids) > 0 for w in made)
