@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from zeroforge.shared import metrics
@@ -84,8 +84,19 @@ class RunStatus:
             **fields)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain data with the keys documented above."""
-        return asdict(self)
+        """Plain data with the keys documented above: ``dataclasses.asdict``'s result,
+        made by hand with shallow copies (every field is a scalar, a flat dict, a dict of
+        flat dicts or a list of flat dicts), since asdict's recursive deep copy took most
+        of a status call with a thousand actor rows."""
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                value = {k: dict(v) if isinstance(v, dict) else v for k, v in value.items()}
+            elif isinstance(value, list):
+                value = [dict(row) for row in value]
+            out[name] = value
+        return out
 
     def json_text(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)

@@ -358,7 +358,9 @@ class Controller:
                 "metrics_port": int(self.metrics_url.rsplit(":", 1)[1].split("/")[0]),
                 "slots": [{"kind": s.kind, "index": s.index, "stopping": s.stopping,
                            "started": s.started, "replacement": s.replacement,
-                           "last_stats": s.last_stats, "where": s.where,
+                           # a host's per-worker rows come again with its next report
+                           "last_stats": {k: v for k, v in s.last_stats.items()
+                                          if k != "workers"}, "where": s.where,
                            "workers": s.workers}
                           for slots in self.slots.values() for s in slots],
             }

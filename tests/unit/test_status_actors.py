@@ -30,3 +30,19 @@ def test_json_from_before_the_rows_reads_as_no_rows_and_unknown_keys_are_ignored
     back = RunStatus.from_json(old)
     assert back.actors == []
     assert back.games == 5.0
+
+
+def test_to_json_is_asdict_made_by_hand_and_shares_nothing_with_the_status():
+    import dataclasses
+
+    status = RunStatus(run_id="r", state="running", elapsed_s=3.0, desired={"selfplay": 2},
+                       actor_states={"selfplay": {"alive": 2}}, rejected={"dup": 1.0},
+                       waiting={"selfplay": "1 waiting"}, actors=ROWS, games=7.0)
+    data = status.to_json()
+    assert data == dataclasses.asdict(status)
+    data["actors"][0]["state"] = "gone"
+    data["actor_states"]["selfplay"]["alive"] = 0
+    data["desired"]["selfplay"] = 9
+    assert status.actors[0]["state"] == "alive"
+    assert status.actor_states["selfplay"]["alive"] == 2
+    assert status.desired["selfplay"] == 2
