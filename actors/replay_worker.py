@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -94,7 +95,7 @@ class ReplayWorker:
             if got is None:
                 return
             self.version = got[0]
-            store = getattr(self.weights, "store", self.weights)
+            store: Any = getattr(self.weights, "store", self.weights)
             info = store.info(self.version)
         except TransportError as err:
             self.errors += 1

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -134,7 +135,7 @@ class SelfPlayService:
 
     def _time_delivery(self, version: int) -> None:
         """``weights_delivery_seconds`` of a version just taken (one small read)."""
-        store = getattr(self.weights, "store", self.weights)
+        store: Any = getattr(self.weights, "store", self.weights)
         try:
             info = store.info(version) if hasattr(store, "info") else None
         except TransportError:

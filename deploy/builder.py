@@ -26,18 +26,26 @@ from zeroforge.shared.transport import Transport
 
 
 def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,
-                   *, salt: int = 0, evaluator: VersionedEvaluator | None = None,
-                   games: list | None = None) -> SelfPlayService | ReplayWorker:
-    """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net. With
-    ``selfplay.simulate_from`` a ``ReplayWorker`` (``games``: the recorded games, loaded
-    once for a host's workers)."""
-    seed = seed_for(ctx.seed, index, salt)
-    if config.selfplay.simulate_from:
-        return ReplayWorker(ctx, config.selfplay, transport.samples(), transport.weights(),
-                            worker_id=f"w{index}", seed=seed, games=games)
+                   *, salt: int = 0,
+                   evaluator: VersionedEvaluator | None = None) -> SelfPlayService:
+    """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net."""
     return SelfPlayService(ctx, config.net, config.search, config.selfplay,
                            transport.samples(), transport.weights(), worker_id=f"w{index}",
-                           seed=seed, evaluator=evaluator, pace=transport.pace())
+                           seed=seed_for(ctx.seed, index, salt), evaluator=evaluator,
+                           pace=transport.pace())
+
+
+def _distributed_worker(config: TrainConfig, ctx: RunContext, transport: Transport,
+                        index: int, evaluator: VersionedEvaluator | None,
+                        games: list | None) -> SelfPlayService | ReplayWorker:
+    """Worker ``w{index}`` of a distributed run: a ``ReplayWorker`` with
+    ``selfplay.simulate_from`` (``games``: the recorded games, loaded once for a host's
+    workers), else a self-play worker."""
+    if config.selfplay.simulate_from:
+        return ReplayWorker(ctx, config.selfplay, transport.samples(), transport.weights(),
+                            worker_id=f"w{index}", seed=seed_for(ctx.seed, index),
+                            games=games)
+    return build_selfplay(config, ctx, transport, index, evaluator=evaluator)
 
 
 def build_selfplay_host(config: TrainConfig, ctx: RunContext,
@@ -49,12 +57,12 @@ def build_selfplay_host(config: TrainConfig, ctx: RunContext,
     start), each with a transport of its own, their metrics labelled ``worker="h{host}"``;
     they share ``evaluator``."""
     per = config.distributed.workers_per_host
-    if per == 1:
-        return build_selfplay(config, ctx, transport(), host, evaluator=evaluator)
     games = (load_games(config.selfplay.simulate_from) if config.selfplay.simulate_from
              else None)
-    return WorkerHost(lambda i: build_selfplay(config, ctx, transport(), i,
-                                               evaluator=evaluator, games=games),
+    if per == 1:
+        return _distributed_worker(config, ctx, transport(), host, evaluator, games)
+    return WorkerHost(lambda i: _distributed_worker(config, ctx, transport(), i, evaluator,
+                                                    games),
                       host * per, count, label=f"h{host}")
 
 

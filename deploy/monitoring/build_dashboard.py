@@ -110,6 +110,13 @@ ROWS: tuple[Row, ...] = (
             Q(f"sum({rate('selfplay_simulations_total')})", "total"),
             Q(f"sum by (worker) ({rate('selfplay_simulations_total')})",
               "worker {{worker}}")), unit="ops"),
+        Panel("Weights delivery p50 / p99", (
+            Q(f"histogram_quantile(0.5, sum by (le) ({rate('weights_delivery_seconds_bucket')}))",
+              "p50"),
+            Q(f"histogram_quantile(0.99, sum by (le) "
+              f"({rate('weights_delivery_seconds_bucket')}))", "p99")), unit="s",
+            description="A weights publish to a self-play worker having the blob (at least "
+                        "the workers' 2 s poll; bucket bounds)."),
         Panel("Network evaluations/s", (
             Q(f"sum by (source) ({rate('nn_evaluations_total')})", "{{source}}"),),
             unit="ops",
