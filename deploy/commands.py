@@ -9,8 +9,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zeroforge.deploy.signals import sigterm_as_interrupt
+
+if TYPE_CHECKING:
+    from zeroforge.deploy.status import RunStatus
 
 
 class CommandError(Exception):
@@ -82,15 +86,29 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.local:
             from zeroforge.deploy.local_run import LocalRun
 
-            LocalRun(config, resume=resume).run()
-            return 0
-        from zeroforge.deploy import distributed
+            status = LocalRun(config, resume=resume).run()
+        else:
+            from zeroforge.deploy import distributed
 
-        status = distributed.train(config, address=args.address, redis_url=args.redis_url,
-                                   resume=resume)
+            status = distributed.train(config, address=args.address,
+                                       redis_url=args.redis_url, resume=resume)
     if status.error:
         raise CommandError(status.error)
+    if status.learner_steps == 0:
+        # nothing to resume from or to play: a job that "succeeded" this way hides a
+        # cluster that never ran its workers, or limits too short to reach min_replay
+        raise CommandError(trained_nothing_line(status, config.learner.min_replay))
     return 0
+
+
+def trained_nothing_line(status: RunStatus, min_replay: int) -> str:
+    """Why a run that ended without one learner step is a failure, in one line."""
+    waited = status.waiting.get("selfplay", "")
+    why = (f"its self-play workers never started ({waited})" if waited and not status.games
+           else f"its {status.games:.0f} games did not fill the replay window to "
+                f"learner.min_replay={min_replay} positions ({status.positions:.0f} played)")
+    return (f"the run {status.state} after {status.elapsed_s:.0f} s without one learner "
+            f"step: {why}")
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:

@@ -112,8 +112,10 @@ class RunStatus:
         workers = ""
         if "selfplay" in self.desired:
             pending = self.actor_states.get("selfplay", {}).get("pending", 0)
+            waits = self.waiting.get("selfplay", "")
             workers = (f"workers {self.alive.get('selfplay', 0)}/{self.desired['selfplay']} "
-                       + (f"({pending} pending) " if pending else "") + "| ")
+                       + (f"({pending} pending: {waits}) " if pending and waits
+                          else f"({pending} pending) " if pending else "") + "| ")
         loss = (f"loss {self.losses['total']:.3f} (p {self.losses.get('policy', 0):.3f} "
                 f"v {self.losses.get('value', 0):.3f})" if "total" in self.losses else "loss -")
         scores = " ".join(f"{k} {v:.0%}" for k, v in self.scores.items()) or "-"

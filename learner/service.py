@@ -404,20 +404,26 @@ class LearnerService:
     # --- loop and shutdown -----------------------------------------------------------------
     def run(self, stop: threading.Event | None = None, max_read: int = 64,
             block_ms: int = 200) -> dict:
-        """``run_once`` until ``stop`` is set, ``run.max_learner_steps`` or ``run.minutes``;
-        then ``stop()`` (final publish, checkpoint, acks). Redis failures are logged in one
-        line, counted and retried with backoff. Returns ``status()``."""
+        """``run_once`` until ``stop`` is set, ``run.max_learner_steps`` or ``run.minutes``
+        (counted from its first game); then ``stop()`` (final publish, checkpoint, acks).
+        Redis failures are logged in one line, counted and retried with backoff. Returns
+        ``status()``."""
         if self.group is not None and self.learner.group is None:
             # Formed here, not at construction: the other replicas learn the group's
             # address from this (constructed) service, and the wait for them must not hold
             # up the host actor's creation.
             self.learner.join_group(self.group)
-        start = time.monotonic()
+        # ``run.minutes`` count from the first game this learner takes: minutes its
+        # workers spend waiting for the cluster to place them are not the run's
+        start = float("inf")
+        received = self.games_received
         backoff = 0.1
         while not self._finished(start, stop):
             try:
                 self.run_once(max_read, block_ms)
                 backoff = 0.1
+                if start == float("inf") and self.games_received > received:
+                    start = time.monotonic()
             except TransportError as err:
                 self.transport_errors += 1
                 log.warning("learner turn failed, retrying in %.1f s: %s", backoff, err)

@@ -77,6 +77,9 @@ class Controller:
         self._lock = threading.RLock()
         self._state = "starting"
         self._started = time.monotonic()
+        self._clock_from: float | None = None
+        """When ``run.minutes`` began to count: the first moment a learner and a self-play
+        worker were both alive (time spent waiting for resources does not count)."""
         self.takeover = takeover
         self.generation = 0
         """Controllers of this run before this one (restarts after a controller died)."""
@@ -293,11 +296,21 @@ class Controller:
         return True
 
     def _check_minutes(self) -> None:
-        """``run.minutes`` counted from the run's start, whatever its actors do (a learner
-        replaced after a crash counts its own minutes from its own start)."""
+        """``run.minutes``, counted from the first moment the run could train and play (a
+        learner and a self-play worker alive, or no workers wanted): minutes spent waiting
+        for the cluster to place them are not the run's (a learner replaced after a crash
+        counts its own minutes from its own start)."""
         minutes = self.config.run.minutes
-        if (minutes and not self._minutes_up
-                and time.monotonic() - self._started >= minutes * 60):
+        now = time.monotonic()
+        if self._clock_from is None:
+            if self._alive("learner") and (self._alive("selfplay")
+                                           or not self.desired["selfplay"]):
+                self._clock_from = now
+                if minutes and now - self._started > 5:
+                    log.info("run %s: its %s minutes count from now (%.0f s waiting for "
+                             "actors to start)", self.run_id, minutes, now - self._started)
+            return
+        if minutes and not self._minutes_up and now - self._clock_from >= minutes * 60:
             log.info("run %s: %s minutes are up", self.run_id, minutes)
             self._minutes_up = True
             threading.Thread(target=self.stop, daemon=True).start()
@@ -348,6 +361,8 @@ class Controller:
             state = {
                 "seq": self._state_seq,
                 "state": self._state, "started_wall": wall - (now - self._started),
+                "clock_from_wall": (None if self._clock_from is None
+                                    else wall - (now - self._clock_from)),
                 "generation": self.generation, "desired": self.desired,
                 "restarts": self.restarts, "next_index": self._next_index,
                 **self.crashes.state(now, wall),
@@ -373,6 +388,8 @@ class Controller:
             return
         now, wall = time.monotonic(), time.time()
         self._started = now - (wall - st["started_wall"])
+        if st.get("clock_from_wall") is not None:
+            self._clock_from = now - (wall - st["clock_from_wall"])
         self.generation = int(st["generation"]) + 1
         self.desired.update(st["desired"])
         if self.desired["learner"] and self.desired["learner"] != self.config.learner.replicas:

@@ -6,6 +6,7 @@ the background; actors that cannot be scheduled are reported."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -94,7 +95,8 @@ def test_sigint_stops_a_run_a_script_started_in_the_background(tmp_path):
     train = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
     train += ["train", "--local", "--config", "tictactoe", "--minutes", "5",
               "--run-dir", str(run_dir), "--set", "net=tiny",
-              "--set", "search.num_simulations=8", "--set", "run.progress_every_s=1"]
+              "--set", "search.num_simulations=8", "--set", "run.progress_every_s=1",
+              "--set", "learner.min_replay=64"]
     script = f"{shlex.join(train)} & echo pid=$!; wait $!"
     proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -104,9 +106,10 @@ def test_sigint_stops_a_run_a_script_started_in_the_background(tmp_path):
         assert first.startswith("pid="), first
         pid = int(first.removeprefix("pid="))
         lines = []
-        for line in proc.stdout:  # the first progress line: the run is under way
-            lines.append(line)
-            if "positions/s" in line or "steps" in line:
+        for line in proc.stdout:  # the first progress line after a learner step (a run
+            lines.append(line)    # that trained nothing would rightly exit 1)
+            steps = re.search(r"\| steps (\d+) \|", line)
+            if steps and int(steps[1]) > 0:
                 break
         assert not ignores_sigint(pid), "SIGINT still ignored"
         os.kill(pid, signal.SIGINT)
@@ -118,3 +121,14 @@ def test_sigint_stops_a_run_a_script_started_in_the_background(tmp_path):
     assert proc.returncode == 0, out[-3000:]  # `wait $!` passes on the run's exit status
     assert "stopping (final checkpoint)" in out and "Traceback" not in out, out[-3000:]
     assert (run_dir / "checkpoint.pt").exists()
+
+
+def test_a_run_that_trained_nothing_does_not_exit_0(tmp_path):
+    """Limits too short to fill the replay window: the run ends cleanly (games appended,
+    checkpoint written), but a job that took no learner step is not a success."""
+    r = zf("train", "--local", "--config", "tictactoe", "--minutes", "0.01",
+           "--set", "learner.min_replay=100000", "--run-dir", str(tmp_path), timeout=120)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    line = r.stderr.strip().splitlines()[-1]
+    assert "without one learner step" in line, r.stderr
+    assert "did not fill the replay window to learner.min_replay=100000" in line, line

@@ -60,3 +60,22 @@ def test_workers_that_do_not_fit_stay_pending_then_go_at_once(local_ray, redis_s
     finally:
         ray.get(controller.shutdown.remote())
         ray.kill(controller)
+
+
+def test_minutes_spent_waiting_for_the_workers_are_not_the_runs(local_ray, redis_server,
+                                                                  run_id, tmp_path):
+    # run.minutes = 6 s; its one worker needs more CPUs than the cluster has: it waits,
+    # and the run's minutes do not start (before, the run ended after 6 s, 0 games)
+    controller = start_run(redis_server, run_id, tmp_path, "run.minutes=0.1",
+                           "distributed.worker_cpus=5")
+    try:
+        st = wait_for(lambda: (s := status(controller))["actor_states"]["selfplay"]
+                      == {"pending": 1} and s, timeout=60)
+        assert "waiting for 5 CPU" in st["waiting"]["selfplay"]
+        time.sleep(12)  # twice run.minutes, the worker pending throughout: not over yet
+        st = status(controller)
+        assert st["state"] == "running", st
+        assert st["actor_states"]["selfplay"] == {"pending": 1}
+    finally:
+        ray.get(controller.shutdown.remote())
+        ray.kill(controller)

@@ -43,10 +43,10 @@ class BedAuditor(Auditor):
     """The chaos test's auditor, also noting the newest weights version each worker's
     games were played with (weights that came back across the network)."""
 
-    def __init__(self, url: str, run_id: str) -> None:
+    def __init__(self, url: str, run_id: str, shard: int = 0) -> None:
         self.weights_by_worker: dict[str, int] = collections.defaultdict(int)
         # as Auditor.__init__, but a resumed run's auditor takes its group over
-        self.url, self.key = url, stream_key(run_id)
+        self.url, self.key = url, stream_key(run_id, shard)
         self.appended: collections.Counter[str] = collections.Counter()
         self.undecodable = 0
         self.entry_of: dict[str, bytes] = {}
@@ -90,13 +90,18 @@ class BedRun:
     """``zeroforge train --address HEAD --redis-url redis://redis:PORT/0`` on ``head``."""
 
     def __init__(self, bed: Bed, run_dir: Path, run_id: str, *settings: str,
-                 redis_url: str | None = None, args: tuple[str, ...] = ()) -> None:
+                 redis_url: str | None = None, args: tuple[str, ...] = (),
+                 shards: tuple[tuple[int, int], ...] = ()) -> None:
+        """``shards``: ``(redis port, shard)`` of each stream shard to audit (default: the
+        one stream, on the bed's redis-server)."""
         self.bed, self.run_dir, self.run_id = bed, run_dir, run_id
         url = redis_url or bed.redis_url
-        # the auditor reads the stream from inside the redis host (before the run starts:
-        # it sees every entry); straight to redis-server, never through a relay
-        direct = f"redis://:{bed.password}@{bed.ip('redis')}:{bed.config.redis_port}/0"
-        self.auditor = bed.call_in("redis", lambda: BedAuditor(direct, run_id))
+        # the auditors read the streams from inside the redis host (before the run starts:
+        # they see every entry); straight to redis-server, never through a relay
+        self.auditors = [bed.call_in("redis", lambda p=port, k=shard: BedAuditor(
+            f"redis://:{bed.password}@{bed.ip('redis')}:{p}/0", run_id, k))
+            for port, shard in (shards or ((bed.config.redis_port, 0),))]
+        self.auditor = self.auditors[0]
         sets = [a for s in (*SETTINGS, *settings) for a in ("--set", s)]
         self.proc = bed.popen("head", [
             ZEROFORGE, "train", "--config", "tictactoe", "--address", bed.ray_address,
@@ -158,18 +163,22 @@ class BedRun:
     def ledger(self) -> Ledger:
         """After ``stop``: every appended game id against the learner's final checkpoint
         (the workers' own id lists are not read: that needs a Ray driver in the bed)."""
-        self.auditor.finish()
+        appended: collections.Counter[str] = collections.Counter()
+        for auditor in self.auditors:
+            auditor.finish()
+            assert auditor.undecodable == 0
+            appended += auditor.appended
         saved = load_checkpoint(self.run_dir / "checkpoint.pt")["extra"]
-        assert self.auditor.undecodable == 0
-        return Ledger(self.auditor.appended, [str(i) for i in saved["recent_game_ids"]],
+        return Ledger(appended, [str(i) for i in saved["recent_game_ids"]],
                       int(saved["games_received"]), set(),
                       {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
 
     def close(self) -> None:
         """End the driver if the test did not: SIGTERM (it stops the run and kills its
         actors), then SIGKILL."""
-        with contextlib.suppress(Exception):
-            self.auditor.finish(5)
+        for auditor in self.auditors:
+            with contextlib.suppress(Exception):
+                auditor.finish(5)
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)

@@ -62,13 +62,14 @@ def start_run(beds: Beds, tmp_path: Path) -> Iterator:
     test (a run whose driver had to be killed may leave actors: the bed is rebuilt)."""
     runs: list[BedRun] = []
 
-    def start(*settings: str, redis_url: str | None = None, resume: BedRun | None = None
-              ) -> BedRun:
-        """A fresh run, or (``resume``) that run again with ``--resume``."""
+    def start(*settings: str, redis_url: str | None = None, resume: BedRun | None = None,
+              shards: tuple[tuple[int, int], ...] = ()) -> BedRun:
+        """A fresh run, or (``resume``) that run again with ``--resume``; ``shards``: the
+        stream shards to audit (``BedRun``)."""
         run_id = resume.run_id if resume else f"mh-{uuid.uuid4().hex[:10]}"
         run_dir = resume.run_dir if resume else tmp_path / run_id
         run = BedRun(beds.get(), run_dir, run_id, *settings, redis_url=redis_url,
-                     args=("--resume",) if resume else ())
+                     args=("--resume",) if resume else (), shards=shards)
         runs.append(run)
         return run
 

@@ -168,6 +168,67 @@ def test_losing_node1_the_run_goes_on_on_node2(bed, start_run):
         bed.start_worker_node("node1")  # the next test's bed has two nodes again
 
 
+def test_two_stream_shards_on_two_redis_servers_one_killed_and_restarted(bed, start_run):
+    """Shard 0 on the run's Redis, shard 1 on a second redis-server; kill -9 of the second
+    mid-run: games keep flowing (to shard 0), and once it is back (AOF) shard 1 does
+    again; every game appended to either shard is trained exactly once."""
+    main_port, port = bed.config.redis_port, bed.config.redis_port + 2
+    second = bed.start_redis(port)
+    try:
+        run = start_run("selfplay.workers=2", "distributed.stream_shards=2",
+                        f'distributed.stream_redis=["redis://redis:{main_port}/0",'
+                        f'"redis://redis:{port}/0"]', shards=((main_port, 0), (port, 1)))
+        st = _steady(run, bed, 2, {"node1", "node2"})
+        first, second_shard = run.auditors
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and min(
+                sum(first.appended.values()), sum(second_shard.appended.values())) < 20:
+            time.sleep(1)
+        assert sum(second_shard.appended.values()) >= 20, "shard 1 got no games"
+        second.kill()  # kill -9 of the shard's server
+        second.wait(10)
+        on_first = sum(first.appended.values())
+        time.sleep(12)
+        during = sum(first.appended.values()) - on_first
+        assert during > 0, "no game reached shard 0 while shard 1 was down"
+        on_second = sum(second_shard.appended.values())
+        second = bed.start_redis(port)  # back on its port, from its AOF
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (
+                sum(second_shard.appended.values()) < on_second + 20):
+            time.sleep(1)
+        assert sum(second_shard.appended.values()) >= on_second + 20, "shard 1 stayed away"
+        after = _more_games(run, st["games_received"] + 40)
+        assert after["state"] == "running"
+        assert after["alive"]["learner"] == 1 and after["restarts"]["learner"] == 0
+        print(f"shard 0 took {during} games during the 12 s shard 1 was down")
+        run.stop()
+        _assert_exactly_once(run)
+    finally:
+        second.kill()
+        second.wait(10)
+
+
+def test_virtual_workers_on_both_nodes_take_each_publish_once_per_node(bed, start_run,
+                                                                       tmp_path):
+    """The load simulator on the bed, small (``benchmarks/scale_sim_bed.py`` runs it at
+    1,000): 100 simulating workers, 50 to an actor, one actor per node, the stream shards
+    on a redis-server of their own; each publish leaves the run's Redis about once per
+    node, the rest of the workers read the node's cache; no game lost."""
+    from benchmarks.scale_sim_bed import simulate_on_bed
+
+    doc = simulate_on_bed(bed, start_run, tmp_path, workers=100, minutes=1.0,
+                          publish_every_steps=20, record=16)
+    print(doc)
+    assert doc["nodes"] == 2
+    assert doc["lost_games"] == 0 and doc["ledger_problems"] == []
+    assert doc["games_appended"] > 100
+    assert doc["publishes"] >= 3
+    # a blob per node, plus each worker's small reads (polls, the version's record)
+    assert 1.5 <= doc["redis_bytes_per_publish_in_blobs"] < 3.0, doc
+    assert doc["weight_fetches"]["node_cache"] > 10 * doc["weight_fetches"]["redis"], doc
+
+
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as resp:
         return str(resp.read().decode())

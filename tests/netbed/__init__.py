@@ -258,19 +258,24 @@ class Bed:
             {"prefix": self.prefix, "subnet": self.subnet, "hosts": list(HOSTS),
              "config": dataclasses.asdict(self.config)}))
 
-    def start_redis(self) -> None:
-        """redis-server on the ``redis`` host: password, AOF, its bed address only."""
-        data = self.dir / "redis"
+    def start_redis(self, port: int | None = None) -> subprocess.Popen:
+        """redis-server on the ``redis`` host: password, AOF, its bed address only; on
+        ``port`` (default ``redis_port``; another port: a second server, its own data
+        directory, e.g. for stream shards). Started again on the same port, it reloads
+        its AOF."""
+        port = port or self.config.redis_port
+        data = self.dir / ("redis" if port == self.config.redis_port else f"redis-{port}")
         data.mkdir(exist_ok=True, mode=0o700)
         conf = data / "redis.conf"
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(f"bind {self.ip('redis')}\nport {self.config.redis_port}\n"
+            f.write(f"bind {self.ip('redis')}\nport {port}\n"
                     f"requirepass {self.password}\nprotected-mode yes\n"
                     f"dir {data}\nappendonly yes\nappendfsync everysec\nsave \"\"\n"
                     "daemonize no\nlogfile redis.log\n")
-        self.popen("redis", [self.config.redis_server, str(conf)])
-        self.wait_port("redis", self.config.redis_port)
+        proc = self.popen("redis", [self.config.redis_server, str(conf)])
+        self.wait_port("redis", port)
+        return proc
 
     def start_relay(self, delay_ms: float) -> subprocess.Popen:
         """The delaying relay on the ``redis`` host, ``relay_port`` -> redis-server."""
