@@ -8,7 +8,8 @@ As ``scale_sim.py``, but across real network interfaces: the bed's Ray cluster (
 with the learner, ``node1`` and ``node2`` with the self-play slots), its redis-server (the
 run's Redis: weights, pace, heartbeats) and a second redis-server on the ``redis`` host
 holding the two stream shards, so the run's Redis carries the weights alone. The workers
-(``selfplay.simulate_from``: recorded tic-tac-toe games replayed at ``--games-per-min``,
+(``selfplay.simulate_from``: recorded tic-tac-toe games replayed at ``--games-per-min``
+(2 a minute: the learner, which trains on them, shares the bed's cores with the workers),
 weights polled every 2 s through each node's weight cache) are hosted N / 2 to an actor,
 one actor per node; the learner trains on what they send and publishes ``--net`` weights
 every ``--publish-every-steps`` steps. Measured over the timed phase: the run's Redis bytes
@@ -66,7 +67,7 @@ def _controller_pid(bed) -> int:
 
 
 def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float, *,
-                    games_per_min: float = 6.0, net: str = "small",
+                    games_per_min: float = 2.0, net: str = "small",
                     publish_every_steps: int = 40, record: int = 32,
                     seed: int = 0) -> dict:
     """One simulated run on ``bed`` (``start_run``: the multihost suite's, or one over
@@ -121,8 +122,9 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
             st["metrics_url"], timeout=30).read().decode())
         blob = bed.call_in("redis", lambda: redis.hget(
             f"zf:{{{run.run_id}}}:weights:{int(v1)}:meta", "size"))
-        run.stop()
+        stop_said = run.stop()
         ledger = run.ledger()
+        driver_tail = [line.rstrip() for line in run.lines[-6:]]
     finally:
         streams.kill()
         streams.wait(10)
@@ -154,6 +156,8 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
         "api_status_ms_p50": median_ms(api_s),
         "api_status_ms_max": round(max(api_s) * 1000, 1) if api_s else None,
         "wall_s": round(wall, 1),
+        "stop_said": stop_said.strip().splitlines()[-3:],
+        "driver_tail": driver_tail,
     }
 
 
@@ -161,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=1000)
     p.add_argument("--minutes", type=float, default=3.0)
-    p.add_argument("--games-per-min", type=float, default=6.0, help="per virtual worker")
+    p.add_argument("--games-per-min", type=float, default=2.0,
+                   help="per virtual worker (the bed's learner shares a core)")
     p.add_argument("--net", default="small", help="the learner's net (its blob)")
     p.add_argument("--publish-every-steps", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)

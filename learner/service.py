@@ -447,6 +447,10 @@ class LearnerService:
         while True:
             try:
                 entries = self.stream.read(max_read, 0)
+                unread = getattr(self.stream, "unread_shards", ())
+                if not entries and unread:
+                    # empty, but a shard could not be read: not the end of the stream
+                    raise TransportError(f"stream shard(s) {', '.join(unread)} unreadable")
             except TransportError as err:
                 # Redis restarting (the supervisor brings it back in a second or so): wait
                 # for it rather than stop with games left unread in the stream.

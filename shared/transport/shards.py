@@ -115,6 +115,9 @@ class ShardedSampleStream:
         self._next_unnamed = 0
         self._failing: set[int] = set()
         """Shards whose last call failed (logged once until they work again)."""
+        self.unread_shards: tuple[str, ...] = ()
+        """The shards the last ``read`` could not read (an empty read with some is not
+        the end of the stream: the learner's drain waits for them)."""
         self._last_info: dict[int, StreamInfo] = {}
 
     # --- the shards' counters, summed ----------------------------------------------------
@@ -229,9 +232,10 @@ class ShardedSampleStream:
             got, again = self._read_round([k for k in order if k not in failed], max_count,
                                           per_shard, stop_at_first=True)
             failed |= again
+        self.unread_shards = tuple(self._name(k) for k in sorted(failed))
         if not got and len(failed) == count:
             raise TransportError(f"every sample stream shard failed to read "
-                                 f"({', '.join(self._name(k) for k in sorted(failed))})")
+                                 f"({', '.join(self.unread_shards)})")
         return got
 
     def _read_round(self, order: list[int], max_count: int, block_ms: int,

@@ -145,6 +145,38 @@ def test_a_shard_server_killed_mid_run_loses_nothing_and_stops_nothing(
         restarted.stop()
 
 
+def test_the_stop_drain_does_not_take_an_unreadable_shard_for_an_empty_one(
+        redis_server, shard_server, run_id, tmp_path, played, monkeypatch):
+    """Games wait on shard 1 when its server dies just before the learner's final drain:
+    the drain must not end at the first empty read of the others (the stop would then
+    report nothing lost); it waits its grace, then says the stream was left undrained."""
+    from zeroforge.learner import service
+
+    games = renamed(played[:24], "drain")
+    sink = producer(redis_server.url, shard_server.url, run_id)
+    learner = sharded_learner(redis_server.url, shard_server.url, run_id, str(tmp_path))
+    sink.append(games)
+    on_shard_1 = sum(shard_of(g.game_id, SHARDS) == 1 for g in games)
+    assert on_shard_1 > 0
+    os.kill(shard_server.pid, signal.SIGKILL)
+    time.sleep(1.2)
+    monkeypatch.setattr(service, "DRAIN_GRACE_S", 2.0)
+    learner.drain()
+    assert learner.games_received == len(games) - on_shard_1
+    assert learner.undrained  # what the stop reports as games left for a --resume
+
+    restarted = RedisServer(dataclasses.replace(shard_server.config,
+                                                port=shard_server.port)).start()
+    try:
+        learner.undrained = False
+        learner.drain()
+        assert not learner.undrained
+        assert_each_once(learner, games)
+        learner.stop()
+    finally:
+        restarted.stop()
+
+
 def test_a_run_cannot_resume_with_fewer_stream_shards(redis_server, shard_server, run_id,
                                                        tmp_path, played):
     sink = producer(redis_server.url, shard_server.url, run_id)
