@@ -81,6 +81,7 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
     main_port = bed.config.redis_port
     port = main_port + STREAM_PORT_OFFSET
     streams = bed.start_redis(port)
+    run = None
     try:
         run = start_run(
             f"selfplay.workers={workers}", f"distributed.workers_per_host={-(-workers // 2)}",
@@ -88,6 +89,7 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
             f"selfplay.simulate_games_per_min={games_per_min}", f"net={net}",
             f"learner.publish_every_steps={publish_every_steps}",
             "learner.min_replay=500", "learner.batch_size=64", "learner.checkpoint_every_s=5",
+            "run.minutes=0",  # the preset's 3 minutes would end the run mid-measurement
             "distributed.stream_shards=2",
             f'distributed.stream_redis=["redis://redis:{port}/0"]',
             shards=((port, 0), (port, 1)))
@@ -125,6 +127,10 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
         stop_said = run.stop()
         ledger = run.ledger()
         driver_tail = [line.rstrip() for line in run.lines[-6:]]
+    except BaseException:
+        if run is not None:  # what the driver said, for the failure's reader
+            print("".join(run.lines[-40:]), file=sys.stderr)
+        raise
     finally:
         streams.kill()
         streams.wait(10)

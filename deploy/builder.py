@@ -83,7 +83,8 @@ def build_learner_member(config: TrainConfig, ctx: RunContext,
     if seat.rank == 0:
         group = (ReplicaGroup(c.replicas, seat.host, c.replica_timeout_s)
                  if c.replicas > 1 else None)
-        return build_learner(config, ctx, transport(), resume, group=group)
+        # the controller ends the run at its limits, workers first (``ends_run``)
+        return build_learner(config, ctx, transport(), resume, group=group, ends_run=False)
     if seat.address is None:
         raise ValueError(f"learner replica {seat.rank} needs rank 0's group address")
     # a replica keeps no replay window: rank 0 samples every step's batch for the group

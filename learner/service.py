@@ -97,8 +97,14 @@ class LearnerService:
                  transport: Transport, resume: bool = True, *,
                  stream_config: StreamConfig | None = None, weights_keep: int = 3,
                  recent_game_ids: int = RECENT_GAME_IDS,
-                 group: ReplicaGroup | None = None) -> None:
+                 group: ReplicaGroup | None = None, ends_run: bool = True) -> None:
+        """``ends_run``: ``run`` returns at a run limit (steps, games, minutes). A
+        distributed run's learner gets False: it keeps taking games (training no step
+        past ``run.max_learner_steps``) until its stop, and the controller, which checks
+        the same limits, stops the run in order, workers first, so that no game is
+        appended after the learner's final drain."""
         self.ctx = ctx
+        self.ends_run = ends_run
         self.config = learner
         self.run_id = ctx.run_id
         self.run_dir = Path(ctx.run_dir)
@@ -470,7 +476,8 @@ class LearnerService:
             taken += self._take(entries)[0]
 
     def _finished(self, start: float, stop: threading.Event | None) -> bool:
-        return bool((stop is not None and stop.is_set()) or self.limit_reached(start))
+        return bool((stop is not None and stop.is_set())
+                    or (self.ends_run and self.limit_reached(start)))
 
     def limit_reached(self, start: float) -> str | None:
         """Which of the run's limits (counted from monotonic time ``start``) is reached:

@@ -31,6 +31,7 @@ from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
 from zeroforge.deploy.ray.slots import Slot, adopt, probe, rows, slot_state, unscheduled
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
+from zeroforge.shared.metrics import value
 from zeroforge.shared.train_config import RunContext, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,7 @@ class Controller:
                     if self._state == "running" and self._ready.is_set():
                         self._reap()
                         self._fill()
-                        self._check_minutes()
+                        self._check_limits()
                     self._collect()
             except Exception as err:  # keep watching whatever happened
                 log.exception("controller monitor: %s", err)
@@ -295,23 +296,31 @@ class Controller:
         threading.Thread(target=self.stop, daemon=True).start()
         return True
 
-    def _check_minutes(self) -> None:
-        """``run.minutes``, counted from the first moment the run could train and play (a
-        learner and a self-play worker alive, or no workers wanted): minutes spent waiting
-        for the cluster to place them are not the run's (a learner replaced after a crash
-        counts its own minutes from its own start)."""
-        minutes = self.config.run.minutes
+    def _check_limits(self) -> None:
+        """The run's limits: ``run.max_learner_steps`` and ``run.max_games`` (from the
+        merged metrics), and ``run.minutes``, counted from the first moment the run could
+        train and play (a learner and a self-play worker alive, or no workers wanted):
+        minutes spent waiting for the cluster to place them are not the run's. At a limit
+        the run is stopped in order (the learner does not end itself:
+        ``LearnerService.ends_run``), workers first, then its final drain and checkpoint."""
+        r, merged = self.config.run, self.metrics.merged
+        reached = ""
+        if r.max_learner_steps and value(merged, "learner_steps_total") >= r.max_learner_steps:
+            reached = f"{r.max_learner_steps} learner steps are taken"
+        if r.max_games and value(merged, "learner_games_received_total") >= r.max_games:
+            reached = f"{r.max_games} games are received"
         now = time.monotonic()
-        if self._clock_from is None:
-            if self._alive("learner") and (self._alive("selfplay")
-                                           or not self.desired["selfplay"]):
-                self._clock_from = now
-                if minutes and now - self._started > 5:
-                    log.info("run %s: its %s minutes count from now (%.0f s waiting for "
-                             "actors to start)", self.run_id, minutes, now - self._started)
-            return
-        if minutes and not self._minutes_up and now - self._clock_from >= minutes * 60:
-            log.info("run %s: %s minutes are up", self.run_id, minutes)
+        if self._clock_from is None and self._alive("learner") and (
+                self._alive("selfplay") or not self.desired["selfplay"]):
+            self._clock_from = now
+            if r.minutes and now - self._started > 5:
+                log.info("run %s: its %s minutes count from now (%.0f s waiting for actors "
+                         "to start)", self.run_id, r.minutes, now - self._started)
+        if (r.minutes and self._clock_from is not None
+                and now - self._clock_from >= r.minutes * 60):
+            reached = f"{r.minutes} minutes are up"
+        if reached and not self._minutes_up:
+            log.info("run %s: %s", self.run_id, reached)
             self._minutes_up = True
             threading.Thread(target=self.stop, daemon=True).start()
 

@@ -249,9 +249,11 @@ def test_workers_can_use_inference_servers(local_ray, redis_server, run_id, tmp_
 
 def test_run_limit_ends_the_run_and_keeps_the_trained_checkpoint(
         local_ray, redis_server, run_id, tmp_path):
-    """The learner returns by itself at run.max_learner_steps: the controller stops the run
-    without starting a successor learner (which once overwrote the final checkpoint with
-    untrained weights) and keeps the learner's counters in the final status."""
+    """At run.max_learner_steps the controller stops the run in order (workers first, the
+    learner's final drain last: every game appended is received, none is left in the
+    stream, as once happened when the learner ended itself first), without starting a
+    successor learner (which once overwrote the final checkpoint with untrained weights),
+    and keeps the learner's counters in the final status."""
     from zeroforge.learner.learner import load_checkpoint
 
     controller = start_run(redis_server, run_id, tmp_path, "run.max_learner_steps=15")
@@ -261,6 +263,10 @@ def test_run_limit_ends_the_run_and_keeps_the_trained_checkpoint(
     saved = load_checkpoint(tmp_path / "checkpoint.pt")
     assert saved["counters"]["steps"] == final["learner_steps"]
     assert saved["extra"]["games_received"] == final["games_received"] > 0
+    # the workers' own count of games appended: all of them were received
+    workers = sum(v for _, v in ray.get(controller.metrics_snapshot.remote())["values"][
+        "selfplay_games_total"])
+    assert workers == final["games_received"]
 
 
 def test_crash_loop_fails_the_run_in_one_line(local_ray, redis_server, run_id, tmp_path):
