@@ -68,7 +68,7 @@ def _controller_pid(bed) -> int:
 
 def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float, *,
                     games_per_min: float = 2.0, net: str = "small",
-                    publish_every_steps: int = 40, record: int = 32,
+                    publish_every_steps: int = 200, record: int = 32,
                     seed: int = 0) -> dict:
     """One simulated run on ``bed`` (``start_run``: the multihost suite's, or one over
     ``BedRun``); returns the JSON document."""
@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--games-per-min", type=float, default=2.0,
                    help="per virtual worker (the bed's learner shares a core)")
     p.add_argument("--net", default="small", help="the learner's net (its blob)")
-    p.add_argument("--publish-every-steps", type=int, default=40)
+    p.add_argument("--publish-every-steps", type=int, default=200,
+                   help="every ~10 s here; at ~2 s a publish often races the workers' polls")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the document here")
     args = p.parse_args(argv)

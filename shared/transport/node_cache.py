@@ -121,12 +121,13 @@ class NodeCachedWeights:
                     if blob is None:
                         got = self.store.fetch_bytes(newer_than)
                         self.from_redis += 1
-                        if got is None or got[0] != latest:
-                            return got  # a newer publish raced us: take it uncached
-                        blob = got[1]
-                        self._write(path, blob)
-                        self._prune(latest)
-                        return latest, blob
+                        if got is None:
+                            return None
+                        # the version asked for, or a newer one that raced it (verified
+                        # all the same): either way the node's next readers find it
+                        self._write(self.cache_dir / f"{got[0]}.blob", got[1])
+                        self._prune(got[0])
+                        return got
             self.from_cache += 1
             try:
                 return latest, verified_blob(latest, blob, info, self.store.run_id)
