@@ -22,7 +22,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from zeroforge.actors.selfplay_service import WEIGHTS_POLL_S, append_held
+from zeroforge.actors.selfplay_service import WEIGHTS_POLL_S, WorkerBasics, append_held
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode
 from zeroforge.shared.train_config import RunContext, SelfPlayConfig
@@ -58,7 +58,7 @@ def load_games(path: str | Path) -> list[GameSamples]:
     return games
 
 
-class ReplayWorker:
+class ReplayWorker(WorkerBasics):
     """One simulating worker (a ``Service``): appends a recorded game every
     ``60 / simulate_games_per_min`` s (the first at a random offset, so a host's workers
     do not append in step) and polls the weights between."""
@@ -138,15 +138,3 @@ class ReplayWorker:
         self.appended += 1
         self.recorder.inc("selfplay_games_total", 1, **self._kind)
         self.recorder.inc("selfplay_positions_total", game.num_positions, **self._kind)
-
-    def _count_error(self) -> None:
-        self.errors += 1
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def stats(self) -> dict:
-        return self.recorder.snapshot()
-
-    def game_ids(self) -> list[str]:
-        return list(self.appended_ids)

@@ -50,7 +50,30 @@ STOP_APPEND_GRACE_S = 30.0
 for a supervised Redis to restart) before it gives them up, loudly."""
 
 
-class SelfPlayService:
+class WorkerBasics:
+    """What every self-play worker service shares (``SelfPlayService``, the simulating
+    ``ReplayWorker``): its stop, its metrics snapshot, the ids of the games it appended
+    and its error count, over the attributes its ``__init__`` sets."""
+
+    recorder: Recorder
+    appended_ids: collections.deque[str]
+    errors: int
+    _stop: threading.Event
+
+    def _count_error(self) -> None:
+        self.errors += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def stats(self) -> dict:
+        return self.recorder.snapshot()
+
+    def game_ids(self) -> list[str]:
+        return list(self.appended_ids)
+
+
+class SelfPlayService(WorkerBasics):
     """Plays ``selfplay.games_in_parallel`` games at a time, appending finished games to
     ``sink``. With ``evaluator=None`` it runs its own network on the CPU, loading newer
     weights from ``weights`` between moves. With a ``pace`` signal, ``run`` waits while the
@@ -264,17 +287,6 @@ class SelfPlayService:
         """Append ``games``, retrying while the transport is away (``append_held``)."""
         append_held(self.sink, games, self._stop, self.worker_id, self._count_error)
 
-    def _count_error(self) -> None:
-        self.errors += 1
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def stats(self) -> dict:
-        return self.recorder.snapshot()
-
-    def game_ids(self) -> list[str]:
-        return list(self.appended_ids)
 
 
 def seed_for(base: int, worker_index: int, salt: int = 0) -> int:

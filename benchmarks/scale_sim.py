@@ -66,6 +66,24 @@ def record_games(game_spec: str, count: int, seed: int) -> list[bytes]:
     return [encode(g) for g in worker.play_games(count)[:count]]
 
 
+def add_load_options(p: argparse.ArgumentParser, processes_help: str) -> None:
+    """The options both simulators take (this one and ``scale_sim_bare.py``): the load,
+    the streams, the weights, and ``--seed`` / ``--json``."""
+    p.add_argument("--workers", type=int, default=1000)
+    p.add_argument("--minutes", type=float, default=3.0)
+    p.add_argument("--processes", type=int, default=2, help=processes_help)
+    p.add_argument("--shards", type=int, default=2, help="sample stream shards")
+    p.add_argument("--stream-servers", type=int, default=1)
+    p.add_argument("--no-node-cache", action="store_true", help="fetch weights from Redis")
+    p.add_argument("--game", default="gomoku:size=8,k=5")
+    p.add_argument("--net", default="small", help="net preset of the published blob")
+    p.add_argument("--games-per-min", type=float, default=6.0, help="per virtual worker")
+    p.add_argument("--publish-every-s", type=float, default=20.0)
+    p.add_argument("--record", type=int, default=64, help="real games recorded to replay")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the document here")
+
+
 def publish_blobs(url: str, run_id: str, game: str, net: str, first_at: float,
                   every_s: float, until: float, done) -> None:
     """The publisher process: a new ``net`` blob every ``every_s`` from ``first_at`` to
@@ -135,21 +153,9 @@ def median_ms(values: list[float]) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--workers", type=int, default=1000)
-    p.add_argument("--minutes", type=float, default=3.0)
-    p.add_argument("--processes", type=int, default=2, help="actors hosting the workers")
-    p.add_argument("--shards", type=int, default=2, help="sample stream shards")
-    p.add_argument("--stream-servers", type=int, default=1)
-    p.add_argument("--no-node-cache", action="store_true", help="fetch weights from Redis")
-    p.add_argument("--game", default="gomoku:size=8,k=5")
-    p.add_argument("--net", default="small", help="net preset of the published blob")
-    p.add_argument("--games-per-min", type=float, default=6.0, help="per virtual worker")
-    p.add_argument("--publish-every-s", type=float, default=20.0)
-    p.add_argument("--record", type=int, default=64, help="real games recorded to replay")
+    add_load_options(p, processes_help="actors hosting the workers")
     p.add_argument("--probe-every-s", type=float, default=5.0,
                    help="status / dashboard / scrape latency samples")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the document here")
     args = p.parse_args(argv)
 
     sys.path.insert(0, str(HERE.parent))

@@ -48,7 +48,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from scale_sim import record_games  # noqa: E402
+from scale_sim import add_load_options, record_games  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -182,22 +182,10 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--workers", type=int, default=1000)
-    p.add_argument("--minutes", type=float, default=3.0)
-    p.add_argument("--processes", type=int, default=2)
+    add_load_options(p, processes_help="simulator processes")
     p.add_argument("--nodes", type=int, default=3, help="virtual nodes (cache directories)")
-    p.add_argument("--shards", type=int, default=2, help="sample stream shards")
-    p.add_argument("--stream-servers", type=int, default=1)
-    p.add_argument("--no-node-cache", action="store_true", help="fetch weights from Redis")
-    p.add_argument("--game", default="gomoku:size=8,k=5")
-    p.add_argument("--net", default="small", help="net preset of the published blob")
-    p.add_argument("--games-per-min", type=float, default=6.0, help="per virtual worker")
     p.add_argument("--poll-s", type=float, default=2.0, help="weights poll per worker")
-    p.add_argument("--publish-every-s", type=float, default=20.0)
     p.add_argument("--threads", type=int, default=32, help="transport threads per process")
-    p.add_argument("--record", type=int, default=64, help="real games recorded to replay")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the document here")
     args = p.parse_args(argv)
 
     sys.path.insert(0, str(HERE.parent))

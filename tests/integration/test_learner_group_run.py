@@ -32,7 +32,8 @@ from zeroforge.shared.search.config import SearchConfig
 GROUP = ["learner.replicas=2", "learner.batch_size=32", "learner.replica_timeout_s=20"]
 
 
-def _wait(handle, check, timeout: float) -> dict:
+def wait_status(handle, check, timeout: float = 120.0) -> dict:
+    """Poll the run's status (keeping its controller alive) until ``check`` holds."""
     import time
 
     end = time.monotonic() + timeout
@@ -58,8 +59,8 @@ def test_a_learner_group_trains_and_rescales_at_a_checkpoint(local_ray, redis_se
     ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
     handle = start_run(config, ctx)
     try:
-        st = _wait(handle, lambda s: s["alive"]["learner"] == 2 and s["learner_steps"] >= 30,
-                   180)
+        st = wait_status(handle, lambda s: s["alive"]["learner"] == 2
+                         and s["learner_steps"] >= 30, 180)
         assert st["desired"]["learner"] == 2
         assert sorted(r["index"] for r in st["actors"] if r["kind"] == "learner") == [0, 1]
         # rank 1 took part in the group's steps (it joined at step 0, so all of them,
@@ -69,18 +70,18 @@ def test_a_learner_group_trains_and_rescales_at_a_checkpoint(local_ray, redis_se
         assert abs(replica_steps - st["learner_steps"]) <= 0.5 * st["learner_steps"] + 10
 
         assert handle.scale(learners=1)["learner"] == 1
-        st = _wait(handle, lambda s: s["alive"]["learner"] == 1 and all(
+        st = wait_status(handle, lambda s: s["alive"]["learner"] == 1 and all(
             r["state"] == "alive" for r in s["actors"] if r["kind"] == "learner"), 120)
         steps_at_rescale = st["learner_steps"]
-        st = _wait(handle, lambda s: s["learner_steps"] >= steps_at_rescale + 20, 120)
+        st = wait_status(handle, lambda s: s["learner_steps"] >= steps_at_rescale + 20, 120)
         assert st["restarts"]["learner"] == 0  # a rescale is no crash
         lone = [r["index"] for r in st["actors"] if r["kind"] == "learner"]
         assert lone == [2]  # a new actor, formed after the group stopped
 
         assert handle.scale(learners=2)["learner"] == 2
         before = st["learner_steps"]
-        st = _wait(handle, lambda s: s["alive"]["learner"] == 2
-                   and s["learner_steps"] >= before + 20, 180)
+        st = wait_status(handle, lambda s: s["alive"]["learner"] == 2
+                         and s["learner_steps"] >= before + 20, 180)
         with pytest.raises(ValueError, match="divide learner.batch_size 32"):
             handle.scale(learners=3)
         final = handle.stop().to_json()

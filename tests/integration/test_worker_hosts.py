@@ -7,27 +7,14 @@ reaches the learner exactly once."""
 from __future__ import annotations
 
 import dataclasses
-import time
 
 from benchmarks.scale_sim import record_games
 from tests.integration.test_distributed import SETTINGS
+from tests.integration.test_learner_group_run import wait_status
 from zeroforge.actors.replay_worker import save_games
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run
 from zeroforge.deploy.ray.naming import run_actor_names
-
-
-def _wait(handle, check, timeout: float = 120.0) -> dict:
-    end = time.monotonic() + timeout
-    st: dict = {}
-    while time.monotonic() < end:
-        handle.keep_alive()
-        st = handle.status_json()
-        if check(st):
-            return st
-        time.sleep(0.3)
-    raise AssertionError(f"condition not met within {timeout} s; last status: alive "
-                         f"{st.get('alive')}, rows {[r['index'] for r in st.get('actors', [])]}")
 
 
 def _selfplay_rows(st: dict) -> dict[int, dict]:
@@ -46,7 +33,7 @@ def test_hosted_simulating_workers_scale_and_lose_no_game(local_ray, redis_serve
     handle = start_run(config, ctx)
     try:
         # two hosts: workers 0-2 in actor 0, 3-4 in actor 1; every row counts its own games
-        st = _wait(handle, lambda s: s["alive"]["selfplay"] == 5 and all(
+        st = wait_status(handle, lambda s: s["alive"]["selfplay"] == 5 and all(
             r["games"] > 0 for r in _selfplay_rows(s).values()))
         assert sorted(_selfplay_rows(st)) == [0, 1, 2, 3, 4]
         pids = {r["index"]: r["pid"] for r in _selfplay_rows(st).values()}
@@ -54,15 +41,15 @@ def test_hosted_simulating_workers_scale_and_lose_no_game(local_ray, redis_serve
         assert len(handle.actor_handles("selfplay")) == 2
 
         handle.scale(workers=7)  # actor 1 grows to 3, a third actor hosts worker 6
-        st = _wait(handle, lambda s: sorted(_selfplay_rows(s)) == [0, 1, 2, 3, 4, 5, 6]
-                   and s["alive"]["selfplay"] == 7)
+        st = wait_status(handle, lambda s: sorted(_selfplay_rows(s)) == [0, 1, 2, 3, 4, 5, 6]
+                         and s["alive"]["selfplay"] == 7)
         assert len(handle.actor_handles("selfplay")) == 3
 
         handle.scale(workers=2)  # actors 1 and 2 retire, actor 0 keeps workers 0-1
-        st = _wait(handle, lambda s: sorted(_selfplay_rows(s)) == [0, 1]
-                   and s["alive"]["selfplay"] == 2)
+        st = wait_status(handle, lambda s: sorted(_selfplay_rows(s)) == [0, 1]
+                         and s["alive"]["selfplay"] == 2)
         games_before = st["games"]
-        st = _wait(handle, lambda s: s["games"] > games_before + 4)
+        st = wait_status(handle, lambda s: s["games"] > games_before + 4)
         final = handle.stop().to_json()
     finally:
         handle.shutdown()
