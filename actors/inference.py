@@ -338,6 +338,8 @@ class InferenceServer:
         return True
 
     async def _weights_loop(self) -> None:
+        from zeroforge.shared.transport.weight_store import publish_age_s
+
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -345,6 +347,10 @@ class InferenceServer:
                 if got is not None and await loop.run_in_executor(
                         self._net_thread, self._install, got[1], got[0], True):
                     log.info("inference server now on weights version %d", got[0])
+                    age = await loop.run_in_executor(self._io_thread, publish_age_s,
+                                                     self._store, got[0])
+                    if age is not None:
+                        self.recorder.observe("weights_delivery_seconds", age)
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # Redis down, a corrupt blob: keep serving, try again

@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import msgpack
 import numpy as np
@@ -27,6 +26,7 @@ from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode
 from zeroforge.shared.train_config import RunContext, SelfPlayConfig
 from zeroforge.shared.transport import SampleSink, TransportError, WeightSource
+from zeroforge.shared.transport.weight_store import publish_age_s
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +92,16 @@ class ReplayWorker(WorkerBasics):
         """Take newer weights if any (fetched and verified); time their delivery."""
         try:
             got = self.weights.fetch_bytes(self.version)  # type: ignore[attr-defined]
-            if got is None:
-                return
-            self.version = got[0]
-            store: Any = getattr(self.weights, "store", self.weights)
-            info = store.info(self.version)
         except TransportError as err:
             self.errors += 1
             log.warning("worker %s: cannot fetch weights: %s", self.worker_id, err)
             return
-        if info is not None:
-            self.recorder.observe("weights_delivery_seconds", max(time.time() - info.time, 0))
+        if got is None:
+            return
+        self.version = got[0]
+        age = publish_age_s(self.weights, self.version)
+        if age is not None:
+            self.recorder.observe("weights_delivery_seconds", age)
         self.recorder.set("weights_version", float(self.version), component="selfplay")
         for source, total in self.weights.fetch_counts().items():
             counted = self._fetches_counted.get(source, 0)

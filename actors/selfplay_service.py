@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +39,7 @@ from zeroforge.shared.search.eval_cache import CachedEvaluator
 from zeroforge.shared.search.evaluator import VersionedEvaluator
 from zeroforge.shared.train_config import RunContext, SelfPlayConfig
 from zeroforge.shared.transport import PaceSignal, SampleSink, TransportError, WeightSource
+from zeroforge.shared.transport.weight_store import publish_age_s
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +158,9 @@ class SelfPlayService(WorkerBasics):
 
     def _time_delivery(self, version: int) -> None:
         """``weights_delivery_seconds`` of a version just taken (one small read)."""
-        store: Any = getattr(self.weights, "store", self.weights)
-        try:
-            info = store.info(version) if hasattr(store, "info") else None
-        except TransportError:
-            return
-        if info is not None:
-            self.recorder.observe("weights_delivery_seconds", max(time.time() - info.time, 0))
+        age = publish_age_s(self.weights, version)
+        if age is not None:
+            self.recorder.observe("weights_delivery_seconds", age)
 
     def _count_fetches(self, weights: WeightSource) -> None:
         """``weights_fetches_total`` follows the weight source's own counts."""

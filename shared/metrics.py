@@ -61,8 +61,9 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            "Published weights a self-play worker took, by where the blob came from.",
            ("worker_kind", "worker", "source")),
     Metric("weights_delivery_seconds", "histogram",
-           "Time from a weights publish to a self-play worker having the blob (publish "
-           "time to the end of the fetch; hosts' clocks taken as in sync).",
+           "Time from a weights publish to a self-play worker or an inference server "
+           "having the blob (publish time to the end of the fetch; hosts' clocks taken "
+           "as in sync).",
            buckets=_DELIVERY_BUCKETS),
     Metric("nn_evaluations_total", "counter",
            "Positions evaluated by a network (in-process or by an inference server).",

@@ -115,8 +115,9 @@ ROWS: tuple[Row, ...] = (
               "p50"),
             Q(f"histogram_quantile(0.99, sum by (le) "
               f"({rate('weights_delivery_seconds_bucket')}))", "p99")), unit="s",
-            description="A weights publish to a self-play worker having the blob (at least "
-                        "the workers' 2 s poll; bucket bounds)."),
+            description="A weights publish to a self-play worker or an inference server "
+                        "having the blob (workers poll every 2 s, servers hear an "
+                        "announcement; bucket bounds)."),
         Panel("Network evaluations/s", (
             Q(f"sum by (source) ({rate('nn_evaluations_total')})", "{{source}}"),),
             unit="ops",

@@ -21,7 +21,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import cast
+from typing import Any, cast
 
 import redis
 from torch import nn
@@ -291,3 +291,18 @@ def check_version(version: int) -> int:
 def _info(meta: dict[bytes, bytes]) -> WeightInfo:
     return WeightInfo(version=int(meta[b"version"]), sha256=meta[b"sha256"].decode(),
                       size=int(meta[b"size"]), time=float(meta[b"time"]))
+
+
+def publish_age_s(source: Any, version: int) -> float | None:
+    """Seconds since ``version`` was published, from its record in the store behind
+    ``source`` (a ``WeightStore``, or a cache over one: ``weights_delivery_seconds``);
+    None when the store keeps no record or cannot be read now."""
+    store = getattr(source, "store", source)
+    info_of = getattr(store, "info", None)
+    if info_of is None:
+        return None
+    try:
+        info = info_of(version)
+    except TransportError:
+        return None
+    return None if info is None else max(time.time() - info.time, 0.0)
