@@ -53,6 +53,7 @@ from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.sample_checks import REJECTION_REASONS, rejection
 from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
+from zeroforge.learner.stream_drain import drain_stream
 from zeroforge.shared.formats.weight_blob import save_weights
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.nets.model import NetConfig
@@ -444,36 +445,22 @@ class LearnerService:
 
     def drain(self, max_read: int = 256) -> int:
         """Take every game already in the stream into the replay window (no training), so
-        the final checkpoint holds the games workers appended just before they stopped."""
-        taken = 0
-        deadline = time.monotonic() + DRAIN_GRACE_S
-        delay = 0.1
-        # Deliveries whose reply a dropped connection lost sit in our pending list: look.
-        self.stream.recover_pending()
-        while True:
-            try:
-                entries = self.stream.read(max_read, 0)
-                unread = getattr(self.stream, "unread_shards", ())
-                if not entries and unread:
-                    # empty, but a shard could not be read: not the end of the stream
-                    raise TransportError(f"stream shard(s) {', '.join(unread)} unreadable")
-            except TransportError as err:
-                # Redis restarting (the supervisor brings it back in a second or so): wait
-                # for it rather than stop with games left unread in the stream.
-                self.transport_errors += 1
-                if time.monotonic() >= deadline:
-                    self.undrained = True
-                    log.warning("learner: could not drain the stream within %.0f s before "
-                                "stopping (%s); games left in it wait for a --resume",
-                                DRAIN_GRACE_S, err)
-                    return taken
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                continue
+        the final checkpoint holds the games workers appended just before they stopped
+        (``stream_drain``); sets ``undrained`` when the stream could not be read to its
+        end within ``DRAIN_GRACE_S``."""
+        def take(entries: list[tuple[str, GameSamples]]) -> int:
             self._mirror_stream_rejections()
-            if not entries:
-                return taken
-            taken += self._take(entries)[0]
+            return self._take(entries)[0]
+
+        taken, ended = drain_stream(self.stream, take, DRAIN_GRACE_S, max_read,
+                                    self._count_drain_error)
+        self._mirror_stream_rejections()
+        if not ended:
+            self.undrained = True
+        return taken
+
+    def _count_drain_error(self) -> None:
+        self.transport_errors += 1
 
     def _finished(self, start: float, stop: threading.Event | None) -> bool:
         return bool((stop is not None and stop.is_set())

@@ -27,11 +27,11 @@ from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
 from zeroforge.deploy.ray.kinds import KINDS, actor_sizes
 from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
 from zeroforge.deploy.ray.resources import shortfall, waiting_line
+from zeroforge.deploy.ray.run_limits import RunLimits
 from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
 from zeroforge.deploy.ray.slots import Slot, adopt, probe, rows, slot_state, unscheduled
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
-from zeroforge.shared.metrics import value
 from zeroforge.shared.train_config import RunContext, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -71,16 +71,13 @@ class Controller:
         """What the final stop could not save (``unacked``, ``unpublished_steps``...)."""
         self._final_reports: dict[str, dict] = {}
         """The last dict a kind's ``run`` returned (the learner's final ``status()``)."""
-        self._minutes_up = False
         self._next_index = dict.fromkeys(KINDS, 0)
         self._formed = dict.fromkeys(KINDS, 0)
         """Gangs (``ActorKind.gang``) formed by this controller: a second one resumes."""
         self._lock = threading.RLock()
         self._state = "starting"
         self._started = time.monotonic()
-        self._clock_from: float | None = None
-        """When ``run.minutes`` began to count: the first moment a learner and a self-play
-        worker were both alive (time spent waiting for resources does not count)."""
+        self.limits = RunLimits(self.config.run, self.run_id, self._started)
         self.takeover = takeover
         self.generation = 0
         """Controllers of this run before this one (restarts after a controller died)."""
@@ -297,31 +294,10 @@ class Controller:
         return True
 
     def _check_limits(self) -> None:
-        """The run's limits: ``run.max_learner_steps`` and ``run.max_games`` (from the
-        merged metrics), and ``run.minutes``, counted from the first moment the run could
-        train and play (a learner and a self-play worker alive, or no workers wanted):
-        minutes spent waiting for the cluster to place them are not the run's. At a limit
-        the run is stopped in order (the learner does not end itself:
-        ``LearnerService.ends_run``), workers first, then its final drain and checkpoint."""
-        r, merged = self.config.run, self.metrics.merged
-        reached = ""
-        if r.max_learner_steps and value(merged, "learner_steps_total") >= r.max_learner_steps:
-            reached = f"{r.max_learner_steps} learner steps are taken"
-        if r.max_games and value(merged, "learner_games_received_total") >= r.max_games:
-            reached = f"{r.max_games} games are received"
-        now = time.monotonic()
-        if self._clock_from is None and self._alive("learner") and (
-                self._alive("selfplay") or not self.desired["selfplay"]):
-            self._clock_from = now
-            if r.minutes and now - self._started > 5:
-                log.info("run %s: its %s minutes count from now (%.0f s waiting for actors "
-                         "to start)", self.run_id, r.minutes, now - self._started)
-        if (r.minutes and self._clock_from is not None
-                and now - self._clock_from >= r.minutes * 60):
-            reached = f"{r.minutes} minutes are up"
-        if reached and not self._minutes_up:
-            log.info("run %s: %s", self.run_id, reached)
-            self._minutes_up = True
+        """At a run limit (``RunLimits``) stop the run, in order."""
+        can_play = bool(self._alive("learner") and (self._alive("selfplay")
+                                                    or not self.desired["selfplay"]))
+        if self.limits.check(self.metrics.merged, can_play):
             threading.Thread(target=self.stop, daemon=True).start()
 
     def _collect(self) -> None:
@@ -370,14 +346,13 @@ class Controller:
             state = {
                 "seq": self._state_seq,
                 "state": self._state, "started_wall": wall - (now - self._started),
-                "clock_from_wall": (None if self._clock_from is None
-                                    else wall - (now - self._clock_from)),
+                **self.limits.state(now, wall),
                 "generation": self.generation, "desired": self.desired,
                 "restarts": self.restarts, "next_index": self._next_index,
                 **self.crashes.state(now, wall),
                 "error": self.error, "failed": self._failed,
                 "lost": self.lost, "final_reports": self._final_reports,
-                "minutes_up": self._minutes_up, "inference": self.inference,
+                "inference": self.inference,
                 **self.metrics.state(),
                 "metrics_port": int(self.metrics_url.rsplit(":", 1)[1].split("/")[0]),
                 "slots": [{"kind": s.kind, "index": s.index, "stopping": s.stopping,
@@ -397,8 +372,6 @@ class Controller:
             return
         now, wall = time.monotonic(), time.time()
         self._started = now - (wall - st["started_wall"])
-        if st.get("clock_from_wall") is not None:
-            self._clock_from = now - (wall - st["clock_from_wall"])
         self.generation = int(st["generation"]) + 1
         self.desired.update(st["desired"])
         if self.desired["learner"] and self.desired["learner"] != self.config.learner.replicas:
@@ -408,7 +381,8 @@ class Controller:
         self.crashes.load(st, now, wall)
         self.error, self._failed, self.lost = st["error"], st["failed"], st["lost"]
         self._final_reports.update(st["final_reports"])
-        self._minutes_up = st["minutes_up"]
+        self.limits.started = self._started
+        self.limits.load(st, now, wall)
         self.inference = st["inference"]
         self.metrics.load(st)
         self._known = list(st["slots"])
