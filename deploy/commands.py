@@ -91,7 +91,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             from zeroforge.deploy import distributed
 
             status = distributed.train(config, address=args.address,
-                                       redis_url=args.redis_url, resume=resume)
+                                       redis_url=args.redis_url, resume=resume,
+                                       continuing=args.resume is not None)
     if status.error:
         raise CommandError(status.error)
     if status.learner_steps == 0:

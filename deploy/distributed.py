@@ -44,9 +44,17 @@ def checkpoint_note(run_dir: str, since: float) -> str:
 
 
 def train(config: TrainConfig, address: str | None = None, redis_url: str | None = None,
-          resume: bool = False, out: TextIO | None = None) -> RunStatus:
+          resume: bool = False, out: TextIO | None = None, continuing: bool | None = None
+          ) -> RunStatus:
     """Run a distributed training job until its limits or ``zeroforge stop``; returns the
-    final status."""
+    final status.
+
+    ``continuing`` (default: ``resume``; ``zeroforge train --resume auto`` also without a
+    checkpoint): continue the run of this id if it is there. The run's redis-servers
+    start on their earlier ports and passwords (``deploy/run_redis.py``), and when the
+    run's actors still live on the cluster (their driver was killed), the new controller
+    re-attaches to them (``start_run``) instead of starting a second run."""
+    continuing = resume if continuing is None else continuing
     from zeroforge.deploy import run_registry
     from zeroforge.deploy.ray.cluster import (
         cluster_address,
@@ -58,7 +66,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     from zeroforge.deploy.ray.handle import ControllerLost, start_run
     from zeroforge.deploy.ray.naming import kill_run_actors
     from zeroforge.deploy.ray.resources import learner_group_misfit
-    from zeroforge.shared.transport import RedisServer, RedisServerConfig
+    from zeroforge.deploy.run_redis import start_run_redis
 
     out = out or sys.stdout
     run_id = check_run_id(config.run.run_id or new_run_id())
@@ -70,7 +78,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     run = None
     if not redis_url:
         # AOF in the run dir, restarted by its supervisor if it dies (docs/reliability.md)
-        server = RedisServer(RedisServerConfig(data_dir=str(Path(run_dir) / "redis"))).start()
+        server = start_run_redis(Path(run_dir) / "redis", continuing)
         redis_url = server.url
     address = address or os.environ.get("RAY_ADDRESS")
     ctx = dataclasses.replace(config.context(run_id, redis_url), run_dir=run_dir)
@@ -78,8 +86,8 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     try:
         for index in range(config.distributed.stream_servers):
             # the stream shards' own servers, supervised and persisted like the run's
-            stream_servers.append(RedisServer(RedisServerConfig(
-                data_dir=str(Path(run_dir) / f"redis-stream-{index}"))).start())
+            stream_servers.append(start_run_redis(Path(run_dir) / f"redis-stream-{index}",
+                                                  continuing))
         stream_urls = (*config.distributed.stream_redis, *(s.url for s in stream_servers))
         if stream_urls:
             ctx = dataclasses.replace(ctx, stream_urls=stream_urls)
@@ -95,8 +103,10 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         if misfit:
             raise ValueError(misfit)
         started = time.time()
-        run = start_run(config, ctx, resume)
+        run = start_run(config, ctx, resume, reattach=continuing)
         status = run.status()
+        if run.reattached:
+            print(f"run {run_id}: {run.reattached}", file=out, flush=True)
         token = token_path()
         # the run server (dashboard, `zeroforge status`) answers from the driver's copy
         from zeroforge.deploy.dashboard.mirror import RunMirror

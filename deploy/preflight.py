@@ -35,6 +35,7 @@ def check_train(config: TrainConfig, *, local: bool, resume: bool,
                 address: str | None = None, redis_url: str | None = None) -> None:
     """Every check for ``zeroforge train``: game spec, checkpoint (``resume``), and for a
     distributed run the Ray address and the Redis URL (when given)."""
+    check_no_live_driver(config.run.run_dir)
     check_game(config.game)
     check_backends(config)
     if resume:
@@ -56,11 +57,18 @@ def resume_plan(config: TrainConfig, mode: str | None) -> tuple[TrainConfig, boo
     config takes the checkpoint's, so the run's stream, weights and metrics keys are the
     ones its workers and checkpoint know. ``auto`` resumes when ``RUN_DIR`` holds this
     run's checkpoint, starts fresh when it holds none, and refuses (one line) a checkpoint
-    of another run id rather than move it aside: running the same command again is safe."""
+    of another run id rather than move it aside: running the same command again is safe.
+    Without a checkpoint, ``auto`` still continues the run ``RUN_DIR/run.json`` records
+    (a driver killed before its first checkpoint): its run id, so a new driver finds the
+    run's live actors and its stream."""
     if mode is None:
         return config, False
     path = Path(config.run.run_dir) / CHECKPOINT_FILE
     if not path.exists():
+        recorded = _recorded_run_id(config.run.run_dir) if mode == "auto" else None
+        if recorded and not config.run.run_id:
+            config = dataclasses.replace(config, run=dataclasses.replace(
+                config.run, run_id=recorded))
         return config, mode == "yes"  # nothing to resume: a fresh start either way
     from zeroforge.learner.learner import CheckpointError, load_checkpoint
 
@@ -77,6 +85,32 @@ def resume_plan(config: TrainConfig, mode: str | None) -> tuple[TrainConfig, boo
         config = dataclasses.replace(config, run=dataclasses.replace(config.run,
                                                                      run_id=held))
     return config, True
+
+
+def _recorded_run_id(run_dir: str) -> str | None:
+    """The run id ``RUN_DIR/run.json`` records, if it is there and readable."""
+    from zeroforge.deploy import run_registry
+
+    entry = run_registry.recorded(run_dir)
+    return entry.run_id if entry is not None and entry.run_id else None
+
+
+def check_no_live_driver(run_dir: str) -> None:
+    """A run whose driver is alive on this machine is not started twice in one run
+    directory (the second would fight the first for its Redis port and checkpoint)."""
+    from zeroforge.deploy import run_registry
+
+    entry = run_registry.recorded(run_dir)
+    if entry is None or entry.driver_pid == os.getpid() or not entry.alive():
+        return
+    try:  # a reused pid is some other program, not a driver
+        if b"zeroforge" not in Path(f"/proc/{entry.driver_pid}/cmdline").read_bytes():
+            return
+    except OSError:
+        return
+    raise PreflightError(f"run {entry.run_id} is running in {entry.run_dir} (driver pid "
+                         f"{entry.driver_pid}); `zeroforge status --run-dir {entry.run_dir}`, "
+                         "or give this run its own --run-dir")
 
 
 def check_game(spec: str) -> None:

@@ -133,6 +133,14 @@ def _load(path: Path) -> RunEntry:
         raise RegistryError(f"unreadable run record {path}: {err}") from None
 
 
+def recorded(run_dir: str) -> RunEntry | None:
+    """The run ``RUN_DIR/run.json`` records, live or ended; None without a readable one."""
+    try:
+        return _load(Path(run_dir).resolve() / RUN_FILE)
+    except RegistryError:
+        return None
+
+
 def from_run_dir(run_dir: str) -> RunEntry:
     """The live run whose run dir is ``run_dir``; RegistryError says why not."""
     path = Path(run_dir).resolve() / RUN_FILE

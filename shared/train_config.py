@@ -355,6 +355,13 @@ class DistributedConfig:
     """CPUs Ray reserves for the evaluator."""
     monitor_interval_s: float = 1.0
     """How often the controller checks actors, replaces dead ones and gathers metrics."""
+    lease_s: float = 120.0
+    """Seconds a run's actor goes on without any call from a controller before it ends
+    itself (a worker after its last appends, the learner after its checkpoint): a driver
+    killed on a cluster it joined leaves nothing running past this, and a new driver that
+    comes within it re-attaches to the run as it was. Longer than a head restart plus a
+    job resubmission on clusters that do those (docs/cluster.md); 0: actors never end
+    on their own."""
     worker_resource: str = ""
     """A custom Ray resource each self-play worker also takes one unit of ("" : none). Start
     the machines meant for self-play with ``ray start --resources '{"NAME": N}'`` and the
@@ -398,6 +405,10 @@ class DistributedConfig:
             raise ValueError(f"inference must be auto, local or server, got {self.inference!r}")
         if self.inference_servers < 0 or self.monitor_interval_s <= 0:
             raise ValueError("inference_servers must be >= 0 and monitor_interval_s > 0")
+        if self.lease_s and self.lease_s < 5 * self.monitor_interval_s:
+            raise ValueError(f"distributed.lease_s must be 0 (no lease) or at least 5 "
+                             f"monitor intervals ({5 * self.monitor_interval_s:g} s), got "
+                             f"{self.lease_s:g}")
         if self.stream_shards < 1 or self.stream_servers < 0:
             raise ValueError(f"stream_shards must be >= 1 and stream_servers >= 0, got "
                              f"{self.stream_shards} and {self.stream_servers}")

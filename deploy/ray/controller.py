@@ -6,7 +6,9 @@ Its helpers hold the parts with seams of their own: ``slots`` (its record of eac
 and what it learns from them), ``resources`` (what the actors need against what the
 cluster has free), ``run_metrics`` (merging and serving the metrics) and ``failures``
 (crash windows, error lines, a stop's losses). A controller that dies is succeeded by one
-that adopts the run's live actors from its last ``controller_state()`` (``RunHandle``).
+that adopts the run's live actors from its last ``controller_state()`` (``RunHandle``);
+the state is also saved in the run's store (``saved_state``) for a new driver when the
+driver itself died.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
 from zeroforge.deploy.ray.resources import shortfall, waiting_line
 from zeroforge.deploy.ray.run_limits import RunLimits
 from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
+from zeroforge.deploy.ray.saved_state import StateSaver
 from zeroforge.deploy.ray.slots import Slot, adopt, probe, rows, slot_state, unscheduled
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
@@ -96,6 +99,8 @@ class Controller:
         self._endpoint = open_endpoint(lambda: self.metrics.merged, r.metrics_host,
                                        r.metrics_port, (takeover or {}).get("metrics_port", 0))
         self.metrics_url = self._endpoint.url
+        self.saver = StateSaver(self.ctx)
+        """Saves ``controller_state()`` in the run's store for a re-attaching driver."""
         self._monitor = threading.Thread(target=self._monitor_loop, daemon=True)
         self._monitor.start()
 
@@ -123,7 +128,7 @@ class Controller:
         if kind.is_server:
             handle = make_inference_actor(c.game, c.net, c.inference, self.ctx.transport,
                                           self.run_id, index=index, name=named,
-                                          detached=True)
+                                          detached=True, lease_s=c.distributed.lease_s)
         else:
             # a replacement learner resumes from the checkpoint its predecessor wrote, and
             # so does a learner group formed anew at another size
@@ -215,6 +220,8 @@ class Controller:
                         self._fill()
                         self._check_limits()
                     self._collect()
+                if self._ready.is_set() and self._state in ("running", "stopping"):
+                    self.saver.tick(self.controller_state)
             except Exception as err:  # keep watching whatever happened
                 log.exception("controller monitor: %s", err)
             time.sleep(self.config.distributed.monitor_interval_s)
@@ -524,6 +531,7 @@ class Controller:
             # them just before it died)
             with contextlib.suppress(Exception):
                 kill_run_actors(self.run_id)
+        self.saver.clear()
         with contextlib.suppress(Exception):
             self._endpoint.close()
 

@@ -22,7 +22,12 @@ from zeroforge.deploy import run_registry
 from zeroforge.deploy.ray.cluster import connect, resolve_address, use_token
 from zeroforge.deploy.ray.controller import Controller
 from zeroforge.deploy.ray.failures import error_line
-from zeroforge.deploy.ray.naming import NAMESPACE, controller_name, kill_run_actors
+from zeroforge.deploy.ray.naming import (
+    NAMESPACE,
+    controller_name,
+    kill_run_actors,
+    run_actor_names,
+)
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared.train_config import RunContext, TrainConfig
@@ -155,12 +160,18 @@ class RunHandle:
 
     warning = ""
     """Set by ``start`` and ``scale``: one line when the cluster cannot hold the actors."""
+    adopted = 0
+    """Live actors the controller adopted at ``start`` (a re-attaching driver's)."""
+    reattached = ""
+    """Set by ``start_run`` when it re-attached to a run whose driver died: one line
+    saying what it adopted and how old the state it restored was."""
 
     def start(self) -> str:
         """Create the run's actors; returns the metrics URL (``warning`` says when the
         cluster's free resources cannot hold them)."""
         report = ray.get(self.actor.start.remote())
         self.warning = report["warning"]
+        self.adopted = int(report.get("adopted", 0))
         self.keep_alive()
         return report["metrics_url"]
 
@@ -244,18 +255,68 @@ def _controller_actor(run_id: str, spawn: dict, takeover: dict | None) -> Any:
             spawn["config"], spawn["ctx"], spawn["resume"], spawn["max_crashes"], takeover)
 
 
+DRIVER_GONE_WAIT_S = 20.0
+"""How long a re-attaching driver waits for a killed driver's controller to be gone (Ray
+ends an owner-dead actor within seconds) before it says the run has a live driver."""
+
+
 def start_run(config: TrainConfig, ctx: RunContext, resume: bool = False,
-              max_crashes: dict[str, int] | None = None, max_controller_deaths: int = 5
-              ) -> RunHandle:
+              max_crashes: dict[str, int] | None = None, max_controller_deaths: int = 5,
+              reattach: bool = False) -> RunHandle:
     """Create the run's controller as a named actor (``ray.init`` must have run) and start
     its actors. The handle replaces the controller if it dies (``RunHandle.keep_alive``).
-    ``max_crashes``: see ``Controller``; ``max_controller_deaths``: see ``RunHandle``."""
+    ``max_crashes``: see ``Controller``; ``max_controller_deaths``: see ``RunHandle``.
+
+    ``reattach``: when actors of this run still live on the cluster (their driver was
+    killed; their leases have not run out), the new controller adopts them, starting
+    from the state the last one saved in the run's store (``saved_state``), instead of
+    killing them and starting afresh. A run whose controller is alive has a driver:
+    that is refused (``ValueError``), never a second run."""
     spawn = {"config": cfg.to_dict(config), "ctx": ctx.to_dict(), "resume": resume,
              "max_crashes": max_crashes}
-    handle = RunHandle(ctx.run_id, _controller_actor(ctx.run_id, spawn, None), spawn)
+    takeover, line = (_reattach_state(ctx) if reattach and run_actor_names(ctx.run_id)
+                      else (None, ""))
+    handle = RunHandle(ctx.run_id, _controller_actor(ctx.run_id, spawn, takeover), spawn)
     handle.max_controller_deaths = max_controller_deaths
     handle.start()
+    if takeover is not None:
+        handle.reattached = f"re-attached: adopted {handle.adopted} live actors, {line}"
+        log.info("run %s: %s", ctx.run_id, handle.reattached)
     return handle
+
+
+def _reattach_state(ctx: RunContext) -> tuple[dict, str]:
+    """The saved state a re-attaching controller starts from (``{}``: none; it adopts
+    the live actors anyway), and a few words on it. Waits for a killed driver's controller
+    to be gone first."""
+    from zeroforge.deploy.ray.saved_state import load_saved_state
+
+    deadline = time.monotonic() + DRIVER_GONE_WAIT_S
+    while _controller_alive(ctx.run_id):
+        if time.monotonic() > deadline:
+            raise ValueError(f"run {ctx.run_id} has a live controller (another driver runs "
+                             "it); use `zeroforge status` / `stop` with --run-id "
+                             f"{ctx.run_id}")
+        time.sleep(0.5)
+    saved = load_saved_state(ctx)
+    if saved is None:
+        return {}, "no saved controller state (counters start from the actors' reports)"
+    return saved.state, f"controller state saved {saved.age_s:.1f} s before"
+
+
+def _controller_alive(run_id: str) -> bool:
+    """The run's named controller exists and answers."""
+    try:
+        actor = ray.get_actor(controller_name(run_id), namespace=NAMESPACE)
+    except ValueError:
+        return False
+    try:
+        ray.get(actor.pid.remote(), timeout=5)
+    except RayActorError:
+        return False
+    except GetTimeoutError:
+        return True  # busy is alive
+    return True
 
 
 def find_run(address: str | None, run_id: str | None, run_dir: str | None = None

@@ -16,7 +16,7 @@ import logging
 import os
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from zeroforge.actors.inference import InferenceServer
 from zeroforge.deploy.node_stats import ResourceReporter
 from zeroforge.deploy.ray.kinds import KINDS
+from zeroforge.deploy.ray.lease import Lease
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.learner.replica_group import GroupAddress, GroupSeat
 from zeroforge.shared import config as cfg
@@ -117,14 +118,18 @@ class InferenceServerActor(InferenceServer):
     so none of our classes is pickled across the process boundary."""
 
     def __init__(self, game_spec: str, net_config: dict, config: dict, redis_url: str | None,
-                 run_id: str, index: int = 0) -> None:
+                 run_id: str, index: int = 0, lease_s: float = 0.0) -> None:
         super().__init__(game_spec, cfg.from_dict(NetConfig, net_config, "net"),
                          cfg.from_dict(InferenceServerConfig, config, "inference"),
                          redis_url, run_id, server=str(index))
         self._resources = ResourceReporter("inference", str(index), _node_label())
+        self.lease = Lease(lease_s, lambda idle: _end_actor(
+            f"inference server {index} of run {run_id}", idle)).start()
 
     def stats(self) -> dict:
-        """The server's metrics plus its process's and node's resource figures."""
+        """The server's metrics plus its process's and node's resource figures (the
+        controller asks every tick: this renews the lease)."""
+        self.lease.renew()
         return self._resources.add_to(super().stats())
 
     def where(self) -> dict:
@@ -138,7 +143,7 @@ class InferenceServerActor(InferenceServer):
 
 def make_inference_actor(game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
                          redis_url: str | None, run_id: str, *, name: str | None = None,
-                         index: int = 0, detached: bool = False) -> Any:
+                         index: int = 0, detached: bool = False, lease_s: float = 0.0) -> Any:
     """Start one InferenceServer as an async Ray actor; returns its handle.
 
     It takes ``config.num_gpus`` of a GPU when ``config.device`` asks for CUDA, or is
@@ -146,7 +151,8 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
     Call ``ready`` on the handle to wait until it serves. ``ray.init`` must have run.
     ``index`` labels its metrics.
     ``detached``: the actor outlives its creator (a run's controller), in ``NAMESPACE``
-    under ``name``; someone must kill it.
+    under ``name``; someone must kill it, or its lease (``lease_s`` without a ``stats``
+    call, ``deploy/ray/lease.py``) ends it.
     """
     gpus = ray.cluster_resources().get("GPU", 0.0)
     wants_gpu = config.device.startswith("cuda") or (config.device == "auto" and gpus >= 1)
@@ -163,12 +169,28 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
         options.update(lifetime="detached", namespace=NAMESPACE)
     actor_cls = ray.remote(InferenceServerActor).options(**options)
     return actor_cls.remote(game_spec, cfg.to_dict(net_config), cfg.to_dict(config),
-                            redis_url, run_id, index)
+                            redis_url, run_id, index, lease_s)
 
 
 # ------------------------------------------------------------------------------------------
 # services in actors
 # ------------------------------------------------------------------------------------------
+
+LEASE_STOP_GRACE_S = 120.0
+"""How long an actor whose lease expired waits for its service to stop cleanly (the
+learner's final checkpoint) before it exits anyway."""
+
+
+def _end_actor(what: str, idle_s: float, stop: Callable[[], None] | None = None) -> None:
+    """A lease expired: say so in one line, stop the service (``stop`` returns once it
+    has), then end this actor's process. Ray marks the actor dead and frees its name."""
+    log.warning("%s: no call from the run's controller for %.0f s (distributed.lease_s); "
+                "the run has no driver: stopping and ending this actor", what, idle_s)
+    if stop is not None:
+        stop()
+    logging.shutdown()
+    os._exit(0)
+
 
 GROUP_ADDRESS_TIMEOUT_S = 300.0
 """How long a learner replica waits for rank 0's actor to exist and say where its group
@@ -215,10 +237,21 @@ class ServiceHost:
         self._done = threading.Event()
         self._result: Any = None
         self._error: BaseException | None = None
+        self.lease = Lease(train.distributed.lease_s, lambda idle: _end_actor(
+            f"{kind} {index} of run {context.run_id}", idle, self._stop_and_wait)).start()
+
+    def _stop_and_wait(self) -> None:
+        """Stop the service and wait for its clean end (bounded)."""
+        self._stop.set()
+        with self._run_lock:
+            running = self._running
+        if running:
+            self._done.wait(LEASE_STOP_GRACE_S)
 
     def run(self) -> Any:
         """Run the service until ``stop`` (first call); a later call (a new controller
         adopting this actor) waits for that end and returns the same result or error."""
+        self.lease.renew()
         with self._run_lock:
             first, self._running = not self._running, True
         if not first:
@@ -237,14 +270,18 @@ class ServiceHost:
         return self._result
 
     def stop(self) -> None:
+        self.lease.renew()
         self._stop.set()
 
     def stats(self) -> dict:
-        """The service's metrics plus its process's and node's resource figures."""
+        """The service's metrics plus its process's and node's resource figures (the
+        controller asks every tick: this renews the lease)."""
+        self.lease.renew()
         return self._resources.add_to(self.service.stats())
 
     def resize(self, count: int) -> int:
         """A self-play host: keep ``count`` workers (``WorkerHost.resize``)."""
+        self.lease.renew()
         resize = getattr(self.service, "resize", None)
         if resize is None:
             raise ValueError(f"a {self.kind} actor hosts one service; it cannot resize")
@@ -252,6 +289,7 @@ class ServiceHost:
 
     def set_servers(self, servers: list) -> None:
         """New inference-server handles after scaling or a replacement."""
+        self.lease.renew()
         if self.remote_evaluator is not None:
             self.remote_evaluator.set_servers(servers)
 

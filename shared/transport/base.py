@@ -26,6 +26,7 @@ StateDict = dict[str, Any]
 if TYPE_CHECKING:
     from zeroforge.shared.pace import Pace
     from zeroforge.shared.samples import GameSamples
+    from zeroforge.shared.transport.control_state import SavedControlState
     from zeroforge.shared.transport.stream import StreamConfig, StreamInfo
 
 
@@ -153,6 +154,29 @@ class ResultsStore(Protocol):
 
 
 @runtime_checkable
+class ControlStateStore(Protocol):
+    """The run controller's last state (``shared.transport.control_state``): the
+    controller saves it every couple of seconds, a new driver for the run loads it to take
+    over the run's live actors."""
+
+    malformed: int
+    """Loads that found something this code did not write (counted, read as absent)."""
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Replace the saved state with ``state`` (plain data), stamped with the time."""
+        ...
+
+    def load(self) -> SavedControlState | None:
+        """The last saved state, or None if there is none (or it is not one this code
+        wrote). Raises ``TransportError`` only when the store is unreachable."""
+        ...
+
+    def clear(self) -> None:
+        """Remove the saved state (the run ended: nothing to take over)."""
+        ...
+
+
+@runtime_checkable
 class PaceSignal(Protocol):
     """The learner's pace (``shared.pace``): the learner publishes it, self-play workers
     read it to decide whether to wait. One small record per run that expires ``ttl_s``
@@ -197,6 +221,10 @@ class Transport(Protocol):
 
     def pace(self, ttl_s: float = PACE_TTL_S) -> PaceSignal:
         """The learner's pace signal; a publish through it holds ``ttl_s`` seconds."""
+        ...
+
+    def control_state(self) -> ControlStateStore:
+        """Where the run's controller saves its state for a successor."""
         ...
 
     def close(self) -> None:

@@ -4,9 +4,9 @@ The local run (``zeroforge train --local``) and unit tests use it. It is not a m
 keeps the Redis transport's promises (consumer-group delivery with pending entries that
 come back to a restarted reader, acks, trimming below the oldest unacknowledged entry,
 backpressure, rejection of bad entries by reason, versioned weights with sha256 checks,
-announcements, a pace that expires) and it carries the same bytes: games are stored as
-``shared.samples`` entries, weights as weights blobs and the pace as ``shared.pace``
-bytes, so the local run exercises the wire formats too.
+announcements, a pace that expires, the controller's saved state) and it carries the
+same bytes: games are stored as ``shared.samples`` entries, weights as weights blobs and
+the pace as ``shared.pace`` bytes, so the local run exercises the wire formats too.
 The contract suite runs the same tests against both.
 
 Thread-safe: one lock per run's data; readers and writers of one process may be on
@@ -28,6 +28,11 @@ import msgpack
 from zeroforge.shared.pace import PACE_TTL_S, Pace, encode_pace
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport.base import SampleStreamEndpoint, StateDict
+from zeroforge.shared.transport.control_state import (
+    ControlStateMalformed,
+    SavedControlState,
+    encode_control_state,
+)
 from zeroforge.shared.transport.pace_signal import PaceDecoder, check_ttl
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
 from zeroforge.shared.transport.shards import ShardedSampleStream
@@ -413,6 +418,36 @@ class MemoryPaceSignal(PaceDecoder):
             self._data.blob = None
 
 
+class _ControlData:
+    """One run's saved controller state (its bytes)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.blob: bytes | None = None
+
+
+class MemoryControlStateStore(ControlStateMalformed):
+    """``ControlStateStore`` in memory: the same bytes as the Redis key."""
+
+    def __init__(self, data: _ControlData, run_id: str) -> None:
+        super().__init__(f"memory:{check_run_id(run_id)}:control")
+        self._data = data
+
+    def save(self, state: dict[str, Any]) -> None:
+        blob = encode_control_state(state)
+        with self._data.lock:
+            self._data.blob = blob
+
+    def load(self) -> SavedControlState | None:
+        with self._data.lock:
+            blob = self._data.blob
+        return self.decoded(blob)
+
+    def clear(self) -> None:
+        with self._data.lock:
+            self._data.blob = None
+
+
 class MemoryTransport:
     """The data plane of one run inside this process (see module docstring).
 
@@ -432,6 +467,7 @@ class MemoryTransport:
         self._weights = _WeightData()
         self._results = MemoryResultsStore(run_id)
         self._pace = _PaceData()
+        self._control = _ControlData()
 
     @classmethod
     def named(cls, url: str, run_id: str, stream_shards: int = 1) -> MemoryTransport:
@@ -456,6 +492,9 @@ class MemoryTransport:
 
     def pace(self, ttl_s: float = PACE_TTL_S) -> MemoryPaceSignal:
         return MemoryPaceSignal(self._pace, self.run_id, ttl_s)
+
+    def control_state(self) -> MemoryControlStateStore:
+        return MemoryControlStateStore(self._control, self.run_id)
 
     def close(self) -> None:
         pass

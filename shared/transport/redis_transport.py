@@ -16,6 +16,7 @@ import redis
 from zeroforge.shared.pace import PACE_TTL_S
 from zeroforge.shared.transport.base import SampleStreamEndpoint
 from zeroforge.shared.transport.connection import connect
+from zeroforge.shared.transport.control_state import RedisControlStateStore
 from zeroforge.shared.transport.pace_signal import RedisPaceSignal
 from zeroforge.shared.transport.results import EvalResultsStore
 from zeroforge.shared.transport.shards import ShardedSampleStream
@@ -73,6 +74,9 @@ class RedisTransport:
 
     def pace(self, ttl_s: float = PACE_TTL_S) -> RedisPaceSignal:
         return RedisPaceSignal(self.redis, self.run_id, ttl_s)
+
+    def control_state(self) -> RedisControlStateStore:
+        return RedisControlStateStore(self.redis, self.run_id)
 
     def close(self) -> None:
         if not self._closed:

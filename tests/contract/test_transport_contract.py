@@ -440,3 +440,58 @@ def test_a_bad_pace_reads_as_absent_is_counted_and_logged_once(transport, caplog
         transport.redis.delete(signal.key)
         transport.redis.hset(signal.key, "a", "b")
         assert signal.read() is None and signal.malformed == len(bad) + 2
+
+
+# --- the controller's saved state --------------------------------------------------------
+def _control_state(seq: int) -> dict:
+    """A state shaped like ``Controller.controller_state()`` (maps with int keys, lists,
+    floats, None, nested reports)."""
+    return {"seq": seq, "state": "running", "desired": {"selfplay": 3, "learner": 1},
+            "restarts": {"selfplay": 1}, "clock_from_wall": None,
+            "crashes": {"selfplay": [1.7e9 + 0.25]}, "final_reports": {},
+            "slots": [{"kind": "selfplay", "index": 0, "last_stats": {"games": 12.0},
+                       "workers": [[0, 12, 90]]}], "by_index": {3: "three"}}
+
+
+def test_control_state_round_trips_to_a_new_reader_and_clears(transport):
+    store = transport.control_state()
+    assert store.load() is None  # never saved: a new driver adopts without floors
+    before = time.time()
+    store.save(_control_state(1))
+    store.save(_control_state(2))  # a save replaces the last one
+    loaded = transport.control_state().load()  # another reader of the run sees it
+    assert loaded is not None and loaded.state == _control_state(2)
+    assert before - 1 <= loaded.saved <= time.time() + 1 and loaded.age_s < 60
+    store.clear()
+    assert store.load() is None and store.malformed == 0
+
+
+def test_control_states_of_two_runs_are_apart(transport):
+    if isinstance(transport, MemoryTransport):
+        other: Transport = MemoryTransport(transport.run_id + "-b")
+    else:
+        other = RedisTransport(transport.url, transport.run_id + "-b")
+    try:
+        transport.control_state().save(_control_state(1))
+        assert other.control_state().load() is None
+    finally:
+        other.close()
+
+
+def test_a_bad_control_state_loads_as_absent_and_is_counted(transport, caplog):
+    store = transport.control_state()
+    bad = [b"\xc1garbage", msgpack.packb([1, 2]), msgpack.packb({"v": 99, "state": {}}),
+           msgpack.packb({"v": 1, "saved": "yesterday", "state": {}})]
+    with caplog.at_level(logging.WARNING):
+        for blob in bad:
+            if isinstance(transport, MemoryTransport):
+                store._data.blob = blob
+            else:
+                transport.redis.set(store.key, blob)
+            assert store.load() is None
+    assert store.malformed == len(bad)
+    assert len([r for r in caplog.records if "control state" in r.getMessage()]) == len(bad)
+    if isinstance(transport, RedisTransport):
+        transport.redis.delete(store.key)
+        transport.redis.hset(store.key, "a", "b")  # WRONGTYPE: bad content, never a crash
+        assert store.load() is None and store.malformed == len(bad) + 1

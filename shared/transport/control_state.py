@@ -1,0 +1,114 @@
+"""The run controller's state, saved in the run's store so that a new driver can take over.
+
+The controller of a distributed run lives and dies with its driver. A driver killed on a
+cluster it joined leaves the run's detached actors running; a new driver for the same run
+re-attaches to them (``deploy/ray/handle.py``) and its controller starts from the state
+its predecessor saved here (desired counts, restarts, counter floors, each actor's last
+report). In Redis, one key per run (braces: the run id is a Redis Cluster hash tag):
+
+- ``zf:{RUN}:control``: a msgpack map ``{"v": 1, "saved": epoch seconds, "state": {...}}``
+
+The controller replaces it every couple of seconds and deletes it when the run ends.
+Something this code did not write there loads as None (counted in ``malformed``, one line
+logged): a new driver then adopts the live actors without the old floors, never fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, cast
+
+import msgpack
+import redis
+
+from zeroforge.shared.transport.connection import redis_errors
+from zeroforge.shared.transport.stream import check_run_id
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SavedControlState:
+    """What a controller saved: its ``controller_state()`` and when."""
+
+    state: dict[str, Any]
+    """The controller's plain-data state (``Controller.controller_state``)."""
+    saved: float
+    """Epoch seconds of the save (wall clock: the reader may be on another machine)."""
+
+    @property
+    def age_s(self) -> float:
+        """Seconds since the save (never negative, whatever the clocks say)."""
+        return max(0.0, time.time() - self.saved)
+
+
+def encode_control_state(state: dict[str, Any], saved: float | None = None) -> bytes:
+    """``state`` (plain data: maps, lists, numbers, strings) as the stored bytes."""
+    return cast(bytes, msgpack.packb({"v": FORMAT_VERSION, "saved": time.time()
+                                      if saved is None else saved, "state": state}))
+
+
+def decode_control_state(blob: bytes) -> SavedControlState:
+    """The stored bytes back; ``ValueError`` saying what is wrong with anything else."""
+    try:
+        doc = msgpack.unpackb(blob, strict_map_key=False)
+    except Exception as err:  # msgpack raises several types for garbage
+        raise ValueError(f"not msgpack ({type(err).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
+        raise ValueError("not a control state of this version")
+    state, saved = doc.get("state"), doc.get("saved")
+    if not isinstance(state, dict) or not isinstance(saved, int | float):
+        raise ValueError("control state without its state map or save time")
+    return SavedControlState(state, float(saved))
+
+
+class ControlStateMalformed:
+    """Counts and logs loads that found something this code did not write."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.malformed = 0
+
+    def decoded(self, blob: bytes | None) -> SavedControlState | None:
+        if blob is None:
+            return None
+        try:
+            return decode_control_state(blob)
+        except ValueError as err:
+            self.malformed += 1
+            log.warning("control state %s: %s; read as absent (live actors are adopted "
+                        "without their predecessor's counters)", self.key, err)
+            return None
+
+
+class RedisControlStateStore(ControlStateMalformed):
+    """``ControlStateStore`` of one run in Redis (see the module docstring for the key)."""
+
+    def __init__(self, client: redis.Redis, run_id: str) -> None:
+        super().__init__(f"zf:{{{check_run_id(run_id)}}}:control")
+        self.redis = client
+        self.run_id = run_id
+
+    def save(self, state: dict[str, Any]) -> None:
+        blob = encode_control_state(state)
+        with redis_errors(self.redis):
+            self.redis.set(self.key, blob)
+
+    def load(self) -> SavedControlState | None:
+        try:
+            with redis_errors(self.redis):
+                blob = cast("bytes | None", self.redis.get(self.key))
+        except redis.ResponseError as err:  # WRONGTYPE: someone else's key of another type
+            self.malformed += 1
+            log.warning("control state %s: unreadable (%s)", self.key,
+                        str(err).splitlines()[0])
+            return None
+        return self.decoded(blob)
+
+    def clear(self) -> None:
+        with redis_errors(self.redis):
+            self.redis.delete(self.key)
