@@ -91,14 +91,16 @@ class BedRun:
 
     def __init__(self, bed: Bed, run_dir: Path, run_id: str, *settings: str,
                  redis_url: str | None = None, args: tuple[str, ...] = (),
-                 shards: tuple[tuple[int, int], ...] = ()) -> None:
+                 shards: tuple[tuple[int, int], ...] = (),
+                 auditors: list[BedAuditor] | None = None) -> None:
         """``shards``: ``(redis port, shard)`` of each stream shard to audit (default: the
-        one stream, on the bed's redis-server)."""
+        one stream, on the bed's redis-server); ``auditors``: those of an earlier driver
+        of this run that are still reading (a driver that died mid-run)."""
         self.bed, self.run_dir, self.run_id = bed, run_dir, run_id
         url = redis_url or bed.redis_url
         # the auditors read the streams from inside the redis host (before the run starts:
         # they see every entry); straight to redis-server, never through a relay
-        self.auditors = [bed.call_in("redis", lambda p=port, k=shard: BedAuditor(
+        self.auditors = auditors or [bed.call_in("redis", lambda p=port, k=shard: BedAuditor(
             f"redis://:{bed.password}@{bed.ip('redis')}:{p}/0", run_id, k))
             for port, shard in (shards or ((bed.config.redis_port, 0),))]
         self.auditor = self.auditors[0]

@@ -40,8 +40,14 @@ class Beds:
 
 @pytest.fixture(scope="module")
 def beds() -> Iterator[Beds]:
+    yield from hold_beds(BedConfig(worker_slots=3))
+
+
+def hold_beds(config: BedConfig) -> Iterator[Beds]:
+    """A module's beds of ``config`` (a module that needs another bed overrides ``beds``
+    with this), checked gone at the end."""
     _check_machine()
-    holder = Beds(BedConfig(worker_slots=3))
+    holder = Beds(config)
     try:
         yield holder
     finally:

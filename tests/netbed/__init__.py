@@ -84,6 +84,12 @@ class BedConfig:
     """The redis-server binary (Debian's, 7.x)."""
     ray: str = ""
     """The ``ray`` executable; "" : the one beside this Python."""
+    gcs_ft: bool = False
+    """Ray's GCS fault tolerance: the head's GCS keeps the cluster's tables in a Redis of
+    its own on the ``redis`` host (``gcs_redis_port``), so a head killed and started again
+    (``start_head``) finds the worker nodes and their actors still there."""
+    gcs_redis_port: int = 6381
+    """Port of the GCS's redis-server on the ``redis`` host (with ``gcs_ft``)."""
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -215,6 +221,8 @@ class Bed:
             self._network()
             self._files()
             self.start_redis()
+            if self.config.gcs_ft:
+                self.start_redis(self.config.gcs_redis_port)
             if self.config.delay_ms > 0:
                 self.start_relay(self.config.delay_ms)
             self._ray()
@@ -291,13 +299,26 @@ class Bed:
         return self.config.ray or str(Path(sys.executable).with_name("ray"))
 
     def _ray(self) -> None:
-        c = self.config
-        common = ["--disable-usage-stats", f"--object-store-memory={c.object_store_bytes}"]
-        self.start_ray_node("head", ["--head", f"--port={c.ray_port}",
-                                     f"--num-cpus={c.head_cpus:g}",
-                                     "--include-dashboard=false", *common])
+        self.start_head()
         for host in ("node1", "node2"):
             self.start_worker_node(host)
+
+    def start_head(self) -> None:
+        """``ray start --head`` on ``head`` (also to bring it back after
+        ``kill_host("head")``: with ``gcs_ft`` the new GCS reloads the cluster's tables,
+        and the worker nodes' raylets, which retry for 60 s, reconnect to it)."""
+        c = self.config
+        args = ["--head", f"--port={c.ray_port}", f"--num-cpus={c.head_cpus:g}",
+                "--include-dashboard=false", "--disable-usage-stats",
+                f"--object-store-memory={c.object_store_bytes}"]
+        env = None
+        if c.gcs_ft:
+            # Ray reads the GCS's Redis from the environment; the password goes on the
+            # command line (Ray passes it to the GCS on its own command line anyway)
+            env = {"RAY_REDIS_ADDRESS": f"{self.ip('redis')}:{c.gcs_redis_port}",
+                   "RAY_external_storage_namespace": self.prefix}
+            args += [f"--redis-password={self.password}", "--redis-username=default"]
+        self.start_ray_node("head", args, env)
 
     def start_worker_node(self, host: str) -> None:
         """``ray start`` on worker node ``host``: no CPUs, ``worker_slots`` self-play slots
@@ -308,14 +329,16 @@ class Bed:
             f"--resources={json.dumps({WORKER_RESOURCE: c.worker_slots, LEARNER_RESOURCE: 1})}",
             "--disable-usage-stats", f"--object-store-memory={c.object_store_bytes}"])
 
-    def start_ray_node(self, host: str, args: Sequence[str]) -> None:
+    def start_ray_node(self, host: str, args: Sequence[str],
+                       env: dict[str, str] | None = None) -> None:
         """``ray start`` on ``host`` with its own temp dir (nodes share one filesystem; a
-        restarted node gets a fresh one)."""
+        restarted node gets a fresh one); ``env``: added to the bed's environment."""
         self._starts[host] = self._starts.get(host, 0) + 1
         temp = self.dir / f"{host}{self._starts[host]}"
         temp.mkdir()
         r = self.run(host, [self._ray_exe(), "start", f"--node-ip-address={self.ip(host)}",
-                            f"--temp-dir={temp}", *args], timeout=180)
+                            f"--temp-dir={temp}", *args], timeout=180,
+                     env={**self.env(), **(env or {})})
         if r.returncode != 0:
             raise BedError(f"ray start on {host} failed:\n{(r.stdout + r.stderr)[-3000:]}")
 
@@ -326,8 +349,9 @@ class Bed:
     def run(self, host: str, argv: Sequence[str], timeout: float = 120,
             **kwargs: Any) -> subprocess.CompletedProcess:
         """Run ``argv`` on ``host`` to its end (output captured)."""
+        kwargs.setdefault("env", self.env())
         return subprocess.run(self._argv(host, argv), capture_output=True, text=True,
-                              env=self.env(), timeout=timeout, **kwargs)
+                              timeout=timeout, **kwargs)
 
     def popen(self, host: str, argv: Sequence[str], log: Path | None = None,
               **kwargs: Any) -> subprocess.Popen:
