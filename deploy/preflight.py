@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from zeroforge.shared.games import GAMES, make_game, parse_spec
 from zeroforge.shared.nets.backends import BackendError, check_backend
@@ -23,10 +21,6 @@ REDIS_TIMEOUT_S = 3.0
 """Longest wait for Redis to accept a connection and answer PING."""
 CHECKPOINT_FILE = "checkpoint.pt"
 """``zeroforge.learner.learner.CHECKPOINT_NAME`` (not imported: that imports torch)."""
-RAY_PROBE_TIMEOUT_S = 3.0
-"""Longest wait for a TCP connection to a Ray cluster's address."""
-
-
 class PreflightError(ValueError):
     """A run that cannot work, found before anything started; the message is one line."""
 
@@ -190,31 +184,16 @@ def check_redis(url: str) -> None:
     client.close()
 
 
-def ray_probe_target(address: str) -> tuple[str, int] | None:
-    """(host, port) to probe for a Ray address (``host:port`` or ``ray://host:port``);
-    None when the address has no port to probe."""
-    parts = urlsplit(address if "://" in address else f"ray://{address}")
-    try:
-        port = parts.port
-    except ValueError:
-        raise PreflightError(f"--address {address!r}: bad port") from None
-    if not parts.hostname or port is None:
-        return None
-    return parts.hostname, port
-
-
 def check_ray_address(address: str) -> None:
     """Something listens at the Ray address (a TCP connect with a short timeout), so a
     missing cluster is one line within seconds, not minutes of Ray's GCS retries."""
-    target = ray_probe_target(address)
-    if target is None:
-        return
+    from zeroforge.deploy.ray.cluster import unreachable
+
     try:
-        with socket.create_connection(target, timeout=RAY_PROBE_TIMEOUT_S):
-            pass
-    except OSError as err:
-        reason = err.strerror or ("timed out" if isinstance(err, TimeoutError)
-                                  else type(err).__name__)
+        reason = unreachable(address)
+    except ValueError as err:
+        raise PreflightError(f"--address {address!r}: {err}") from None
+    if reason:
         raise PreflightError(f"no Ray cluster at --address {address}: {reason} (start one "
                              "with `ray start --head`, or leave out --address for a local "
                              "one)") from None

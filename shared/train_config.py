@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zeroforge.shared import config as cfg
-from zeroforge.shared.nets.backends import BACKENDS
-from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.nets.torch_evaluator import PRECISIONS, check_precision
+from zeroforge.shared.nets.names import BACKENDS, PRECISIONS, check_precision
+from zeroforge.shared.nets.net_config import NetConfig
 from zeroforge.shared.search.config import SearchConfig
 
 
@@ -41,7 +40,7 @@ class SelfPlayConfig:
     the B games is evaluated once). 0: no cache. Memory is about (A + 1) x 4 bytes plus
     ~100 bytes of key and bookkeeping per entry (A: the game's actions)."""
     precision: str = "auto"
-    """Dtype of a worker's own network, on the CPU (``torch_evaluator.PRECISIONS``;
+    """Dtype of a worker's own network, on the CPU (``nets.names.PRECISIONS``;
     inference servers follow ``inference.precision``): ``"auto"`` is float32; ``"fast"``
     is bfloat16 on a CPU with AMX, where the small net ran 2.0-2.9x faster at batch 128
     and up, and float32 elsewhere. Outputs are float32 either way."""
@@ -128,7 +127,7 @@ class LearnerConfig:
     device: str = "auto"
     """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
     precision: str = "float32"
-    """Dtype of the forward pass in training (``torch_evaluator.PRECISIONS``): under
+    """Dtype of the forward pass in training (``nets.names.PRECISIONS``): under
     ``"bfloat16"`` it runs in bfloat16 autocast (weights, optimizer state and the losses
     stay float32); ``"fast"`` is bfloat16 where the device runs it natively (CUDA, or a
     CPU with AMX, where a step of the small net took 0.44-0.54x the time) and float32
@@ -227,7 +226,7 @@ class InferenceServerConfig:
     compile: bool = False
     """``torch.compile`` the network (GPUs; slow first calls, pays off for small batches)."""
     precision: str = "auto"
-    """Dtype of the server's network (``torch_evaluator.PRECISIONS``): ``"auto"``
+    """Dtype of the server's network (``nets.names.PRECISIONS``): ``"auto"``
     (bfloat16 on a GPU, float32 on the CPU), ``"fast"`` (bfloat16 also on a CPU with AMX),
     ``"float32"``, ``"bfloat16"`` or ``"float16"``; outputs are float32 either way."""
     num_threads: int = 1

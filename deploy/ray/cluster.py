@@ -10,8 +10,10 @@ import contextlib
 import logging
 import os
 import secrets
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import ray
 
@@ -98,6 +100,30 @@ def resolve_address(address: str) -> str:
     if not found:
         raise ConnectionError("no local Ray cluster found")
     return found
+
+
+PROBE_TIMEOUT_S = 3.0
+"""Longest wait for a TCP connection to a Ray cluster's address."""
+
+
+def unreachable(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> str:
+    """Why nothing answers at a Ray address (``host:port`` or ``ray://host:port``): a TCP
+    connect with a short timeout, so a cluster that is not there is one line within
+    seconds, not Ray's own half a minute of retries. "" when something answers, or the
+    address has no port to probe (``auto``); ValueError for a bad port."""
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("bad port") from None
+    if not parts.hostname or port is None:
+        return ""
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            return ""
+    except OSError as err:
+        return err.strerror or (f"no answer within {timeout_s:g} s"
+                                if isinstance(err, TimeoutError) else type(err).__name__)
 
 
 def connect(address: str, **kwargs: Any) -> None:

@@ -19,8 +19,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from zeroforge.deploy import run_registry
-from zeroforge.deploy.ray.cluster import connect, resolve_address, use_token
-from zeroforge.deploy.ray.controller import Controller
+from zeroforge.deploy.ray.cluster import connect, resolve_address, unreachable, use_token
 from zeroforge.deploy.ray.failures import error_line
 from zeroforge.deploy.ray.naming import (
     NAMESPACE,
@@ -245,6 +244,10 @@ def _controller_actor(run_id: str, spawn: dict, takeover: dict | None) -> Any:
     the driver's own node is alive while the driver is, and the actor needs no resources."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    # imported here: the controller's modules import torch; the CLI's handle (`status`,
+    # `scale`, `stop`) never needs it, and on a busy machine it costs seconds to import
+    from zeroforge.deploy.ray.controller import Controller
+
     options: dict[str, Any] = {}
     with contextlib.suppress(Exception):  # a driver without a node of its own: Ray's choice
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
@@ -347,6 +350,13 @@ def find_run(address: str | None, run_id: str | None, run_dir: str | None = None
     if entry is not None:
         address, run_id = entry.address, entry.run_id
     target = address or os.environ.get("RAY_ADDRESS") or "auto"
+    try:
+        why = unreachable(target)
+    except ValueError as err:
+        raise RunNotFound(f"--address {target!r}: {err}") from None
+    if why:
+        raise RunNotFound(f"no Ray cluster answers at {target} ({why}); is the run's "
+                          "cluster up, and is this its head's address?")
     try:
         target = resolve_address(target)
         use_token(target, entry.token_path if entry is not None else None)

@@ -10,9 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zeroforge.deploy.builder import build_learner_member, build_rating_service, build_selfplay_host
 from zeroforge.shared.train_config import DistributedConfig, RunContext, TrainConfig
 from zeroforge.shared.transport import open_transport
+
+
+def _builders() -> Any:
+    """``deploy.builder``, imported at the first build: it imports torch, which the
+    CLI's use of the kinds (names, sizes, crash limits) never needs."""
+    from zeroforge.deploy import builder
+
+    return builder
 
 
 def _transport(ctx: RunContext):
@@ -108,7 +115,7 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         # run on any node with the CPUs/GPUs
         options=lambda c: _run_dir_options(c.distributed, _learner_options(c.distributed)),
         replica_options=lambda c: _learner_options(c.distributed),
-        build=lambda c, ctx, i, resume, ev, seat, n: build_learner_member(
+        build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_learner_member(
             c, ctx, lambda: _transport(ctx), resume, seat),
         stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3,
         gang=True),
@@ -120,13 +127,13 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
         options=lambda c: _run_dir_options(c.distributed, {
             "num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4}),
-        build=lambda c, ctx, i, resume, ev, seat, n: build_rating_service(c, ctx,
+        build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_rating_service(c, ctx,
                                                                           _transport(ctx))),
     ActorKind(
         "selfplay", desired=lambda c, inf: c.selfplay.workers,
         options=lambda c: _worker_options(c.distributed),
         per_actor=lambda c: c.distributed.workers_per_host,
-        build=lambda c, ctx, i, resume, ev, seat, n: build_selfplay_host(
+        build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_selfplay_host(
             c, ctx, lambda: _transport(ctx), i, n, evaluator=ev)),
 )}
 """Per-kind behaviour, in start order (learner first: it publishes the first weights)."""

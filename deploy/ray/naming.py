@@ -10,8 +10,6 @@ import re
 
 import ray
 
-from zeroforge.deploy.ray.kinds import KINDS
-
 NAMESPACE = "zeroforge"
 """Ray namespace of every zeroforge actor."""
 
@@ -28,6 +26,9 @@ def actor_name(run_id: str, kind: str, index: int) -> str:
 
 def _parse_actor_name(name: str) -> tuple[str, str, int] | None:
     """(run id, kind, index) of an ``actor_name``; None for any other name."""
+    # imported here: the kinds' builders import torch, which `zeroforge status` never needs
+    from zeroforge.deploy.ray.kinds import KINDS
+
     m = re.fullmatch(r"actor-(.+)-([a-z]+)-(\d+)", name)
     if m is None or m.group(2) not in KINDS:
         return None

@@ -42,14 +42,13 @@ from torch import nn
 
 from zeroforge.shared.formats.weight_blob import StateDict
 from zeroforge.shared.nets.model import fuse_for_inference
+from zeroforge.shared.nets.names import BACKENDS
 from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator, check_batch
 from zeroforge.shared.search.evaluator import Evaluation
 
 __all__ = ["BACKENDS", "BackendError", "make_evaluator", "export_onnx", "ExportedEvaluator",
            "legal_move_probabilities"]
 
-BACKENDS: tuple[str, ...] = ("torch", "onnxruntime", "openvino", "openvino-bf16", "torch-int8")
-"""Names ``make_evaluator`` accepts; ``"torch"`` is the default everywhere."""
 
 # backend -> the module it imports (and the pip name in the error message).
 _PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "openvino-bf16": "openvino"}

@@ -30,23 +30,14 @@ from torch import nn
 
 from zeroforge.shared.formats.weight_blob import StateDict
 from zeroforge.shared.nets.model import fuse_for_inference
+from zeroforge.shared.nets.names import PRECISIONS, check_precision
 from zeroforge.shared.search.evaluator import Evaluation
 
 __all__ = ["PRECISIONS", "InferenceConfig", "TorchEvaluator", "check_precision",
            "native_bfloat16", "resolve_device", "resolve_dtype"]
 
 _PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-PRECISIONS = ("auto", "fast", *_PRECISIONS)
-"""The precision names the configs accept: ``"auto"`` is bfloat16 on CUDA and float32 on
-the CPU (exact outputs); ``"fast"`` is bfloat16 wherever the device runs it natively (CUDA,
-or a CPU with AMX) and float32 elsewhere; the others are the dtype they name, on any
-device."""
-
-
-def check_precision(name: str, value: str, allowed: tuple[str, ...] = PRECISIONS) -> None:
-    """ValueError naming the config field ``name`` unless ``value`` is one of ``allowed``."""
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+assert set(PRECISIONS) == {"auto", "fast", *_PRECISIONS}, "names.PRECISIONS out of step"
 
 
 def native_bfloat16(device: torch.device) -> bool:
