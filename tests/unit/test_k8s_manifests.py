@@ -3,12 +3,14 @@ the rendered objects hang together: references resolve, ports agree with the run
 Redis is reachable only from Ray pods, the RayJob's entrypoint parses with the real CLI,
 images and versions agree with pyproject.toml and deploy/Dockerfile, every container has
 requests and limits, and only the gpu overlay asks for GPUs. The head's loss (docs/cluster.md,
-"7. Losing the head or the driver"): GCS fault tolerance on a Redis of its own."""
+"7. Losing the head or the driver"): GCS fault tolerance on a Redis of its own, a RayJob that
+resubmits to the same cluster and a run directory that outlives pods and jobs."""
 
 from __future__ import annotations
 
 import base64
 import functools
+import inspect
 import re
 import shlex
 import subprocess
@@ -30,6 +32,8 @@ from tests.unit.deploy_files import (
 from zeroforge.deploy import commands
 from zeroforge.deploy.cli import build_parser
 from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.ray.controller import Controller
+from zeroforge.deploy.ray.kinds import KINDS
 
 K8S = ROOT / "k8s"
 TARGETS = {"base": K8S / "base", "cpu": K8S / "overlays" / "cpu", "gpu": K8S / "overlays" / "gpu"}
@@ -373,7 +377,7 @@ def test_self_play_pods_have_shared_memory_for_the_weight_cache(target, tmp_path
         assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory", g["groupName"]
 
 
-# The head's loss (docs/cluster.md, "7. Losing the head or the driver").
+# The head's loss and the resubmission (docs/cluster.md, "7. Losing the head or the driver").
 
 
 @ALL
@@ -436,3 +440,53 @@ def test_only_the_head_and_kuberays_cleanup_job_reach_the_gcs_redis(target):
     # Policies add up: the run's, which admits every Ray pod, must not select these pods.
     run_selector = one(objs, "NetworkPolicy", RUN_REDIS)["spec"]["podSelector"]["matchLabels"]
     assert not run_selector.items() <= gcs_labels.items()
+
+
+@ALL
+def test_the_rayjob_resubmits_to_the_same_cluster(target):
+    """The RayJob attaches to the long-lived RayCluster by name, so a re-created RayJob runs
+    `--resume auto` where the run's actors and run directory are; and it asks KubeRay for
+    none of what would go elsewhere or block a resubmission."""
+    objs = render(target)
+    spec = one(objs, "RayJob")["spec"]
+    cluster = one(objs, "RayCluster")["metadata"]["name"]
+    assert spec["clusterSelector"] == {"ray.io/cluster": cluster}
+    assert "rayClusterSpec" not in spec  # a RayJob-owned cluster: new on every retry
+    # KubeRay >= 1.6 refuses backoffLimit > 0 with clusterSelector; 1.2-1.5 delete the
+    # selected cluster on a retry.
+    assert spec.get("backoffLimit", 0) == 0
+    assert not spec.get("shutdownAfterJobFinishes", False)
+    # A fixed submission id: the resubmitted job would find the failed one (kept by the GCS's
+    # Redis) under it and only follow its logs.
+    assert "jobId" not in spec
+    assert spec.get("submissionMode", "K8sJobMode") == "K8sJobMode"
+    assert entrypoint_args(objs).resume == "auto"
+
+
+@ALL
+def test_the_run_dir_is_on_a_claim_that_outlives_pods_and_jobs(target, tmp_path):
+    """RUN_DIR (the checkpoint `--resume auto` continues from) is on the head, on a
+    PersistentVolumeClaim of its own: not a volume of the pod, not a claim owned by the
+    RayCluster, so a recreated head and a resubmitted RayJob find it again."""
+    objs = render(target)
+    run_dir = Path(load_train_config(str(config_file(objs, tmp_path)), []).run.run_dir)
+    head = one(objs, "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in head["volumes"]}
+    mounts = [m for m in head["containers"][0]["volumeMounts"]
+              if run_dir.is_relative_to(m["mountPath"])]
+    assert len(mounts) == 1, f"no volume of the head holds {run_dir}"
+    claim = volumes[mounts[0]["name"]]["persistentVolumeClaim"]["claimName"]
+    pvc = one(objs, "PersistentVolumeClaim", claim)
+    assert "ownerReferences" not in pvc["metadata"]
+
+
+@ALL
+def test_deleting_the_rayjob_leaves_the_run_its_clean_stop(target):
+    """`kubectl delete rayjob` stops the Ray job: SIGTERM, then SIGKILL after
+    RAY_JOB_STOP_WAIT_TIME_S (Ray's default 3 s), set on the head, where the job runs, to
+    more than the controller's stop phases take at most."""
+    objs = render(target)
+    head = one(objs, "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    wait = int(env_of(head["containers"][0])["RAY_JOB_STOP_WAIT_TIME_S"]["value"])
+    phases = len({k.stop_phase for k in KINDS.values()})
+    assert wait > phases * inspect.signature(Controller.stop).parameters["timeout_s"].default
