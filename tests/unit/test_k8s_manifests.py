@@ -10,7 +10,6 @@ cluster and a run directory that outlives pods and jobs."""
 from __future__ import annotations
 
 import base64
-import dataclasses
 import functools
 import inspect
 import re
@@ -36,7 +35,6 @@ from zeroforge.deploy.cli import build_parser
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.controller import Controller
 from zeroforge.deploy.ray.kinds import KINDS
-from zeroforge.shared.train_config import DistributedConfig
 
 K8S = ROOT / "k8s"
 TARGETS = {"base": K8S / "base", "cpu": K8S / "overlays" / "cpu", "gpu": K8S / "overlays" / "gpu"}
@@ -48,10 +46,6 @@ RECONNECT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"
 HEAD_BACK_AND_RESUBMITTED_S = 300
 """What the run's lease must cover: a head pod recreated (an image pull included) and the
 RayJob resubmitted (docs/cluster.md, "7. Losing the head or the driver")."""
-LEASE_KNOWN = "lease_s" in {f.name for f in dataclasses.fields(DistributedConfig)}
-"""``distributed.lease_s`` comes with the driver re-attach work (issue 25); until the config
-knows it, the copy of train.yaml these tests load leaves it out, and the lease test reads it
-from the YAML."""
 
 
 @functools.cache
@@ -101,10 +95,6 @@ def train_yaml(objs) -> dict:
 def config_file(objs, tmp_path: Path, key: str = "train.yaml") -> Path:
     path = tmp_path / key
     text = one(objs, "ConfigMap", "zeroforge-train-config")["data"][key]
-    if not LEASE_KNOWN:
-        data = yaml.safe_load(text)
-        data.get("distributed", {}).pop("lease_s", None)
-        text = yaml.safe_dump(data)
     path.write_text(text)
     return path
 
