@@ -137,8 +137,13 @@ def _registered(args: argparse.Namespace):
     the registry cannot say: then Ray is asked, as before the run server)."""
     from zeroforge.deploy import run_registry
 
-    if getattr(args, "address", None) or (
-            not args.run_dir and not args.run_id and os.environ.get("RAY_ADDRESS")):
+    address = getattr(args, "address", None)
+    if address and args.run_id and not args.run_dir:
+        # the run's driver on this machine, on that cluster: its own server answers,
+        # with no Ray driver to start (seconds on a busy machine)
+        entry = run_registry.lookup(args.run_id)
+        return entry if entry is not None and same_cluster(entry.address, address) else None
+    if address or (not args.run_dir and not args.run_id and os.environ.get("RAY_ADDRESS")):
         return None
     try:
         if args.run_dir:
@@ -152,6 +157,24 @@ def _registered(args: argparse.Namespace):
         raise CommandError("several runs are live: " + ", ".join(e.describe() for e in live)
                            + "; pass --run-dir or --run-id")
     return live[0] if live else None
+
+
+def same_cluster(recorded: str, given: str) -> bool:
+    """Whether two Ray GCS addresses (``host:port``) name one cluster: same port, and
+    hosts that resolve to the same address."""
+    import socket
+
+    def key(address: str) -> tuple[str, str] | None:
+        if "://" in address or ":" not in address:
+            return None
+        host, port = address.rsplit(":", 1)
+        try:
+            return socket.gethostbyname(host.strip("[]")), port
+        except OSError:
+            return None
+
+    mine = key(recorded)
+    return mine is not None and mine == key(given)
 
 
 def _client(entry):

@@ -38,6 +38,16 @@ class RunNotFound(ValueError):
     """No run (or more than one, without --run-id) on the cluster."""
 
 
+class ControllerSilent(RunNotFound):
+    """The run's controller did not answer a CLI call within ``CLI_CALL_TIMEOUT_S``."""
+
+
+CLI_CALL_TIMEOUT_S = 60.0
+"""Longest wait of ``zeroforge status`` / ``scale`` / ``stop`` for the controller's answer
+(``stop`` waits for the run's end instead): a starved or hung controller is one line,
+never a command that hangs."""
+
+
 class ControllerLost(RuntimeError):
     """The run's controller died more often than its handle replaces it
     (``RunHandle.max_controller_deaths`` within ``CONTROLLER_DEATH_WINDOW_S``)."""
@@ -82,11 +92,18 @@ class RunHandle:
         """``ray.get(controller.method.remote(*args))``; a dead controller is replaced (or,
         without ``_spawn``, its successor is waited for) and the call made once more."""
         actor = self.actor
+        if timeout is None and self._spawn is None and method != "stop":
+            timeout = CLI_CALL_TIMEOUT_S
         try:
-            return ray.get(getattr(actor, method).remote(*args), timeout=timeout)
-        except RayActorError as err:
-            self._replace(err, actor)
-        return ray.get(getattr(self.actor, method).remote(*args), timeout=timeout)
+            try:
+                return ray.get(getattr(actor, method).remote(*args), timeout=timeout)
+            except RayActorError as err:
+                self._replace(err, actor)
+            return ray.get(getattr(self.actor, method).remote(*args), timeout=timeout)
+        except GetTimeoutError:
+            raise ControllerSilent(
+                f"the controller of run {self.run_id} did not answer `{method}` within "
+                f"{timeout:.0f} s (its node may be overloaded); try again") from None
 
     def keep_alive(self, timeout: float = 10.0) -> bool:
         """Fetch the controller's state to hand to a successor; replace it if it is dead.

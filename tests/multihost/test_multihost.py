@@ -16,7 +16,7 @@ import time
 import urllib.request
 
 from tests.integration.test_chaos import Ledger
-from tests.multihost.bed_run import BedRun, ips
+from tests.multihost.bed_run import ZEROFORGE, BedRun, ips
 from tests.netbed import LEARNER_RESOURCE, Bed
 
 
@@ -241,3 +241,26 @@ def _reaches(host: str, port: int) -> bool:
     except OSError:
         return False
 
+
+
+def test_an_address_whose_link_is_down_fails_in_one_line_within_seconds(bed):
+    """``train`` and ``status`` with ``--address`` of a bed host cut off (the ``redis``
+    host: no Ray node loses its head meanwhile) answer with the TCP probe's one line,
+    not after Ray's half a minute of retries."""
+    target = f"{bed.ip('redis')}:{bed.config.redis_port}"
+    commands = {"status": [ZEROFORGE, "status", "--json", "--run-id", "mh-none",
+                           "--address", target],
+                "train": [ZEROFORGE, "train", "--config", "tictactoe", "--address", target,
+                          "--run-dir", f"/tmp/zf-link-down-{bed.prefix}"]}
+    with bed.partition("redis"):
+        took = {}
+        for name, argv in commands.items():
+            began = time.monotonic()
+            r = bed.run("node1", argv, timeout=120)
+            took[name] = time.monotonic() - began
+            lines = r.stderr.strip().splitlines()
+            assert r.returncode == 1, (name, r.stdout, r.stderr)
+            assert len(lines) == 1 and "no answer within 3 s" in lines[0], (name, r.stderr)
+    print("link down, seconds to the one line:", {k: round(v, 1) for k, v in took.items()})
+    # Ray's own connect gives up after 30 s; the probe's line comes well before
+    assert max(took.values()) < 20, took
