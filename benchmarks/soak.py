@@ -1,77 +1,303 @@
-"""Soak: the chaos test's loop (``tests/integration/test_chaos.py``) for longer, with more
-kills, printing the kill log and the end-of-run ledger table.
+"""The soak: a training run on the multi-host bed (``tests/netbed``, as root) with a fault
+every two minutes for an hour, and the account of it.
 
-    python benchmarks/soak.py --kills 200 --minutes 15 --seed 7
+    python benchmarks/soak.py --minutes 60 --seed 1 --out docs/data/soak-bed-1.json
 
-A real local Ray (``--cpus`` logical CPUs) and a supervised redis-server of its own; kill -9
-of a self-play worker, the learner, the run's controller (replaced by a successor that
-adopts the live actors) or the redis-server at seeded random moments. Exits 1
-when the ledger finds a problem (a game received twice, one never accounted for, a
-counter that went back), 0 otherwise.
+The bed runs with Ray's GCS fault tolerance (the GCS's tables in a Redis of its own). The
+run is ``zeroforge train --resume auto`` on the bed's ``head``, four self-play workers on
+``node1``/``node2``, its Redis on the ``redis`` host. Every ``--every-s`` seconds one fault,
+the kinds taken in seeded shuffled rounds so that each comes as often:
+
+- ``worker``: SIGKILL of a self-play worker's process;
+- ``learner``: SIGKILL of the learner's process;
+- ``controller``: SIGKILL of the run's controller (the driver starts a successor);
+- ``driver``: SIGKILL of ``zeroforge train``; the same command is started again at once
+  (it re-attaches to the run's live actors);
+- ``redis``: SIGKILL of the run's redis-server, started again 5 s later on its AOF;
+- ``node``: every process of a worker node killed, the node started again 5 s later;
+- ``link``: a worker node's link cut for 10 s (a node the GCS declared dead meanwhile is
+  started again, as a supervisor would);
+- ``sigstop``: the learner stopped (SIGSTOP) for 30 s, then continued;
+- ``head``: every process of the head killed (GCS, raylet, driver, controller, learner),
+  the head started again as docs/cluster.md says and the same command with it.
+
+Measured: each fault's recovery (seconds until the learner has trained and games have
+been received past what they were at the fault), the counters (``games``,
+``games_received``, ``learner_steps``, ``weights_version``) never going back between two
+status reads, and at the end the per-game ledger (every game appended trained exactly
+once, or named lost with its reason) and whether the run was still learning: its last
+weight snapshot against its first, each playing ``--anchor`` with ``--sims`` simulations.
+Prints one JSON document (``--out`` writes it too); exits 1 when the ledger has a problem,
+a counter went back, or the last snapshot did not score higher than the first.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
+import contextlib
+import json
+import os
+import random
+import signal
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
-import ray  # noqa: E402
+FAULTS = ("worker", "learner", "controller", "driver", "redis", "node", "link", "sigstop",
+          "head")
+COUNTERS = ("games", "games_received", "learner_steps", "weights_version")
+SETTINGS = ("selfplay.workers=4", "learner.snapshot_every_s=300", "run.minutes=0",
+            "learner.checkpoint_every_s=5")
+"""On top of the bed's tiny tic-tac-toe run (``tests/multihost/bed_run.SETTINGS``)."""
 
-from tests.integration.test_chaos import SETTINGS, chaos_run  # noqa: E402
-from zeroforge.deploy.ray.naming import NAMESPACE  # noqa: E402
-from zeroforge.deploy.ray.private_api import init_on_node_ip  # noqa: E402
+
+def fault_rounds(seed: int, count: int) -> list[str]:
+    """``count`` fault kinds: shuffled rounds of every kind (seeded)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < count:
+        kinds = list(FAULTS)
+        rng.shuffle(kinds)
+        out += kinds
+    return out[:count]
+
+
+class Soak:
+    """The run on the bed, its driver restarted when a fault took it, and the status reads
+    (``watch``) that check the counters."""
+
+    def __init__(self, bed, run_dir: Path, run_id: str, log: Callable[[str], None]) -> None:
+        from tests.multihost.bed_run import BedRun
+
+        self.bed, self.run_dir, self.run_id, self.log = bed, run_dir, run_id, log
+        self._make = lambda auditors=None: BedRun(
+            bed, run_dir, run_id, *SETTINGS, args=("--resume", "auto"), auditors=auditors)
+        self.run = self._make()
+        self.drivers = 1
+        self.last: dict[str, float] = {}
+        self.went_back: list[str] = []
+        self.reads = 0
+
+    def restart_driver(self) -> None:
+        """The same command again (the job resubmitted), reading with the same auditors."""
+        with contextlib.suppress(Exception):
+            self.run.proc.wait(timeout=30)
+        self.run = self._make(self.run.auditors)
+        self.drivers += 1
+
+    def status(self) -> dict | None:
+        """The run's status, or None while it cannot answer (a fault in progress); each
+        answer's counters are checked against the last one's."""
+        if self.run.proc.poll() is not None:
+            return None
+        try:
+            st = self.run.status()
+        except (AssertionError, ValueError, OSError):
+            return None
+        self.reads += 1
+        for key in COUNTERS:
+            if st[key] < self.last.get(key, 0.0):
+                self.went_back.append(f"{key} {self.last[key]:.0f} -> {st[key]:.0f} "
+                                      f"(status read {self.reads})")
+            self.last[key] = max(self.last.get(key, 0.0), st[key])
+        return st
+
+    def watch(self, seconds: float, until: Callable[[dict], bool] | None = None
+              ) -> float | None:
+        """Read the status every 2 s for ``seconds``; returns the seconds until ``until``
+        first held (None if it did not)."""
+        began = time.monotonic()
+        held = None
+        while time.monotonic() - began < seconds:
+            st = self.status()
+            if held is None and st is not None and until is not None and until(st):
+                held = time.monotonic() - began
+            time.sleep(2)
+        return held
+
+    def row_pid(self, kind: str, rng: random.Random) -> int:
+        st = self.status() or {}
+        rows = [r for r in st.get("actors", []) if r["kind"] == kind and r["state"] == "alive"
+                and r.get("pid")]
+        if not rows:
+            raise RuntimeError(f"no live {kind} to fault")
+        return int(rng.choice(rows)["pid"])
+
+
+def _redis_pid(bed) -> int:
+    """The run's redis-server (its config in the bed's ``redis`` directory)."""
+    from tests.netbed import namespace_pids
+
+    conf = str(bed.dir / "redis" / "redis.conf")
+    for pid in namespace_pids(bed.ns("redis")):
+        with contextlib.suppress(OSError):
+            if conf in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                return pid
+    raise RuntimeError("no run redis-server on the bed")
+
+
+def _raylet_alive(bed, host: str) -> bool:
+    from tests.netbed import namespace_pids
+
+    for pid in namespace_pids(bed.ns(host)):
+        with contextlib.suppress(OSError):
+            if b"raylet" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+    return False
+
+
+def inject(soak: Soak, kind: str, rng: random.Random) -> str:
+    """Cause one fault of ``kind``; returns what was done, in a few words."""
+    from scale_sim_bed import _controller_pid
+
+    bed = soak.bed
+    if kind in ("worker", "learner"):
+        pid = soak.row_pid("selfplay" if kind == "worker" else "learner", rng)
+        os.kill(pid, signal.SIGKILL)
+        return f"SIGKILL pid {pid}"
+    if kind == "controller":
+        pid = _controller_pid(bed)
+        os.kill(pid, signal.SIGKILL)
+        return f"SIGKILL pid {pid}"
+    if kind == "driver":
+        os.kill(soak.run.proc.pid, signal.SIGKILL)
+        soak.restart_driver()
+        return "SIGKILL of zeroforge train; the same command again"
+    if kind == "redis":
+        pid = _redis_pid(bed)
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(5)
+        bed.start_redis()
+        return f"SIGKILL of redis-server pid {pid}; restarted after 5 s on its AOF"
+    if kind == "node":
+        host = rng.choice(("node1", "node2"))
+        killed = bed.kill_host(host)
+        time.sleep(5)
+        bed.start_worker_node(host)
+        return f"{len(killed)} processes of {host} killed; node restarted after 5 s"
+    if kind == "link":
+        host = rng.choice(("node1", "node2"))
+        with bed.partition(host):
+            time.sleep(10)
+        time.sleep(3)
+        if not _raylet_alive(bed, host):  # the GCS declared it dead: its raylet quit
+            bed.kill_host(host)
+            bed.start_worker_node(host)
+            return f"{host}'s link down 10 s; declared dead, restarted"
+        return f"{host}'s link down 10 s"
+    if kind == "sigstop":
+        pid = soak.row_pid("learner", rng)
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(30)
+        os.kill(pid, signal.SIGCONT)
+        return f"SIGSTOP of the learner (pid {pid}) for 30 s"
+    if kind == "head":
+        killed = bed.kill_host("head")
+        bed.start_head()
+        soak.restart_driver()
+        return f"{len(killed)} processes of the head killed; head and job restarted"
+    raise ValueError(f"unknown fault {kind!r}")
+
+
+def score_snapshot(path: Path, anchor: str, games: int, sims: int, seed: int) -> float:
+    """The snapshot's score (wins + draws / 2 per game) against ``anchor``."""
+    import numpy as np
+
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.players.arena import play_match
+    from zeroforge.shared.players.factory import make_player
+
+    game = make_game("tictactoe")
+    net = make_player(f"net:{path}:{sims}", game)
+    return play_match(game, net, make_player(anchor, game), games,
+                      np.random.default_rng(seed)).score
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=100)
-    parser.add_argument("--minutes", type=float, default=10.0, help="longest chaos phase")
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--every-s", type=float, default=120.0, help="seconds between faults")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--gap", type=float, nargs=2, default=(1.0, 4.0),
-                        metavar=("MIN_S", "MAX_S"), help="seconds between kills")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--cpus", type=int, default=2)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="more config settings (as `zeroforge train --set`)")
+    parser.add_argument("--anchor", default="uct:200")
+    parser.add_argument("--sims", type=int, default=16)
+    parser.add_argument("--games", type=int, default=100, help="games of each snapshot")
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    settings = [*SETTINGS, f"selfplay.workers={args.workers}", *args.set]
-    init_on_node_ip("127.0.0.1", num_cpus=args.cpus, include_dashboard=False,
-                    namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False)
-    started = time.monotonic()
-    try:
-        with tempfile.TemporaryDirectory(prefix="zeroforge-soak-") as run_dir:
-            result = chaos_run(Path(run_dir), f"soak-{uuid.uuid4().hex[:8]}", seed=args.seed,
-                               kills=args.kills, max_s=args.minutes * 60,
-                               gap_s=tuple(args.gap), settings=settings,
-                               log=lambda line: print(line, flush=True))
-    finally:
-        ray.shutdown()
-    kinds = collections.Counter(t for _, t, _ in result.kills)
-    print(f"\n{len(result.kills)} kills in {result.seconds:.0f} s of chaos "
-          f"({time.monotonic() - started:.0f} s in all): "
-          + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
-    print(f"final status: games {result.final['games']:.0f}, games_received "
-          f"{result.final['games_received']:.0f}, learner steps "
-          f"{result.final['learner_steps']:.0f}, restarts {result.final['restarts']}, "
-          f"controller restarts {result.controller_restarts}")
-    print(result.ledger.table())
-    problems = [*result.ledger.problems(), *result.decreases,
-                *([f"{result.controller_restarts} controller restarts for {kinds['controller']} "
-                   "controller kills"]
-                  if result.controller_restarts != kinds["controller"] else []),
-                *(f"status games {g} below games_received {r}"
-                  for g, r in result.games_below_received)]
-    for problem in problems:
-        print("PROBLEM:", problem)
-    print("ledger: OK" if not problems else f"ledger: {len(problems)} problem(s)")
-    return 1 if problems else 0
+    from tests.netbed import Bed, BedConfig
+
+    rng = random.Random(args.seed)
+    kinds = fault_rounds(args.seed, max(1, int(args.minutes * 60 // args.every_s) - 1))
+    log_lines: list[str] = []
+
+    def log(line: str) -> None:
+        log_lines.append(line)
+        print(line, flush=True)
+
+    faults: list[dict] = []
+    work = Path(tempfile.mkdtemp(prefix="zf-soak-"))
+    with Bed(BedConfig(worker_slots=3, gcs_ft=True)) as bed:
+        soak = Soak(bed, work / "run", f"soak-{uuid.uuid4().hex[:8]}", log)
+        try:
+            soak.run.status_when(lambda s: s["learner_steps"] > 0 and s["alive"]["selfplay"]
+                                 == 4, 300, "the run up")
+            began = time.monotonic()
+            for index, kind in enumerate(kinds):
+                steps, received = (soak.last.get("learner_steps", 0.0),
+                                   soak.last.get("games_received", 0.0))
+                t = time.monotonic() - began
+                try:
+                    done = inject(soak, kind, rng)
+                except Exception as err:  # a fault that could not be caused is reported
+                    done = f"not caused: {err}"
+                spent = time.monotonic() - began - t  # the fault itself (a SIGSTOP's 30 s)
+                held = soak.watch(args.every_s - spent,
+                                  lambda st, a=steps, b=received: st["learner_steps"] > a
+                                  and st["games_received"] > b)
+                recovery = None if held is None else spent + held
+                faults.append({"index": index, "at_s": round(t, 1), "fault": kind,
+                               "done": done, "recovery_s": None if recovery is None
+                               else round(recovery, 1)})
+                log(f"{t:7.1f} s  {kind:<10} {done}; recovered "
+                    + ("not within the interval" if recovery is None
+                       else f"in {recovery:.1f} s"))
+            final_status = soak.status() or {}
+            stop_said = soak.run.stop(timeout=300)
+            ledger = soak.run.ledger()
+        finally:
+            soak.run.close()
+        # by time written: a learner restarted from its checkpoint counts its seconds anew
+        snaps = sorted((work / "run" / "snapshots").glob("weights-*s.safetensors"),
+                       key=lambda p: p.stat().st_mtime)
+        first = last = None
+        if len(snaps) >= 2:
+            first = score_snapshot(snaps[0], args.anchor, args.games, args.sims, args.seed)
+            last = score_snapshot(snaps[-1], args.anchor, args.games, args.sims, args.seed)
+    outcomes = ledger.outcomes()
+    lost = {g: o for g, o in outcomes.items() if o != "trained once"}
+    doc = {
+        "minutes": args.minutes, "every_s": args.every_s, "seed": args.seed,
+        "faults": faults, "drivers": soak.drivers,
+        "games_appended": len(ledger.appended), "trained_once": len(outcomes) - len(lost),
+        "lost": lost, "ledger_problems": ledger.problems(), "counters_went_back":
+        soak.went_back, "status_reads": soak.reads, "final_status": {
+            k: final_status.get(k) for k in (*COUNTERS, "restarts")},
+        "stop": stop_said.strip().splitlines()[-1:] if stop_said else [],
+        "snapshots": [p.name for p in snaps], "anchor": args.anchor, "sims": args.sims,
+        "first_snapshot_score": first, "last_snapshot_score": last,
+    }
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    learning = first is not None and last is not None and last > first
+    return 0 if not doc["ledger_problems"] and not soak.went_back and learning else 1
 
 
 if __name__ == "__main__":
