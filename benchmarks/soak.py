@@ -21,8 +21,9 @@ the kinds taken in seeded shuffled rounds so that each comes as often:
 - ``head``: every process of the head killed (GCS, raylet, driver, controller, learner),
   the head started again as docs/cluster.md says and the same command with it.
 
-Measured: each fault's recovery (seconds until the learner has trained and games have
-been received past what they were at the fault), the counters (``games``,
+Measured: each fault's recovery (seconds from the fault until the learner has trained
+``RECOVERED_STEPS`` steps past its high-water mark of just after the fault, and games
+have been received since), the counters (``games``,
 ``games_received``, ``learner_steps``, ``weights_version``) never going back between two
 status reads, and at the end the per-game ledger (every game appended trained exactly
 once, or named lost with its reason) and whether the run was still learning: its last
@@ -56,6 +57,8 @@ COUNTERS = ("games", "games_received", "learner_steps", "weights_version")
 SETTINGS = ("selfplay.workers=4", "learner.snapshot_every_s=300", "run.minutes=0",
             "learner.checkpoint_every_s=5")
 """On top of the bed's tiny tic-tac-toe run (``tests/multihost/bed_run.SETTINGS``)."""
+RECOVERED_STEPS = 10
+"""Learner steps past the high-water mark that count as training again."""
 
 
 def fault_rounds(seed: int, count: int) -> list[str]:
@@ -81,6 +84,8 @@ class Soak:
             bed, run_dir, run_id, *SETTINGS, args=("--resume", "auto"), auditors=auditors)
         self.run = self._make()
         self.drivers = 1
+        self.driver_lines: list[str] = []
+        """What the drivers that ended said."""
         self.last: dict[str, float] = {}
         self.went_back: list[str] = []
         self.reads = 0
@@ -89,8 +94,13 @@ class Soak:
         """The same command again (the job resubmitted), reading with the same auditors."""
         with contextlib.suppress(Exception):
             self.run.proc.wait(timeout=30)
+        self.driver_lines += self.run.lines
         self.run = self._make(self.run.auditors)
         self.drivers += 1
+
+    def said(self, words: str) -> list[str]:
+        """The drivers' lines so far that contain ``words``."""
+        return [x.rstrip() for x in (*self.driver_lines, *self.run.lines) if words in x]
 
     def status(self) -> dict | None:
         """The run's status, or None while it cannot answer (a fault in progress); each
@@ -132,13 +142,13 @@ class Soak:
 
 
 def _redis_pid(bed) -> int:
-    """The run's redis-server (its config in the bed's ``redis`` directory)."""
+    """The run's redis-server (Redis titles its process ``redis-server HOST:PORT``)."""
     from tests.netbed import namespace_pids
 
-    conf = str(bed.dir / "redis" / "redis.conf")
+    title = f"redis-server {bed.ip('redis')}:{bed.config.redis_port}"
     for pid in namespace_pids(bed.ns("redis")):
         with contextlib.suppress(OSError):
-            if conf in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+            if title in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
                 return pid
     raise RuntimeError("no run redis-server on the bed")
 
@@ -249,17 +259,20 @@ def main() -> int:
                                  == 4, 300, "the run up")
             began = time.monotonic()
             for index, kind in enumerate(kinds):
-                steps, received = (soak.last.get("learner_steps", 0.0),
-                                   soak.last.get("games_received", 0.0))
                 t = time.monotonic() - began
                 try:
                     done = inject(soak, kind, rng)
                 except Exception as err:  # a fault that could not be caused is reported
                     done = f"not caused: {err}"
                 spent = time.monotonic() - began - t  # the fault itself (a SIGSTOP's 30 s)
+                # recovered: the learner trained RECOVERED_STEPS past its high-water mark
+                # of just after the fault, on games received after it
+                soak.status()
+                steps, received = (soak.last.get("learner_steps", 0.0),
+                                   soak.last.get("games_received", 0.0))
                 held = soak.watch(args.every_s - spent,
-                                  lambda st, a=steps, b=received: st["learner_steps"] > a
-                                  and st["games_received"] > b)
+                                  lambda st, a=steps, b=received: st["learner_steps"]
+                                  >= a + RECOVERED_STEPS and st["games_received"] > b)
                 recovery = None if held is None else spent + held
                 faults.append({"index": index, "at_s": round(t, 1), "fault": kind,
                                "done": done, "recovery_s": None if recovery is None
@@ -280,10 +293,11 @@ def main() -> int:
             first = score_snapshot(snaps[0], args.anchor, args.games, args.sims, args.seed)
             last = score_snapshot(snaps[-1], args.anchor, args.games, args.sims, args.seed)
     outcomes = ledger.outcomes()
-    lost = {g: o for g, o in outcomes.items() if o != "trained once"}
+    lost = {g: o for g, o in outcomes.items() if not o.startswith("trained once")}
     doc = {
         "minutes": args.minutes, "every_s": args.every_s, "seed": args.seed,
-        "faults": faults, "drivers": soak.drivers,
+        "faults": faults, "drivers": soak.drivers, "reattached": soak.said("re-attached"),
+        "driver_warnings": soak.said("warning")[-20:],
         "games_appended": len(ledger.appended), "trained_once": len(outcomes) - len(lost),
         "lost": lost, "ledger_problems": ledger.problems(), "counters_went_back":
         soak.went_back, "status_reads": soak.reads, "final_status": {

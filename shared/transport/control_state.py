@@ -29,6 +29,31 @@ from zeroforge.shared.transport.stream import check_run_id
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
+_TUPLE = 1
+"""msgpack extension code of a tuple: the controller's counter floors are keyed by
+``(name, ((label, value), ...))`` tuples, which a plain msgpack array would turn into
+lists (unhashable: the map would not load)."""
+
+
+def _pack_tuple(obj: Any) -> msgpack.ExtType:
+    if isinstance(obj, tuple):
+        return msgpack.ExtType(_TUPLE, _packb(list(obj)))
+    raise TypeError(f"cannot save a {type(obj).__name__} in a control state")
+
+
+def _packb(obj: Any) -> bytes:
+    # strict_types: tuples reach ``default`` instead of being packed as arrays
+    return cast(bytes, msgpack.packb(obj, strict_types=True, default=_pack_tuple))
+
+
+def _unpack_ext(code: int, data: bytes) -> Any:
+    if code != _TUPLE:
+        raise ValueError(f"unknown extension {code}")
+    return tuple(_unpackb(data))
+
+
+def _unpackb(blob: bytes) -> Any:
+    return msgpack.unpackb(blob, strict_map_key=False, ext_hook=_unpack_ext)
 
 
 @dataclass(frozen=True)
@@ -47,15 +72,16 @@ class SavedControlState:
 
 
 def encode_control_state(state: dict[str, Any], saved: float | None = None) -> bytes:
-    """``state`` (plain data: maps, lists, numbers, strings) as the stored bytes."""
-    return cast(bytes, msgpack.packb({"v": FORMAT_VERSION, "saved": time.time()
-                                      if saved is None else saved, "state": state}))
+    """``state`` (plain data: maps, lists, tuples, numbers, strings) as the stored bytes;
+    tuples come back as tuples. ``TypeError`` for anything else."""
+    return _packb({"v": FORMAT_VERSION, "saved": time.time() if saved is None else saved,
+                   "state": state})
 
 
 def decode_control_state(blob: bytes) -> SavedControlState:
     """The stored bytes back; ``ValueError`` saying what is wrong with anything else."""
     try:
-        doc = msgpack.unpackb(blob, strict_map_key=False)
+        doc = _unpackb(blob)
     except Exception as err:  # msgpack raises several types for garbage
         raise ValueError(f"not msgpack ({type(err).__name__})") from None
     if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:

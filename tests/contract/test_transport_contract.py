@@ -450,7 +450,10 @@ def _control_state(seq: int) -> dict:
             "restarts": {"selfplay": 1}, "clock_from_wall": None,
             "crashes": {"selfplay": [1.7e9 + 0.25]}, "final_reports": {},
             "slots": [{"kind": "selfplay", "index": 0, "last_stats": {"games": 12.0},
-                       "workers": [[0, 12, 90]]}], "by_index": {3: "three"}}
+                       "workers": [[0, 12, 90]]}], "by_index": {3: "three"},
+            # the counter floors' keys (``shared.metrics.Series``): tuples, kept as tuples
+            "guard": {"_values": {("games_total", (("worker", "3"),)): 12.0,
+                                  ("learner_steps_total", ()): 7.0}}}
 
 
 def test_control_state_round_trips_to_a_new_reader_and_clears(transport):

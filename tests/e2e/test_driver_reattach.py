@@ -47,6 +47,10 @@ def test_a_killed_driver_is_re_attached_and_an_abandoned_run_ends_by_its_lease(t
             print(f"re-attached {time.monotonic() - first_killed_at:.1f} s after the kill")
             line = next(x for x in second.lines if "re-attached" in x)
             assert f"adopted {len(survivors)} live actors" in line, line
+            assert "controller state saved" in line, line  # the floors came back too
+            first_look = second.status()
+            for key in ("games", "games_received", "learner_steps", "weights_version"):
+                assert first_look[key] >= before[key], (key, before, first_look)
             after = second.status_when(
                 lambda s: s["learner_steps"] > before["learner_steps"] + 20, timeout=120)
             assert after["learner_steps"] > before["learner_steps"] + 20, after
