@@ -54,7 +54,7 @@ sys.path.insert(0, str(HERE))
 FAULTS = ("worker", "learner", "controller", "driver", "redis", "node", "link", "sigstop",
           "head")
 COUNTERS = ("games", "games_received", "learner_steps", "weights_version")
-SETTINGS = ("selfplay.workers=4", "learner.snapshot_every_s=300", "run.minutes=0",
+SETTINGS = ("selfplay.workers=4", "learner.snapshot_every_s=120", "run.minutes=0",
             "learner.checkpoint_every_s=5")
 """On top of the bed's tiny tic-tac-toe run (``tests/multihost/bed_run.SETTINGS``)."""
 RECOVERED_STEPS = 10

@@ -135,6 +135,8 @@ class LearnerService:
         self.transport_errors = 0
         """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
         self.throttled_s = 0.0
+        self._lived_before = 0.0
+        """Seconds the run's earlier learners lived (``ServiceState.trained_s``)."""
         """Seconds this learner (and those it resumed from) waited at its target ratio."""
         self.undrained = False
         """The final drain gave up on an unreachable Redis: games may be left unread."""
@@ -344,16 +346,21 @@ class LearnerService:
 
     def _maybe_snapshot(self) -> Path | None:
         """Every ``run.snapshot_every_s``: the weights as ``snapshots/weights-<s>s.safetensors``
-        (seconds since this service started), for learning curves."""
+        (seconds of the run's learner time: a resumed learner goes on from its checkpoint's),
+        for learning curves."""
         every = self.config.snapshot_every_s
         now = time.monotonic()
         if not every or now - self._last_snapshot < every:
             return None
         self._last_snapshot = now
-        path = snapshot_path(self.run_dir, now - self._started)
+        path = snapshot_path(self.run_dir, self._lived())
         path.parent.mkdir(parents=True, exist_ok=True)
         save_weights(self.learner.weights(), path)
         return path
+
+    def _lived(self) -> float:
+        """Seconds of the run's learner time: earlier learners' and this one's."""
+        return self._lived_before + time.monotonic() - self._started
 
     def checkpoint(self) -> Path:
         """Save the learner with the stream cursor and counters, then ack what it holds."""
@@ -363,6 +370,7 @@ class LearnerService:
             positions_received=self.positions_received,
             steps_at_publish=self._steps_at_publish, rejected=dict(self.rejected),
             recent_game_ids=list(self.recent_game_ids), throttled_s=self.throttled_s,
+            trained_s=self._lived(),
             run_id=self.run_id).to_extra()
         path = self.learner.save(self.checkpoint_path, extra)
         self._last_checkpoint = time.monotonic()
@@ -400,6 +408,7 @@ class LearnerService:
         self.positions_received = state.positions_received
         self._steps_at_publish = state.steps_at_publish
         self.throttled_s = state.throttled_s
+        self._lived_before = state.trained_s
         self.rejected.update(state.rejected)
         for game_id in state.recent_game_ids:
             # older checkpoints kept copies: ``remember`` takes each id once

@@ -36,6 +36,10 @@ class ServiceState:
     throttled_s: float
     """Seconds the learner waited at its target ratio over the run."""
     run_id: str = ""
+    trained_s: float = 0.0
+    """Seconds the run's learners had lived when this checkpoint was written (a resumed
+    or replaced learner goes on from it: its snapshots are named by the run's learner
+    time, never again from 0 over an earlier learner's)."""
     """The run the checkpoint belongs to (informational)."""
 
     def to_extra(self) -> dict:
@@ -45,7 +49,7 @@ class ServiceState:
                 "positions_received": self.positions_received,
                 "steps_at_publish": self.steps_at_publish, "rejected": dict(self.rejected),
                 "recent_game_ids": list(self.recent_game_ids),
-                "throttled_s": self.throttled_s}
+                "throttled_s": self.throttled_s, "trained_s": self.trained_s}
 
     @classmethod
     def from_extra(cls, extra: dict | None, where: Path, *, games_seen: int,
@@ -69,7 +73,8 @@ class ServiceState:
                 rejected={str(k): int(v) for k, v in extra.get("rejected", {}).items()},
                 recent_game_ids=[str(g) for g in extra.get("recent_game_ids", [])],
                 throttled_s=float(extra.get("throttled_s", 0.0)),
-                run_id=str(extra.get("run_id", "")))
+                run_id=str(extra.get("run_id", "")),
+                trained_s=float(extra.get("trained_s", 0.0)))
         except (TypeError, ValueError, AttributeError) as err:
             raise CheckpointError(f"{where}: malformed learner-service state "
                                   f"({type(err).__name__}: {err})") from None

@@ -331,3 +331,26 @@ def test_weight_snapshots_for_learning_curves(redis_server, redis_client, run_id
     net = build_net(NetConfig.preset("tiny"), make_game(GAME).spec)
     load_weights(snaps[-1], net)  # a safetensors file (zeroforge.shared.formats.weight_blob)
     service.stop()
+
+
+def test_a_resumed_learner_names_its_snapshots_after_the_run_s_learner_time(
+        redis_server, redis_client, run_id, tmp_path, played):
+    """A replaced or resumed learner goes on from its checkpoint's learner time: its
+    snapshots come after the earlier learner's, never again from 0 over them."""
+    config = train_config(snapshot_every_s=1.0)
+    SampleStream(redis_client, run_id).append(renamed(played, "life"))
+    first = learner_service(config, redis_server.url, run_id, str(tmp_path))
+    for _ in range(2):
+        time.sleep(1.05)
+        first.run_once(max_read=8, block_ms=0)
+    first.stop()  # the final checkpoint holds its learner time
+    before = {p.name: p.stat().st_mtime_ns for _, p in snapshot_files(tmp_path)}
+    lived = max(s for s, _ in snapshot_files(tmp_path))
+    second = learner_service(config, redis_server.url, run_id, str(tmp_path), resume=True)
+    time.sleep(1.05)
+    second.run_once(max_read=8, block_ms=0)
+    second.stop()
+    after = snapshot_files(tmp_path)
+    assert len(after) == len(before) + 1, after  # one more, none overwritten
+    assert {p.name: p.stat().st_mtime_ns for _, p in after if p.name in before} == before
+    assert after[-1][0] > lived, (lived, after)
