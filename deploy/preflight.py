@@ -187,13 +187,9 @@ def check_redis(url: str) -> None:
 def check_ray_address(address: str) -> None:
     """Something listens at the Ray address (a TCP connect with a short timeout), so a
     missing cluster is one line within seconds, not minutes of Ray's GCS retries."""
-    from zeroforge.deploy.ray.cluster import unreachable
+    from zeroforge.deploy.ray.cluster import address_problem
 
-    try:
-        reason = unreachable(address)
-    except ValueError as err:
-        raise PreflightError(f"--address {address!r}: {err}") from None
-    if reason:
-        raise PreflightError(f"no Ray cluster at --address {address}: {reason} (start one "
-                             "with `ray start --head`, or leave out --address for a local "
-                             "one)") from None
+    problem = address_problem(address)
+    if problem:
+        raise PreflightError(f"{problem} (start one with `ray start --head`, or leave out "
+                             "--address for a local one)")

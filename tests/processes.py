@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
+from collections.abc import Callable
+
+import psutil
 
 
 def interrupt(proc: subprocess.Popen, timeout: float = 20) -> None:
@@ -22,3 +27,20 @@ def ignores_sigint(pid: int) -> bool:
     with open(f"/proc/{pid}/status") as f:
         ignored = int(next(x for x in f if x.startswith("SigIgn:")).split()[1], 16)
     return bool(ignored & (1 << (signal.SIGINT - 1)))
+
+
+def end_session(leader: subprocess.Popen, members: Callable[[], list[psutil.Process]],
+                grace_s: float = 15) -> None:
+    """End a process tree a test started in its own session (``ray start --block``):
+    SIGTERM to ``leader``'s group (Ray stops its processes in order), SIGKILL to whatever
+    of ``members()`` outlives ``grace_s``, and ``leader`` reaped."""
+    procs = members()
+    with contextlib.suppress(OSError):
+        os.killpg(leader.pid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive + members():
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(members(), timeout=grace_s)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        leader.wait(timeout=10)

@@ -126,6 +126,16 @@ def unreachable(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> str:
                                 if isinstance(err, TimeoutError) else type(err).__name__)
 
 
+def address_problem(address: str) -> str:
+    """Why ``address`` cannot be joined, in words for one error line ("" when something
+    answers there, or there is nothing to probe)."""
+    try:
+        why = unreachable(address)
+    except ValueError as err:
+        return f"--address {address!r}: {err}"
+    return f"no Ray cluster answers at {address} ({why})" if why else ""
+
+
 def connect(address: str, **kwargs: Any) -> None:
     """``ray.init(address=...)``; a cluster on loopback is joined on loopback (Ray 2.60
     would otherwise rewrite 127.0.0.1 to the machine's outward address and miss it)."""

@@ -19,7 +19,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from zeroforge.deploy import run_registry
-from zeroforge.deploy.ray.cluster import connect, resolve_address, unreachable, use_token
+from zeroforge.deploy.ray.cluster import address_problem, connect, resolve_address, use_token
 from zeroforge.deploy.ray.failures import error_line
 from zeroforge.deploy.ray.naming import (
     NAMESPACE,
@@ -367,13 +367,10 @@ def find_run(address: str | None, run_id: str | None, run_dir: str | None = None
     if entry is not None:
         address, run_id = entry.address, entry.run_id
     target = address or os.environ.get("RAY_ADDRESS") or "auto"
-    try:
-        why = unreachable(target)
-    except ValueError as err:
-        raise RunNotFound(f"--address {target!r}: {err}") from None
-    if why:
-        raise RunNotFound(f"no Ray cluster answers at {target} ({why}); is the run's "
-                          "cluster up, and is this its head's address?")
+    problem = address_problem(target)
+    if problem:
+        raise RunNotFound(f"{problem}; is the run's cluster up, and is this its head's "
+                          "address?")
     try:
         target = resolve_address(target)
         use_token(target, entry.token_path if entry is not None else None)

@@ -381,11 +381,15 @@ def test_pace_round_trips_to_every_reader_and_clears(transport):
     assert signal.malformed == 0
 
 
-def test_paces_of_two_runs_are_apart(transport):
+def _other_run(transport: Transport) -> Transport:
+    """The same kind of transport, to the same store, for another run id."""
     if isinstance(transport, MemoryTransport):
-        other: Transport = MemoryTransport(transport.run_id + "-b")
-    else:
-        other = RedisTransport(transport.url, transport.run_id + "-b")
+        return MemoryTransport(transport.run_id + "-b")
+    return RedisTransport(transport.url, transport.run_id + "-b")
+
+
+def test_paces_of_two_runs_are_apart(transport):
+    other = _other_run(transport)
     try:
         transport.pace().publish(_pace(1.0))
         assert other.pace().read() is None
@@ -470,10 +474,7 @@ def test_control_state_round_trips_to_a_new_reader_and_clears(transport):
 
 
 def test_control_states_of_two_runs_are_apart(transport):
-    if isinstance(transport, MemoryTransport):
-        other: Transport = MemoryTransport(transport.run_id + "-b")
-    else:
-        other = RedisTransport(transport.url, transport.run_id + "-b")
+    other = _other_run(transport)
     try:
         transport.control_state().save(_control_state(1))
         assert other.control_state().load() is None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import psutil
 
+from tests.processes import end_session
 from zeroforge.deploy.ray.cluster import private_token
 from zeroforge.shared.transport.server import free_port
 
@@ -81,15 +81,7 @@ class RayHead:
         return (self.dir / "head.log").read_text(errors="replace")[-3000:]
 
     def close(self) -> None:
-        procs = self._ours()
-        with contextlib.suppress(OSError):
-            os.killpg(self.head.pid, signal.SIGTERM)
-        _, alive = psutil.wait_procs(procs, timeout=15)
-        for p in alive + self._ours():
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.head.wait(timeout=10)
+        end_session(self.head, self._ours)
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 

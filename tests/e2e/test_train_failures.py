@@ -40,7 +40,7 @@ def redis_url():
     (["--set", "learner.lr=-5"], ["learner.lr"]),
     (["--redis-url", "redis://:nope@127.0.0.1:1/0"], ["--redis-url", "cannot reach Redis"]),
     (["--redis-url", "WRONG_PASSWORD"], ["--redis-url", "rejected our credentials"]),
-    (["--address", "127.0.0.1:1"], ["no Ray cluster at --address 127.0.0.1:1"]),
+    (["--address", "127.0.0.1:1"], ["no Ray cluster answers at 127.0.0.1:1"]),
     (["--resume"], ["--resume", "corrupt or not a checkpoint"]),
 ])
 def test_bad_input_is_one_line_and_moves_nothing(tmp_path, redis_url, args, words):

@@ -32,6 +32,7 @@ import psutil
 import yaml
 
 from tests.integration.ray_watch import MARK
+from tests.processes import end_session
 from zeroforge.deploy.ray.cluster import private_token
 
 HEAD_NODE_ID = "f" * 51 + "00000"
@@ -181,17 +182,7 @@ class AutoscalingCluster:
 
     def close(self) -> None:
         self._stop_watch()
-        procs = self._ours()
-        # SIGTERM first: `ray start --block` stops its processes in order
-        with contextlib.suppress(OSError):
-            os.killpg(self.head.pid, signal.SIGTERM)
-        _, alive = psutil.wait_procs(procs, timeout=15)
-        for p in alive + self._ours():
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-        psutil.wait_procs(self._ours(), timeout=15)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.head.wait(timeout=5)
+        end_session(self.head, self._ours)
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
