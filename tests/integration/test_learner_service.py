@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from tests.disk import FILLER, small_disk
+from tests.fault_report import report
 from tests.integration.conftest import learner_service, renamed, tiny_net_games
+from zeroforge.deploy.ray.failures import stop_losses
 from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
 from zeroforge.learner.service import (
     CHECKPOINT_NAME,
@@ -377,6 +379,7 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         assert files == [FILLER, CHECKPOINT_NAME]
         assert failures("snapshot") == 1 and len(lines("snapshot")) == 1
         assert producer.info().pending == 12  # nothing acked without a checkpoint
+        full_failures = service.checkpoint_failures
         # disk space back: the next checkpoint holds every game, acks them, says so
         disk.free()
         producer.append(renamed(played[28:32], "back"))
@@ -392,12 +395,19 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         drain(service)
         assert len(lines("checkpoint not written")) == 2
         assert "Read-only file system" in lines("checkpoint not written")[1]
+        read_only_failures = service.checkpoint_failures
         # 3. the final checkpoint fails too: no exception, the final status says so
         service.stop()
         final = service.status()
         assert "Read-only file system" in final["checkpoint_error"]
         assert final["unacked"] == 4 and producer.info().pending == 4
         assert path.read_bytes() == good
+        # what a distributed run's stop makes of that report: its error names it
+        lost: dict[str, float] = {}
+        [words] = stop_losses(final, lost, "")
+        assert "final checkpoint was not written" in words and "Read-only" in words
+        assert "4 stream entries received since are unacknowledged" in words
+        assert lost == {"unacked": 4.0, "final_checkpoint": 1.0}
         disk.writable()
         # a resume from the last good checkpoint receives the unacked games again, once
         producer.append(renamed(played[36:], "after"))
@@ -408,3 +418,5 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
                                  *renamed(played[36:], "after")])
         again.stop()
         assert producer.info().pending == 0
+    report(failed_writes=[full_failures, read_only_failures],
+           error_lines=len(lines("checkpoint not written")))
