@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import EXE, zf
+from tests.fault_report import report
 from tests.processes import ignores_sigint
 from zeroforge.shared.transport import RedisServer
 
@@ -74,9 +75,11 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
         assert "pending evaluator: 1 waiting for 4096 CPU" in zf("status", *where).stdout
         start = time.monotonic()
         train.proc.send_signal(signal.SIGTERM)
-        assert train.wait(timeout=90) == 0, train.output
+        code = train.wait(timeout=90)
+        stop_s = time.monotonic() - start
+        assert code == 0, train.output
         out = train.output
-        assert time.monotonic() - start < 45  # no wait for the evaluator that never ran
+        assert stop_s < 45  # no wait for the evaluator that never ran
         assert "stopping (final checkpoint)" in out and "run e2e-term stopped" in out
         assert f"checkpoint in {run_dir / 'checkpoint.pt'}" in out
         [warning] = [x for x in out.splitlines() if "zeroforge train: warning:" in x]
@@ -84,7 +87,10 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
         assert "Traceback" not in out
         from zeroforge.learner.learner import load_checkpoint
 
-        assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] > 0
+        saved = load_checkpoint(run_dir / "checkpoint.pt")
+        assert saved["counters"]["steps"] > 0
+        report(stop_s=stop_s, exit_code=code, pending_reported=st["actor_states"]["evaluator"][
+            "pending"], final_checkpoint_games=int(saved["extra"]["games_received"]))
 
 
 def test_sigint_stops_a_run_a_script_started_in_the_background(tmp_path):
