@@ -5,6 +5,7 @@ write, so a read-only mount is the one way to refuse it)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -27,11 +28,23 @@ class SmallDisk:
         return st.f_bavail * st.f_frsize
 
     def fill(self, leave: int = 0) -> None:
-        """Take all free space but ``leave`` bytes (a write of more gets ENOSPC)."""
-        size = max(self.free_bytes() - leave, 0)
+        """Take the free space but ``leave`` bytes (a write of more gets ENOSPC); with
+        ``leave=0`` every last page. The run writes meanwhile, so a piece that no longer
+        fits is halved until it does."""
+        size, piece = 0, max(self.free_bytes() - leave, 0)
         fd = os.open(self.path / FILLER, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            os.posix_fallocate(fd, 0, size)
+            while piece >= 4096:
+                try:
+                    os.posix_fallocate(fd, size, piece)
+                except OSError as err:
+                    if err.errno != errno.ENOSPC:
+                        raise
+                    piece //= 2
+                    continue
+                size += piece
+                if leave:
+                    return
         finally:
             os.close(fd)
 

@@ -249,9 +249,13 @@ class AuditedRun:
     polls them: what the chaos test and the fault-table rows share. ``finish`` stops the
     run and returns its ledger; ``close`` (or leaving the ``with``) ends everything."""
 
-    def __init__(self, run_dir: Path, run_id: str, settings: list[str] | None = None) -> None:
+    def __init__(self, run_dir: Path, run_id: str, settings: list[str] | None = None,
+                 redis_dir: Path | None = None) -> None:
+        """``redis_dir``: where Redis keeps its AOF (``zeroforge train`` uses
+        ``RUN_DIR/redis``); a private temp directory by default."""
         self.run_dir, self.run_id = run_dir, run_id
-        self.server = RedisServer(RedisServerConfig(max_restarts=10_000)).start()
+        self.server = RedisServer(RedisServerConfig(
+            max_restarts=10_000, data_dir=str(redis_dir) if redis_dir else None)).start()
         try:
             config = load_train_config(None, settings or SETTINGS)
             ctx = dataclasses.replace(config.context(run_id, self.server.url),

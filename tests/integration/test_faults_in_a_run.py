@@ -29,6 +29,7 @@ from tests.disk import small_disk
 from tests.fault_report import report
 from tests.integration.test_chaos import SETTINGS, AuditedRun, Ledger
 from zeroforge.learner.learner import CHECKPOINT_NAME, load_checkpoint
+from zeroforge.shared.transport import connect
 
 KILLS = 3
 """Faults of each kind per test: one could pass by luck (a kill between two turns)."""
@@ -160,6 +161,7 @@ def test_sigstop_of_the_learner_for_30_s(local_ray, run_id, tmp_path):
         pid = run.pid("learner", rng)
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)
+        stopped_at = time.monotonic()
         try:
             run.watch.sleep(2.0)  # a turn under way when it stopped may still report
             held = run.watch.poll()
@@ -169,6 +171,7 @@ def test_sigstop_of_the_learner_for_30_s(local_ray, run_id, tmp_path):
             appended_meanwhile = sum(run.auditor.appended.values()) - appended
         finally:
             os.kill(pid, signal.SIGCONT)
+            stopped_s = time.monotonic() - stopped_at
         assert during["learner_steps"] == held["learner_steps"]  # it was stopped
         recovery = _seconds(run, lambda st: st["learner_steps"] > during["learner_steps"],
                             180)
@@ -177,7 +180,7 @@ def test_sigstop_of_the_learner_for_30_s(local_ray, run_id, tmp_path):
         ledger, final = run.finish()
     _check_ledger(run, ledger, final)
     assert final["restarts"]["learner"] == 0
-    report(**ledger.figures(), stopped_s=30, appended_while_stopped=appended_meanwhile,
+    report(**ledger.figures(), stopped_s=stopped_s, appended_while_stopped=appended_meanwhile,
            recovery_s=recovery)
 
 
@@ -224,3 +227,44 @@ def _changed(path: Path, old: bytes) -> bool:
     with contextlib.suppress(OSError):
         return path.read_bytes() != old
     return False
+
+
+def test_a_full_run_dir_under_the_bundled_redis(local_ray, run_id, tmp_path):
+    """As ``zeroforge train`` lays a run out: Redis's append-only file in ``RUN_DIR/redis``,
+    on the disk that fills up. Redis refuses writes while it cannot write its AOF
+    (MISCONF): workers hold their games and retry, the learner and the auditor wait;
+    nothing crashes. Once space is back Redis writes again by itself, and every game is
+    trained once. ``recovery_s``: from the space freed to the first game appended."""
+    with small_disk(tmp_path / "run", 64) as disk, AuditedRun(
+            disk.path, run_id, redis_dir=disk.path / "redis") as run:
+        watch = run.watch
+        client = connect(run.server.url)
+
+        def aof_status() -> str:
+            with contextlib.suppress(Exception):
+                return str(client.info("persistence")["aof_last_write_status"])
+            return "?"
+
+        watch.until(lambda st: st["learner_steps"] > 0
+                    and (disk.path / CHECKPOINT_NAME).exists(), 180)
+        disk.fill()
+        filled_at = time.time()
+        seen = set()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # the fault is on: Redis says it cannot write
+            seen.add(aof_status())
+            watch.sleep(0.5)
+        during = watch.poll()
+        disk.free()
+        freed_at = time.time()
+        watch.until(lambda st: run.auditor.first_append_after(freed_at) is not None, 120)
+        recovery = run.auditor.first_append_after(freed_at)
+        after = watch.until(lambda st: st["learner_steps"] > during["learner_steps"], 120)
+        assert aof_status() == "ok"
+        client.close()
+        ledger, final = run.finish()
+    assert "err" in seen, seen
+    _check_ledger(run, ledger, final)
+    assert final["restarts"]["learner"] == 0 and final["restarts"]["selfplay"] == 0
+    report(**ledger.figures(), full_s=freed_at - filled_at, recovery_s=recovery,
+           steps_after=after["learner_steps"] - during["learner_steps"])

@@ -137,9 +137,9 @@ def test_added_latency_and_a_10_s_partition_of_redis(bed, start_run):
         run = start_run("selfplay.workers=2", redis_url=f"redis://redis:{relay_port}/0")
         st = _steady(run, bed, 2, {"node1", "node2"})
         with bed.partition("redis"):
+            cut_at = time.time()
             # cut off: nothing on the bed reaches redis meanwhile (head tries, by address)
             reached = bed.call_in("head", lambda: _reaches(bed.ip("redis"), relay_port))
-            cut_at = time.time()
             time.sleep(10)
             during = [m for m in run.auditor.entry_ms if m > (cut_at + 1) * 1000]
         up_at = time.time()
@@ -149,10 +149,14 @@ def test_added_latency_and_a_10_s_partition_of_redis(bed, start_run):
         assert after["state"] == "running"
         assert after["alive"]["selfplay"] == 2 and after["alive"]["learner"] == 1
         # the first game appended after the link came back (Redis' clock, the entry id)
-        recovery_s = min(m for m in run.auditor.entry_ms if m > up_at * 1000) / 1000 - up_at
+        deadline = time.monotonic() + 60
+        while not (back := [m for m in run.auditor.entry_ms if m > up_at * 1000]):
+            assert time.monotonic() < deadline, "no game appended after the link came back"
+            time.sleep(0.5)
+        recovery_s = min(back) / 1000 - up_at
         run.stop()
         ledger = _assert_exactly_once(run)
-        report(**ledger.figures(), link_down_s=10, recovery_s=recovery_s,
+        report(**ledger.figures(), link_down_s=up_at - cut_at, recovery_s=recovery_s,
                redis_rtt_s=rtt)
     finally:
         relay.kill()
