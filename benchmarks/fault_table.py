@@ -144,7 +144,12 @@ FAULTS = [
           tests=(RUN + "test_a_full_then_read_only_run_dir",
                  T + "integration/test_learner_service.py::"
                  "test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint")),
-    Fault("N", "link of the redis host down for 10 s (netns bed, relay +20 ms each way)",
+    Fault("D2", "run directory full under the bundled Redis's AOF (RUN_DIR/redis)",
+          "Redis refuses writes meanwhile (MISCONF): workers hold their games, the learner "
+          "backs off, nothing crashes; Redis writes again by itself; every game once",
+          tests=(RUN + "test_a_full_run_dir_under_the_bundled_redis",)),
+    Fault("N", "link of the redis host down (netns bed: a 10 s sleep and a probe that "
+          "times out; every Redis connection through a relay, +20 ms each way)",
           "nothing reaches Redis meanwhile; the run goes on after; every game once",
           tests=(T + "multihost/test_multihost.py::"
                  "test_added_latency_and_a_10_s_partition_of_redis",)),
@@ -223,7 +228,10 @@ def figures_text(figures: dict) -> str:
     keys = [k for k in FIRST if k in figures] + [k for k in figures if k not in FIRST]
     parts = []
     for key in keys:
-        name, unit = (key[:-2], " s") if key.endswith("_s") else (key, "")
+        name, unit = key, ""
+        for suffix in ("_s", "_ms"):
+            if key.endswith(suffix):
+                name, unit = key.removesuffix(suffix), " " + suffix[1:]
         parts.append(f"{name.replace('_', ' ')} {_value(figures[key])}{unit}")
     return ", ".join(parts)
 

@@ -157,7 +157,7 @@ def test_added_latency_and_a_10_s_partition_of_redis(bed, start_run):
         run.stop()
         ledger = _assert_exactly_once(run)
         report(**ledger.figures(), link_down_s=up_at - cut_at, recovery_s=recovery_s,
-               redis_rtt_s=rtt)
+               redis_rtt_ms=rtt * 1000)
     finally:
         relay.kill()
         relay.wait(10)
