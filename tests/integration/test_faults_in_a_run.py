@@ -151,9 +151,10 @@ def test_kill_9_of_the_runs_redis_server(local_ray, run_id, tmp_path):
 
 def test_sigstop_of_the_learner_for_30_s(local_ray, run_id, tmp_path):
     """The learner's process stopped (SIGSTOP) for 30 s, then continued: nothing replaces
-    it, it trains no step meanwhile, workers play on (their pace signal expires, then the
-    stream's backlog limit holds them), and after SIGCONT it takes the games in and
-    trains: every game once. ``recovery_s``: SIGCONT to its next step."""
+    it (a stopped process keeps its sockets: Ray sees nothing die), it trains no step
+    meanwhile, workers play on and append (the stream holds up to ``max_backlog`` games
+    for it), and after SIGCONT it takes the games in and trains: every game once.
+    ``recovery_s``: SIGCONT to its next step."""
     rng = random.Random(14)
     with AuditedRun(tmp_path, run_id) as run:
         run.watch.until(lambda st: st["learner_steps"] > 0, 180)
@@ -173,6 +174,7 @@ def test_sigstop_of_the_learner_for_30_s(local_ray, run_id, tmp_path):
             os.kill(pid, signal.SIGCONT)
             stopped_s = time.monotonic() - stopped_at
         assert during["learner_steps"] == held["learner_steps"]  # it was stopped
+        assert appended_meanwhile > 0  # the workers were not
         recovery = _seconds(run, lambda st: st["learner_steps"] > during["learner_steps"],
                             180)
         # the same process trains on: nothing took it for dead
