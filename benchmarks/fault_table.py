@@ -136,7 +136,7 @@ FAULTS = [
           tests=(T + "integration/test_controller_restart.py::"
                  "test_a_killed_controller_is_replaced_and_adopts_the_live_actors",)),
     Fault("S", "SIGSTOP of the learner's process for 30 s, then SIGCONT", "not replaced; "
-          "no step meanwhile, workers play on; trains again at once; every game once",
+          "no step meanwhile, workers play on; trains again after SIGCONT; every game once",
           tests=(RUN + "test_sigstop_of_the_learner_for_30_s",)),
     Fault("D", "run directory full (tmpfs), then read-only", "each failed checkpoint write "
           "counted, one log line a run of failures; training goes on; the last good "
