@@ -140,10 +140,13 @@ FAULTS = [
           tests=(RUN + "test_sigstop_of_the_learner_for_30_s",)),
     Fault("D", "run directory full (tmpfs), then read-only", "each failed checkpoint write "
           "counted, one log line a run of failures; training goes on; the last good "
-          "checkpoint kept byte for byte; every game once",
+          "checkpoint kept byte for byte; every game once; a local run stops with one "
+          "error line, exit 1",
           tests=(RUN + "test_a_full_then_read_only_run_dir",
                  T + "integration/test_learner_service.py::"
-                 "test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint")),
+                 "test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint",
+                 T + "e2e/test_train_failures.py::"
+                 "test_a_local_run_whose_run_dir_fills_up_says_what_it_kept")),
     Fault("D2", "run directory full under the bundled Redis's AOF (RUN_DIR/redis)",
           "Redis refuses writes meanwhile (MISCONF): workers hold their games, the learner "
           "backs off, nothing crashes; Redis writes again by itself; every game once",

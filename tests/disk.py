@@ -8,6 +8,7 @@ import contextlib
 import errno
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,8 +52,17 @@ class SmallDisk:
     def free(self) -> None:
         (self.path / FILLER).unlink(missing_ok=True)
 
-    def read_only(self) -> None:
-        _run("mount", "-o", "remount,ro", str(self.path))
+    def read_only(self, timeout: float = 10.0) -> None:
+        """Remount read-only; a file open for writing at that moment makes the kernel say
+        "busy", so try again until the run's writers are between two writes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return _run("mount", "-o", "remount,ro", str(self.path))
+            except RuntimeError as err:
+                if "busy" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def writable(self) -> None:
         _run("mount", "-o", "remount,rw", str(self.path))
