@@ -11,6 +11,7 @@ running side by side.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -167,6 +168,15 @@ class LocalRun:
                 while not self.learner.limit_reached(start):
                     self.worker.run_once(moves)
                     self.learner.run_once(max_read=LEARNER_READ, block_ms=0)
+                    if self.learner.checkpoint_failures:
+                        # a full or read-only run directory: the distributed learner
+                        # trains on, but here nothing is acked without a checkpoint and
+                        # the one thread would wait at the stream's backlog limit for
+                        # good, so the run stops, keeping its last good checkpoint
+                        interrupted = True
+                        self._say("stopping: a local run cannot go on without writing "
+                                  "its checkpoint (its stream is in memory)")
+                        break
                     if self.evaluation.due():
                         self.evaluation.run_once()
                     if time.monotonic() - last_line >= self.config.run.progress_every_s:
@@ -184,6 +194,15 @@ class LocalRun:
             self._state = "stopped"
             final = self.status()
             self._say(final.progress_line())
+            failed = self.learner.checkpoint_error
+            if failed:
+                # a full or read-only run directory: the last good checkpoint stays, but
+                # the games received since lived in this process's stream only
+                unsaved = self.learner.status()["unacked"]
+                return dataclasses.replace(final, error=(
+                    f"the final checkpoint was not written ({failed}); the last good one "
+                    f"stays, without the {unsaved} games received since (a local run's "
+                    f"stream is in memory)"))
             self._say(f"checkpoint: {self.learner.checkpoint_path}")
             return final
         finally:

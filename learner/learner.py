@@ -7,6 +7,7 @@ about where samples come from (the local loop or a Redis stream) or where weight
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -233,8 +234,15 @@ class Learner:
             "extra": dict(extra or {}),
         }
         tmp = path.with_name(path.name + ".tmp")
-        torch.save(blob, tmp)
-        os.replace(tmp, path)
+        try:
+            _write_file(tmp, blob)
+            os.replace(tmp, path)
+        except BaseException:
+            # a full or failing disk leaves a partial temp file: drop it (the last good
+            # checkpoint at ``path`` was never touched)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
         return path
 
     def restore(self, path: str | os.PathLike) -> dict:
@@ -267,6 +275,26 @@ class Learner:
         if c.optimizer == "adamw":
             return torch.optim.AdamW(self.net.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         raise ValueError(f"learner.optimizer must be 'sgd' or 'adamw', not {c.optimizer!r}")
+
+
+def _write_file(path: Path, blob: dict) -> None:
+    """``torch.save(blob)`` into a new file at ``path``, on disk (fsynced) when it returns.
+
+    A failed write raises the OSError that says why (``[Errno 28] No space left on
+    device``): given a path, torch reports a short write only as ``unexpected pos N vs M``
+    (a RuntimeError), so it writes through a Python file here and the OS's reason, which
+    torch's error carries as its context, is raised instead. The fsync makes a rename
+    that follows replace the old file with a complete one, not one whose data is still
+    in the page cache (a machine that dies then would leave an empty checkpoint)."""
+    with open(path, "wb") as f:
+        try:
+            torch.save(blob, f)
+        except RuntimeError as err:
+            if isinstance(err.__context__, OSError):
+                raise err.__context__ from None
+            raise
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:

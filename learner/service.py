@@ -40,6 +40,7 @@ Bad input
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -119,6 +120,8 @@ class LearnerService:
             # Every known reason is a series from the start (at 0), so a dashboard's
             # "rejected by reason" shows zeros rather than nothing in a healthy run.
             self.recorder.inc("rejected_entries_total", 0, reason=reason)
+        for file in ("checkpoint", "snapshot"):
+            self.recorder.inc("learner_save_failures_total", 0, file=file)
 
         self.cursor: str | None = None
         """Id of the last stream entry added to the replay window."""
@@ -140,6 +143,11 @@ class LearnerService:
         """Seconds this learner (and those it resumed from) waited at its target ratio."""
         self.undrained = False
         """The final drain gave up on an unreachable Redis: games may be left unread."""
+        self.checkpoint_failures = 0
+        """Checkpoint writes that failed in a row (0 once one succeeds)."""
+        self.checkpoint_error: str | None = None
+        """Why the last checkpoint write failed, while ``checkpoint_failures`` > 0."""
+        self._failing_since = 0.0
         self.last_losses: dict[str, float] = {}
         self._steps_at_publish = 0
         self._unacked: list[str] = []
@@ -340,6 +348,10 @@ class LearnerService:
             return False
         if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_every_s:
             return True
+        if self.checkpoint_failures:
+            # the disk is failing: try again on the timer only, not every turn (a failed
+            # write of the whole replay window costs as much as a good one)
+            return False
         # Unacked entries count against the workers' backlog limit: checkpoint (and so ack)
         # early rather than let the workers block until the timer fires.
         return len(self._unacked) >= max(self.stream.config.max_backlog // 2, 1)
@@ -354,16 +366,33 @@ class LearnerService:
             return None
         self._last_snapshot = now
         path = snapshot_path(self.run_dir, self._lived())
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_weights(self.learner.weights(), path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_weights(self.learner.weights(), path)
+        except OSError as err:
+            # a snapshot is for learning curves: a full or read-only disk skips it (one
+            # line each, minutes apart) rather than end the learner; no partial file stays
+            with contextlib.suppress(OSError):
+                path.unlink()
+            self.recorder.inc("learner_save_failures_total", file="snapshot")
+            log.error("weights snapshot %s not written (skipped): %s", path, err)
+            return None
         return path
 
     def _lived(self) -> float:
         """Seconds of the run's learner time: earlier learners' and this one's."""
         return self._lived_before + time.monotonic() - self._started
 
-    def checkpoint(self) -> Path:
-        """Save the learner with the stream cursor and counters, then ack what it holds."""
+    def checkpoint(self) -> Path | None:
+        """Save the learner with the stream cursor and counters, then ack what it holds.
+
+        A write that fails (a full or read-only disk: an OSError) leaves the last good
+        checkpoint as it was (``Learner.save`` writes a temp file and renames it), acks
+        nothing (the games received since stay pending in the stream, so a successor or a
+        ``--resume`` gets them again), is counted in
+        ``learner_save_failures_total{file="checkpoint"}`` and said in one log line for a
+        run of failures; training goes on, the next try comes after
+        ``checkpoint_every_s``. Returns None then."""
         self._check_open()
         extra = ServiceState(
             stream_cursor=self.cursor, games_received=self.games_received,
@@ -372,7 +401,16 @@ class LearnerService:
             recent_game_ids=list(self.recent_game_ids), throttled_s=self.throttled_s,
             trained_s=self._lived(),
             run_id=self.run_id).to_extra()
-        path = self.learner.save(self.checkpoint_path, extra)
+        try:
+            path = self.learner.save(self.checkpoint_path, extra)
+        except OSError as err:
+            self._checkpoint_failed(err)
+            return None
+        if self.checkpoint_failures:
+            log.warning("checkpoint %s written again after %d failed writes in %.0f s",
+                        path, self.checkpoint_failures,
+                        time.monotonic() - self._failing_since)
+            self.checkpoint_failures, self.checkpoint_error = 0, None
         self._last_checkpoint = time.monotonic()
         self._dirty = False
         # Only now: an entry acked before the checkpoint that holds it could be lost.
@@ -383,6 +421,20 @@ class LearnerService:
             # delivery whose reply was lost (see SampleSource.recover_pending): fetch it.
             self.stream.recover_pending()
         return path
+
+    def _checkpoint_failed(self, err: OSError) -> None:
+        now = time.monotonic()
+        self._last_checkpoint = now  # the next try after checkpoint_every_s
+        self.checkpoint_error = f"{self.checkpoint_path}: {err}"
+        self.checkpoint_failures += 1
+        self.recorder.inc("learner_save_failures_total", file="checkpoint")
+        if self.checkpoint_failures == 1:  # one line for a run of failures
+            self._failing_since = now
+            log.error("checkpoint not written (%s); the last good checkpoint stays, "
+                      "training goes on, and the %d stream entries received since stay "
+                      "unacknowledged until a write succeeds (tried again every %g s)",
+                      self.checkpoint_error, len(self._unacked),
+                      self.config.checkpoint_every_s)
 
     def _ack(self, ids: list[str]) -> None:
         """Ack ``ids``; on a Redis failure keep them for the next checkpoint (re-delivered
@@ -600,6 +652,8 @@ class LearnerService:
             "seconds_since_checkpoint": round(time.monotonic() - self._last_checkpoint, 1),
             "transport_errors": self.transport_errors,
             "undrained": self.undrained,
+            "checkpoint_failures": self.checkpoint_failures,
+            "checkpoint_error": self.checkpoint_error,
             "unpublished_steps": self.learner.steps - max(self._steps_at_publish, 0),
             "replicas": self.group.replicas if self.group is not None else 1,
             "stream_shards": len(getattr(self.stream, "shards", ())) or 1,

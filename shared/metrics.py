@@ -117,6 +117,9 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
     Metric("learner_throttled_seconds_total", "counter",
            "Time the learner waited for data because its samples-per-insert was at target."),
     Metric("learner_loss", "gauge", "Last training loss by part.", ("part",)),
+    Metric("learner_save_failures_total", "counter",
+           "Learner writes to the run directory that failed (a full or read-only disk), by "
+           "file: checkpoint (the last good one stays) or snapshot (skipped).", ("file",)),
     Metric("replay_window_positions", "gauge", "Positions held in the replay window."),
     Metric("stream_lag_entries", "gauge",
            "Sample-stream entries written but not yet acknowledged by the learner."),

@@ -79,6 +79,15 @@ def stop_losses(report: dict, lost: dict[str, float], learner_error: str) -> lis
         words.append("the learner crashed while stopping ("
                      f"{learner_error}); its last checkpoint "
                      "is the periodic one")
+    if report.get("checkpoint_error"):
+        # a full or read-only run directory: the entries since the last good checkpoint
+        # are unacked, not "in the checkpoint" as the words below would say
+        lost["final_checkpoint"] = 1.0
+        words.append(f"the final checkpoint was not written ({report['checkpoint_error']}); "
+                     "the last good one stays, and the "
+                     f"{lost.get('unacked', 0):.0f} stream entries received since are "
+                     "unacknowledged: `--resume` receives them again")
+        return words
     if lost.get("unpublished_steps"):
         words.append(f"the final publish failed: {lost['unpublished_steps']:.0f} "
                      "learner steps are in the checkpoint but not in Redis")

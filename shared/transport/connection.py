@@ -2,7 +2,8 @@
 
 Every Redis call of the transport runs inside ``redis_errors`` so that a dead or
 unreachable server surfaces as ``TransportError: cannot reach Redis at HOST:PORT: REASON``
-instead of a redis-py traceback that names neither the address nor what to do.
+instead of a redis-py traceback that names neither the address nor what to do; so does a
+server that refuses writes because it cannot write to its disk (``MISCONF``).
 """
 
 from __future__ import annotations
@@ -137,6 +138,15 @@ def redis_errors(client: redis.Redis) -> Iterator[None]:
                              f"{_first_line(err)}") from None
     except (redis.ConnectionError, redis.TimeoutError) as err:
         raise TransportError(f"cannot reach Redis at {endpoint(client)}: {_reason(err)}") from None
+    except redis.ResponseError as err:
+        # MISCONF: Redis cannot write its append-only file (a full or read-only disk) and
+        # refuses every write until it can again, by itself: as passing as a restart, so
+        # the callers' retries (a worker holding its games, the learner's backoff) apply,
+        # where a bare ResponseError would end the actor
+        if str(err).startswith("MISCONF"):
+            raise TransportError(f"Redis at {endpoint(client)} cannot write to its disk: "
+                                 f"{_first_line(err)}") from None
+        raise
 
 
 def _reason(err: Exception) -> str:

@@ -14,6 +14,7 @@ import time
 
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import zf
+from tests.fault_report import report
 from zeroforge.learner.learner import load_checkpoint
 
 
@@ -75,6 +76,7 @@ def test_ctrl_c_to_the_process_group_stops_cleanly_redis_last(tmp_path):
         st = train.status_when(lambda st: st["learner_steps"] > 0, 120)
         assert st["learner_steps"] > 0, st
         os.killpg(train.proc.pid, signal.SIGINT)
+        start = time.monotonic()
         redis_pids = set()  # before the fix Redis died and its supervisor started another
         deadline = time.monotonic() + 150
         while train.proc.poll() is None and time.monotonic() < deadline:
@@ -82,7 +84,9 @@ def test_ctrl_c_to_the_process_group_stops_cleanly_redis_last(tmp_path):
             redis_pids |= {p.split()[0] for p in train.descendants_alive()
                            if "redis-server" in p}
             time.sleep(0.1)
-        assert train.wait() == 0, train.output
+        code = train.wait()
+        stop_s = time.monotonic() - start
+        assert code == 0, train.output
         assert len(redis_pids) == 1, f"redis-server restarted during the stop: {redis_pids}"
         out = train.output
         assert "stopping (final checkpoint)" in out and "run iso-int stopped" in out, out
@@ -93,3 +97,5 @@ def test_ctrl_c_to_the_process_group_stops_cleanly_redis_last(tmp_path):
         counters = load_checkpoint(run_dir / "checkpoint.pt")["counters"]
         assert games > 0 and counters["games_seen"] == games, (final, counters)
         _wait_gone(train)
+        report(stop_s=stop_s, exit_code=code, games_played=games,
+               final_checkpoint_games=counters["games_seen"], redis_servers=len(redis_pids))

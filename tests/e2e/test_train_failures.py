@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import EXE, zf
+from tests.fault_report import report
 from tests.processes import ignores_sigint
 from zeroforge.shared.transport import RedisServer
 
@@ -74,9 +75,11 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
         assert "pending evaluator: 1 waiting for 4096 CPU" in zf("status", *where).stdout
         start = time.monotonic()
         train.proc.send_signal(signal.SIGTERM)
-        assert train.wait(timeout=90) == 0, train.output
+        code = train.wait(timeout=90)
+        stop_s = time.monotonic() - start
+        assert code == 0, train.output
         out = train.output
-        assert time.monotonic() - start < 45  # no wait for the evaluator that never ran
+        assert stop_s < 45  # no wait for the evaluator that never ran
         assert "stopping (final checkpoint)" in out and "run e2e-term stopped" in out
         assert f"checkpoint in {run_dir / 'checkpoint.pt'}" in out
         [warning] = [x for x in out.splitlines() if "zeroforge train: warning:" in x]
@@ -84,7 +87,10 @@ def test_sigterm_stops_cleanly_and_pending_actors_are_reported(tmp_path):
         assert "Traceback" not in out
         from zeroforge.learner.learner import load_checkpoint
 
-        assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] > 0
+        saved = load_checkpoint(run_dir / "checkpoint.pt")
+        assert saved["counters"]["steps"] > 0
+        report(stop_s=stop_s, exit_code=code, pending_reported=st["actor_states"]["evaluator"][
+            "pending"], final_checkpoint_games=int(saved["extra"]["games_received"]))
 
 
 def test_sigint_stops_a_run_a_script_started_in_the_background(tmp_path):
@@ -132,3 +138,44 @@ def test_a_run_that_trained_nothing_does_not_exit_0(tmp_path):
     line = r.stderr.strip().splitlines()[-1]
     assert "without one learner step" in line, r.stderr
     assert "did not fill the replay window to learner.min_replay=100000" in line, line
+
+
+def test_a_local_run_whose_run_dir_fills_up_says_what_it_kept(tmp_path):
+    """The run directory (a tmpfs of its own) filled up mid-run (3,000 steps would take
+    about 30 s here): the local run stops at the first failed checkpoint write (one log
+    line) rather than wait for good at its in-memory stream's backlog limit, the last good
+    checkpoint stays byte for byte, and the run ends with one error line, exit 1: its
+    final checkpoint was not written, and the games since are lost with the process."""
+    from tests.disk import small_disk
+    from zeroforge.learner.learner import load_checkpoint
+
+    with small_disk(tmp_path / "run", 64) as disk:
+        path = disk.path / "checkpoint.pt"
+        train = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
+        proc = subprocess.Popen(
+            [*train, "train", "--local", "--config", "tictactoe", "--steps", "3000",
+             "--run-dir", str(disk.path), "--set", "net=tiny", "--set",
+             "search.num_simulations=8", "--set", "learner.min_replay=64", "--set",
+             "learner.checkpoint_every_s=1", "--set", "evaluation.games=4"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not path.exists() and proc.poll() is None:
+                assert time.monotonic() < deadline, "no first checkpoint"
+                time.sleep(0.1)
+            disk.fill()
+            good = path.read_bytes()  # no write can replace it now
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert path.read_bytes() == good
+        kept = load_checkpoint(path)["counters"]["steps"]
+    assert proc.returncode == 1, out[-2000:] + err[-2000:]
+    assert "Traceback" not in out + err
+    [line] = [x for x in err.splitlines() if x.startswith("zeroforge train: error:")]
+    assert "the final checkpoint was not written" in line and "No space left" in line
+    assert [x for x in (out + err).splitlines() if "checkpoint not written" in x] != []
+    assert len([x for x in (out + err).splitlines() if "checkpoint not written" in x]) == 1
+    assert kept < 3000
+    report(local_run_kept_steps=kept, local_run_error_lines=len([line]))

@@ -51,6 +51,7 @@ from typing import Any
 import ray
 import redis
 
+from tests.fault_report import report
 from tests.integration.test_distributed import SETTINGS as DISTRIBUTED_SETTINGS
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import RunHandle, start_run
@@ -79,6 +80,8 @@ class Auditor:
         self.undecodable = 0
         self.entry_of: dict[str, bytes] = {}
         """Game id -> its first stream entry id (milliseconds since the epoch: when)."""
+        self.entry_ms: list[int] = []
+        """When each entry was appended (Redis' clock, in its id), in reading order."""
         self._entries: set[bytes] = set()
         self._client = connect(url)
         self._client.xgroup_create(self.key, self.GROUP, id="0", mkstream=True)
@@ -97,6 +100,7 @@ class Auditor:
                 if entry_id in self._entries:
                     continue
                 self._entries.add(entry_id)
+                self.entry_ms.append(_ms(entry_id))
                 try:
                     game_id = decode(fields[FIELD]).game_id
                     self.appended[game_id] += 1
@@ -116,6 +120,12 @@ class Auditor:
                 continue
             if self._stop.is_set() and not got:
                 return
+
+    def first_append_after(self, wall: float) -> float | None:
+        """Seconds from ``wall`` (``time.time()``) to the first entry appended after it,
+        as Redis timed it (the entry's id); None while there is none."""
+        after = [m for m in list(self.entry_ms) if m > wall * 1000]
+        return min(after) / 1000 - wall if after else None
 
     def finish(self, timeout: float = 30.0) -> None:
         """Read to the end of the stream, then stop."""
@@ -183,6 +193,18 @@ class Ledger:
             found.append(f"outcomes: {dict(bad)}")
         return found
 
+    def figures(self) -> dict[str, int]:
+        """The ledger in the fault table's words (``tests/fault_report.py``): games
+        ``appended`` (distinct ids in the stream), ``trained`` (once), ``doubled``
+        (trained more than once), ``lost`` (the rest: rejected or unaccounted), and the
+        ``copies_dropped`` (entries of a game appended twice that the learner dropped)."""
+        outcomes = collections.Counter(self.outcomes().values())
+        trained = sum(n for k, n in outcomes.items() if k.startswith("trained once"))
+        doubled = sum(n for k, n in outcomes.items() if k.endswith(" times"))
+        return {"appended": len(self.appended), "trained": trained, "doubled": doubled,
+                "lost": len(self.appended) - trained - doubled,
+                "copies_dropped": int(self.rejected.get("duplicate", 0))}
+
     def table(self) -> str:
         rows = collections.Counter(self.outcomes().values())
         copies = sum(n - 1 for n in self.appended.values())
@@ -221,6 +243,91 @@ def _pid(handles: list, rng: random.Random) -> int | None:
         return None
 
 
+class AuditedRun:
+    """A real distributed run (local Ray must be up) on its own supervised redis-server,
+    its stream audited from before the first game and its counters watched as the driver
+    polls them: what the chaos test and the fault-table rows share. ``finish`` stops the
+    run and returns its ledger; ``close`` (or leaving the ``with``) ends everything."""
+
+    def __init__(self, run_dir: Path, run_id: str, settings: list[str] | None = None,
+                 redis_dir: Path | None = None) -> None:
+        """``redis_dir``: where Redis keeps its AOF (``zeroforge train`` uses
+        ``RUN_DIR/redis``); a private temp directory by default."""
+        self.run_dir, self.run_id = run_dir, run_id
+        self.server = RedisServer(RedisServerConfig(
+            max_restarts=10_000, data_dir=str(redis_dir) if redis_dir else None)).start()
+        try:
+            config = load_train_config(None, settings or SETTINGS)
+            ctx = dataclasses.replace(config.context(run_id, self.server.url),
+                                      run_dir=str(run_dir))
+            self.auditor = Auditor(self.server.url, run_id)
+            self.handle: RunHandle = start_run(
+                config, ctx, max_crashes={"learner": 10_000, "selfplay": 10_000},
+                max_controller_deaths=10_000)
+        except BaseException:
+            self.close()
+            raise
+        self.watch = _Watch(self.handle)
+        self.start_wall = time.time()
+
+    def pid(self, target: str, rng: random.Random) -> int | None:
+        """The pid of ``target``: ``redis``, ``controller`` or one actor of that kind."""
+        if target == "redis":
+            return self.server.pid
+        if target == "controller":
+            return self.handle.controller_pid()
+        return _pid(self.handle.actor_handles(target), rng)
+
+    def settle(self) -> None:
+        """Wait until every slot holds a live actor and Redis runs (a few monitor ticks:
+        a slot whose actor was just killed still reads "alive" at first)."""
+        self.watch.sleep(2.0)
+        self.watch.until(lambda st: all(st["alive"][k] == st["desired"][k]
+                                        for k in ("learner", "selfplay"))
+                         and self.server.running
+                         and all(row["state"] == "alive" for row in st["actors"]), 120)
+        self.watch.sleep(1.0)
+
+    def finish(self, log: Callable[[str], None] = lambda line: None,
+               settle: bool = True) -> tuple[Ledger, dict]:
+        """Stop the run (after ``settle``), read the stream to its end, return the ledger
+        and the final status."""
+        if settle:
+            self.settle()
+        workers = self.handle.actor_handles("selfplay")
+        stop_at = time.time() - self.start_wall
+        final = self.handle.stop().to_json()
+        self.watch.record(final)
+        self.auditor.finish()
+        worker_ids = {i for ids in ray.get([w.game_ids.remote() for w in workers])
+                      for i in ids}
+        saved = load_checkpoint(self.run_dir / "checkpoint.pt")["extra"]
+        ledger = Ledger(self.auditor.appended, [str(i) for i in saved["recent_game_ids"]],
+                        int(saved["games_received"]), worker_ids,
+                        {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
+        assert self.auditor.undecodable == 0
+        lost = [g for g, o in ledger.outcomes().items() if o == "unaccounted"]
+        if lost:  # when were they appended (entry ids are milliseconds since the epoch)?
+            at = sorted(_ms(self.auditor.entry_of[g]) / 1000 - self.start_wall for g in lost)
+            log(f"{len(lost)} unaccounted games appended at {at[0]:.1f}..{at[-1]:.1f} s; "
+                f"stop began at {stop_at:.1f} s; final error {final['error']!r}, lost "
+                f"{final['lost']}, restarts {final['restarts']}")
+        return ledger, final
+
+    def close(self) -> None:
+        handle = getattr(self, "handle", None)  # None when the start failed
+        if handle is not None:
+            with _suppress():
+                handle.shutdown()
+        self.server.stop()
+
+    def __enter__(self) -> AuditedRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float,
               gap_s: tuple[float, float] = (1.0, 3.0), settings: list[str] | None = None,
               targets: tuple[tuple[str, float], ...] = TARGETS, then_s: float = 0.0,
@@ -233,69 +340,29 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
     ``then_steps``: and at least until the learner took this many steps after the last
     kill (a quiet tail measured in training, not in the machine's speed; at most 600 s)."""
     rng = random.Random(seed)
-    server = RedisServer(RedisServerConfig(max_restarts=10_000)).start()
-    handle = None
-    try:
-        config = load_train_config(None, settings or SETTINGS)
-        ctx = dataclasses.replace(config.context(run_id, server.url), run_dir=str(run_dir))
-        auditor = Auditor(server.url, run_id)
-        handle = start_run(config, ctx, max_crashes={"learner": 10_000, "selfplay": 10_000},
-                           max_controller_deaths=10_000)
-        watch = _Watch(handle)
+    with AuditedRun(run_dir, run_id, settings) as run:
+        watch = run.watch
         watch.until(lambda st: st["learner_steps"] > 0, 120)
-        start, start_wall = time.monotonic(), time.time()
+        start = time.monotonic()
         done: list[tuple[float, str, int]] = []
         names, odds = zip(*targets, strict=True)
         while len(done) < kills and time.monotonic() - start < max_s:
             watch.sleep(rng.uniform(*gap_s))
             target = rng.choices(names, odds)[0]
-            if target == "redis":
-                pid = server.pid
-            elif target == "controller":
-                pid = handle.controller_pid()
-            else:
-                pid = _pid(handle.actor_handles(target), rng)
+            pid = run.pid(target, rng)
             if pid is None:
                 continue
             os.kill(pid, signal.SIGKILL)
             done.append((round(time.monotonic() - start, 1), target, pid))
             log(f"[{done[-1][0]:6.1f}s] kill -9 {target} (pid {pid})")
-        for line in handle.takeovers:
+        for line in run.handle.takeovers:
             log(line)
         steps_at_last_kill = watch.poll()["learner_steps"]
         watch.sleep(then_s)
         watch.until(lambda st: st["learner_steps"] >= steps_at_last_kill + then_steps, 600)
-        # let the last replacements come up and the stream settle, then stop (after a
-        # few monitor ticks: a slot whose actor was just killed still reads "alive")
-        watch.sleep(2.0)
-        watch.until(lambda st: all(st["alive"][k] == st["desired"][k]
-                                   for k in ("learner", "selfplay")) and server.running
-                    and all(row["state"] == "alive" for row in st["actors"]), 120)
-        watch.sleep(1.0)
-        workers = handle.actor_handles("selfplay")
-        stop_at = time.time() - start_wall
-        final = handle.stop().to_json()
-        watch.record(final)
-        auditor.finish()
-        worker_ids = {i for ids in ray.get([w.game_ids.remote() for w in workers]) for i in ids}
-        saved = load_checkpoint(run_dir / "checkpoint.pt")["extra"]
-        ledger = Ledger(auditor.appended, [str(i) for i in saved["recent_game_ids"]],
-                        int(saved["games_received"]), worker_ids,
-                        {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
-        assert auditor.undecodable == 0
-        lost = [g for g, o in ledger.outcomes().items() if o == "unaccounted"]
-        if lost:  # when were they appended (entry ids are milliseconds since the epoch)?
-            at = sorted(_ms(auditor.entry_of[g]) / 1000 - start_wall for g in lost)
-            log(f"{len(lost)} unaccounted games appended at {at[0]:.1f}..{at[-1]:.1f} s; "
-                f"stop began at {stop_at:.1f} s; final error {final['error']!r}, lost "
-                f"{final['lost']}, restarts {final['restarts']}")
+        ledger, final = run.finish(log)
         return ChaosResult(done, ledger, final, watch.decreases, watch.games_below,
-                           round(time.monotonic() - start, 1), handle.controller_restarts)
-    finally:
-        if handle is not None:
-            with _suppress():
-                handle.shutdown()
-        server.stop()
+                           round(time.monotonic() - start, 1), run.handle.controller_restarts)
 
 
 def _ms(entry_id: bytes | str) -> int:
@@ -320,6 +387,14 @@ class _Watch:
         self.last: dict[tuple, float] = {}
         self.decreases: list[str] = []
         self.games_below: list[tuple[float, float]] = []
+        self.values: dict = {}
+        """The last merged metrics snapshot's values (name -> [[labels, value], ...])."""
+
+    def total(self, name: str, **labels: str) -> float:
+        """A metric of the last poll, summed over the series that carry ``labels``."""
+        want = set(labels.items())
+        return float(sum(v for series_labels, v in self.values.get(name, [])
+                         if want <= {tuple(x) for x in series_labels}))
 
     def record(self, st: dict) -> None:
         if st["games"] < st["games_received"]:
@@ -337,7 +412,7 @@ class _Watch:
         self.handle.keep_alive()  # as the driver: a dead controller is replaced here
         st = self.handle.status_json()
         self.record(st)
-        values = self.handle.metrics_snapshot()["values"]
+        values = self.values = self.handle.metrics_snapshot()["values"]
         from zeroforge.shared.metrics import CATALOGUE
 
         for name, series in values.items():
@@ -352,11 +427,12 @@ class _Watch:
             self.poll()
             time.sleep(min(0.25, max(end - time.monotonic(), 0)))
 
-    def until(self, check: Callable[[dict], bool], timeout: float) -> None:
+    def until(self, check: Callable[[dict], bool], timeout: float) -> dict:
+        """Poll until ``check(status)`` holds; returns that status."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if check(self.poll()):
-                return
+            if check(st := self.poll()):
+                return st
             time.sleep(0.25)
         raise AssertionError(f"condition not met within {timeout} s")
 
@@ -376,6 +452,9 @@ def test_kill_9_at_random_loses_no_game_and_no_counter_goes_back(local_ray, run_
     assert result.final["games_received"] == result.ledger.games_received
     assert result.final["restarts"]["learner"] == sum(t == "learner" for _, t, _ in result.kills)
     assert result.controller_restarts == sum(t == "controller" for _, t, _ in result.kills)
+    report(**result.ledger.figures(), kills=len(result.kills), chaos_s=result.seconds,
+           **{f"{t}_kills": n for t, n in collections.Counter(
+               t for _, t, _ in result.kills).items()})
     # the run's detached actors went with its shutdown
     assert run_actor_names(run_id) == []
 

@@ -18,6 +18,7 @@ import urllib.request
 import pytest
 import ray
 
+from tests.fault_report import report
 from tests.integration.test_distributed import SETTINGS, wait_for
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import ControllerLost, RunHandle, start_run
@@ -59,7 +60,9 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
 
         # 1. the controller alone: every actor is adopted, nothing is restarted
         os.kill(handle.controller_pid(), signal.SIGKILL)
+        killed = time.monotonic()
         _takeover(handle)
+        takeover_s = [time.monotonic() - killed]
         assert handle.controller_restarts == 1
         after = handle.status_json()
         assert after["metrics_url"] == before["metrics_url"]
@@ -80,7 +83,9 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
         handle.keep_alive()
         os.kill(handle.controller_pid(), signal.SIGKILL)
         os.kill(worker, signal.SIGKILL)
+        killed = time.monotonic()
         _takeover(handle)
+        takeover_s.append(time.monotonic() - killed)
         st = wait_for(lambda: (s := handle.status_json())["alive"]["selfplay"] == 1 and s)
         assert st["desired"]["selfplay"] == 1
         assert st["restarts"]["selfplay"] == 1
@@ -104,6 +109,8 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
         assert final.games_received == saved["games_received"] == len(ids)
         assert final.games >= final.games_received
         assert final.stream_lag == 0  # the final status is read after the final acks
+        report(recovery_s=takeover_s, trained=len(ids), doubled=len(ids) - len(set(ids)),
+               final_lag=final.stream_lag)
     finally:
         handle.shutdown()
     # detached actors do not outlive the run

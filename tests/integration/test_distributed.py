@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import ray
 
+from tests.fault_report import report
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run as start_run_handle
 from zeroforge.shared.games import make_game
@@ -276,10 +277,14 @@ def test_crash_loop_fails_the_run_in_one_line(local_ray, redis_server, run_id, t
     config = load_train_config(None, SETTINGS)
     bad_url = redis_server.url.replace("://:", "://:wrong", 1)
     ctx = dataclasses.replace(config.context(run_id, bad_url), run_dir=str(tmp_path))
+    started = time.monotonic()
     controller = start_run_handle(config, ctx).actor
     _RUNS.append(controller)
     final = wait_for(lambda: (st := status(controller))["state"] == "failed" and st, 150)
+    failed_s = time.monotonic() - started
     assert "actors crashed" in final["error"] and "credentials" in final["error"]
     assert final["error"].split()[0] in ("learner", "selfplay")
     assert len(final["error"].splitlines()) == 1
     assert sum(final["alive"].values()) == 0
+    report(failed_s=failed_s, replaced=sum(final["restarts"].values()),
+           error_lines=len(final["error"].splitlines()))

@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+from tests.disk import FILLER, small_disk
+from tests.fault_report import report
 from tests.integration.conftest import learner_service, renamed, tiny_net_games
+from zeroforge.deploy.ray.failures import stop_losses
 from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
 from zeroforge.learner.service import (
     CHECKPOINT_NAME,
@@ -354,3 +357,89 @@ def test_a_resumed_learner_names_its_snapshots_after_the_run_s_learner_time(
     assert len(after) == len(before) + 1, after  # one more, none overwritten
     assert {p.name: p.stat().st_mtime_ns for _, p in after if p.name in before} == before
     assert after[-1][0] > lived, (lived, after)
+
+
+def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
+        redis_server, redis_client, run_id, tmp_path, played, caplog):
+    """Checkpoint writes that fail (disk full: ENOSPC; read-only: EROFS) are one log line
+    for each run of failures and counted; the learner trains on, the last good checkpoint
+    stays byte for byte, no partial file is left, nothing is acked meanwhile; once the disk
+    takes writes again every game is in the checkpoint once. A final checkpoint that fails
+    is in the final status, and a resume from the last good one receives the rest again."""
+    producer = SampleStream(redis_client, run_id)
+    config = train_config(checkpoint_every_s=0.0, snapshot_every_s=1.0)
+    with small_disk(tmp_path / "run", 16) as disk:
+        run_dir = str(disk.path)
+        service = learner_service(config, redis_server.url, run_id, run_dir)
+        path = disk.path / CHECKPOINT_NAME
+        producer.append(renamed(played[:16], "good"))
+        drain(service)
+        good = path.read_bytes()
+        assert service.checkpoint_failures == 0 and producer.info().pending == 0
+
+        def failures(file: str) -> float:
+            return series(service.stats(), "learner_save_failures_total")[(("file", file),)]
+
+        def lines(words: str) -> list[str]:
+            return [r.getMessage() for r in caplog.records if words in r.getMessage()]
+
+        # 1. full: every turn trains, every checkpoint fails, one line
+        disk.fill(leave=4096)
+        time.sleep(1.05)  # a weights snapshot is due too
+        steps = service.learner.steps
+        producer.append(renamed(played[16:28], "full"))
+        drain(service, max_read=3)
+        assert service.learner.steps > steps
+        assert service.checkpoint_failures >= 2
+        assert failures("checkpoint") == service.checkpoint_failures
+        assert "No space left on device" in service.status()["checkpoint_error"]
+        [line] = lines("checkpoint not written")
+        assert "No space left on device" in line and "\n" not in line
+        assert path.read_bytes() == good
+        # no partial checkpoint (``.tmp``) or snapshot is left behind
+        files = sorted(str(p.relative_to(disk.path)) for p in disk.path.rglob("*")
+                       if p.is_file())
+        assert files == [FILLER, CHECKPOINT_NAME]
+        assert failures("snapshot") == 1 and len(lines("snapshot")) == 1
+        assert producer.info().pending == 12  # nothing acked without a checkpoint
+        full_failures = service.checkpoint_failures
+        # disk space back: the next checkpoint holds every game, acks them, says so
+        disk.free()
+        producer.append(renamed(played[28:32], "back"))
+        drain(service)
+        assert service.checkpoint_failures == 0 and producer.info().pending == 0
+        assert len(lines("written again after")) == 1
+        assert path.read_bytes() != good
+
+        # 2. read-only: a second run of failures, a second line
+        disk.read_only()
+        good = path.read_bytes()
+        producer.append(renamed(played[32:36], "ro"))
+        drain(service)
+        assert len(lines("checkpoint not written")) == 2
+        assert "Read-only file system" in lines("checkpoint not written")[1]
+        read_only_failures = service.checkpoint_failures
+        # 3. the final checkpoint fails too: no exception, the final status says so
+        service.stop()
+        final = service.status()
+        assert "Read-only file system" in final["checkpoint_error"]
+        assert final["unacked"] == 4 and producer.info().pending == 4
+        assert path.read_bytes() == good
+        # what a distributed run's stop makes of that report: its error names it
+        lost: dict[str, float] = {}
+        [words] = stop_losses(final, lost, "")
+        assert "final checkpoint was not written" in words and "Read-only" in words
+        assert "4 stream entries received since are unacknowledged" in words
+        assert lost == {"unacked": 4.0, "final_checkpoint": 1.0}
+        disk.writable()
+        # a resume from the last good checkpoint receives the unacked games again, once
+        producer.append(renamed(played[36:], "after"))
+        again = learner_service(config, redis_server.url, run_id, run_dir)
+        drain(again)
+        assert_each_once(again, [*renamed(played[:16], "good"), *renamed(played[16:28], "full"),
+                                 *renamed(played[28:32], "back"), *renamed(played[32:36], "ro"),
+                                 *renamed(played[36:], "after")])
+        again.stop()
+        assert producer.info().pending == 0
+    report(failed_writes=[full_failures, read_only_failures],
+           error_lines=len(lines("checkpoint not written")))

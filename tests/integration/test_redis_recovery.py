@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import zeroforge.actors.selfplay_service as selfplay_service
+from tests.fault_report import report
 from tests.integration.conftest import learner_service
 from tests.integration.test_learner_service import GAME, train_config
 from tests.integration.test_transport import make_games
@@ -78,7 +79,9 @@ def test_a_crashed_redis_comes_back_with_stream_groups_pending_entries_and_weigh
         port, pid = server.port, server.pid
 
         crash(server)
+        killed = time.monotonic()
         wait_until(lambda: server.restarts == 1 and server.running)
+        back_s = time.monotonic() - killed
         assert server.port == port and server.pid != pid
 
         # The same clients reconnect and find everything the server had acknowledged.
@@ -95,6 +98,7 @@ def test_a_crashed_redis_comes_back_with_stream_groups_pending_entries_and_weigh
             torch.testing.assert_close(fetched[name], tensor, rtol=0, atol=0)
         assert EvalResultsStore(client, "crash").latest() == {"version": 1, "score": 0.5}
         client.close()
+    report(recovery_s=back_s, entries_back=info.length, pending_back=info.pending)
     # stop() keeps a data dir it was given.
     assert any((tmp_path / "redis").iterdir())
 
@@ -297,8 +301,11 @@ def test_a_pipeline_cut_after_redis_ran_it_appends_twice_and_the_learner_keeps_o
         relay.close()
     assert relay.cut.is_set()
     producer = open_transport(redis_server.url, run_id).samples()
-    assert producer.info().length == 10  # every game twice, none lost
+    entries = producer.info().length
+    assert entries == 10  # every game twice, none lost
     learner = learner_service(train_config(), redis_server.url, run_id, str(tmp_path))
     drain(learner)
     assert learner.games_received == 5 and learner.rejected["duplicate"] == 5
     learner.stop()
+    report(appended=len(played[:5]), stream_entries=entries, trained=learner.games_received,
+           copies_dropped=learner.rejected["duplicate"])

@@ -50,6 +50,7 @@ class BedAuditor(Auditor):
         self.appended: collections.Counter[str] = collections.Counter()
         self.undecodable = 0
         self.entry_of: dict[str, bytes] = {}
+        self.entry_ms: list[int] = []
         self._entries: set[bytes] = set()
         self._client = connect(url)
         try:
@@ -72,6 +73,7 @@ class BedAuditor(Auditor):
                 if entry_id in self._entries:
                     continue
                 self._entries.add(entry_id)
+                self.entry_ms.append(int(entry_id.split(b"-")[0]))
                 try:
                     game = decode(fields[FIELD])
                 except Exception:

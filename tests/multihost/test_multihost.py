@@ -15,6 +15,7 @@ import socket
 import time
 import urllib.request
 
+from tests.fault_report import report
 from tests.integration.test_chaos import Ledger
 from tests.multihost.bed_run import ZEROFORGE, BedRun, ips
 from tests.netbed import LEARNER_RESOURCE, Bed
@@ -38,11 +39,12 @@ def _more_games(run: BedRun, than: float, timeout: float = 120) -> dict:
                            timeout, f"games_received past {than}")
 
 
-def _assert_exactly_once(run: BedRun) -> None:
+def _assert_exactly_once(run: BedRun) -> Ledger:
     ledger = run.ledger()
     print(ledger.table())
     assert len(ledger.appended) > 0
     assert ledger.problems() == []
+    return ledger
 
 
 def test_workers_on_both_nodes_weights_back_exactly_once_then_resume(bed, start_run):
@@ -135,15 +137,27 @@ def test_added_latency_and_a_10_s_partition_of_redis(bed, start_run):
         run = start_run("selfplay.workers=2", redis_url=f"redis://redis:{relay_port}/0")
         st = _steady(run, bed, 2, {"node1", "node2"})
         with bed.partition("redis"):
+            cut_at = time.time()
             # cut off: nothing on the bed reaches redis meanwhile (head tries, by address)
             reached = bed.call_in("head", lambda: _reaches(bed.ip("redis"), relay_port))
             time.sleep(10)
+            during = [m for m in run.auditor.entry_ms if m > (cut_at + 1) * 1000]
+        up_at = time.time()
         assert not reached
+        assert during == [], "games reached redis across a link that was down"
         after = _more_games(run, st["games_received"], 180)
         assert after["state"] == "running"
         assert after["alive"]["selfplay"] == 2 and after["alive"]["learner"] == 1
+        # the first game appended after the link came back (Redis' clock, the entry id)
+        deadline = time.monotonic() + 60
+        while not (back := [m for m in run.auditor.entry_ms if m > up_at * 1000]):
+            assert time.monotonic() < deadline, "no game appended after the link came back"
+            time.sleep(0.5)
+        recovery_s = min(back) / 1000 - up_at
         run.stop()
-        _assert_exactly_once(run)
+        ledger = _assert_exactly_once(run)
+        report(**ledger.figures(), link_down_s=up_at - cut_at, recovery_s=recovery_s,
+               redis_rtt_ms=rtt * 1000)
     finally:
         relay.kill()
         relay.wait(10)
