@@ -22,8 +22,9 @@ the kinds taken in seeded shuffled rounds so that each comes as often:
   the head started again as docs/cluster.md says and the same command with it.
 
 Measured: each fault's recovery (seconds from the fault until the learner has trained
-``RECOVERED_STEPS`` steps past its high-water mark of just after the fault, and games
-have been received since), the counters (``games``,
+``RECOVERED_STEPS`` steps past its high-water mark over the ``SETTLE_S`` after the fault,
+and games have been received since: a fault that stalls nothing reads as about
+``SETTLE_S``), the counters (``games``,
 ``games_received``, ``learner_steps``, ``weights_version``) never going back between two
 status reads, and at the end the per-game ledger (every game appended trained exactly
 once, or named lost with its reason) and whether the run was still learning: its last
@@ -59,6 +60,10 @@ SETTINGS = ("selfplay.workers=4", "learner.snapshot_every_s=120", "run.minutes=0
 """On top of the bed's tiny tic-tac-toe run (``tests/multihost/bed_run.SETTINGS``)."""
 RECOVERED_STEPS = 10
 """Learner steps past the high-water mark that count as training again."""
+SETTLE_S = 5.0
+"""Seconds after a fault over which the high-water marks are taken (and 3 s at least after
+the run first answers again): the resolution of the recovery figures (a fault that stalls
+nothing reads as recovered in about this)."""
 
 
 def fault_rounds(seed: int, count: int) -> list[str]:
@@ -131,6 +136,20 @@ class Soak:
                 held = time.monotonic() - began
             time.sleep(2)
         return held
+
+    def settle(self, seconds: float, limit: float) -> float:
+        """Read the status until ``seconds`` have passed and the run has answered for
+        3 s (a new driver's first answers carry the counters' floors, not training);
+        returns the seconds spent (at most ``limit``)."""
+        began = time.monotonic()
+        answered = None
+        while (now := time.monotonic()) - began < limit:
+            if self.status() is not None and answered is None:
+                answered = now
+            if now - began >= seconds and answered is not None and now - answered >= 3:
+                break
+            time.sleep(1)
+        return time.monotonic() - began
 
     def row_pid(self, kind: str, rng: random.Random) -> int:
         st = self.status() or {}
@@ -265,14 +284,17 @@ def main() -> int:
                 except Exception as err:  # a fault that could not be caused is reported
                     done = f"not caused: {err}"
                 spent = time.monotonic() - began - t  # the fault itself (a SIGSTOP's 30 s)
-                # recovered: the learner trained RECOVERED_STEPS past its high-water mark
-                # of just after the fault, on games received after it
-                soak.status()
+                # The high-water marks over SETTLE_S after the fault: a status read is up
+                # to a couple of seconds old (the mirror, the monitor tick), and the tiny
+                # net trains ~80 steps/s, so a mark taken at once would be passed by the
+                # steps a killed learner took before its death.
+                settled = soak.settle(SETTLE_S, args.every_s - spent)
                 steps, received = (soak.last.get("learner_steps", 0.0),
                                    soak.last.get("games_received", 0.0))
-                held = soak.watch(args.every_s - spent,
+                held = soak.watch(args.every_s - spent - settled,
                                   lambda st, a=steps, b=received: st["learner_steps"]
                                   >= a + RECOVERED_STEPS and st["games_received"] > b)
+                held = None if held is None else settled + held
                 recovery = None if held is None else spent + held
                 faults.append({"index": index, "at_s": round(t, 1), "fault": kind,
                                "done": done, "recovery_s": None if recovery is None
