@@ -278,6 +278,8 @@ class Controller:
         (its collectives would fail or hang), so kill the others now; the next ``_fill``
         forms a new group, which resumes from rank 0's last checkpoint."""
         stopped = list(self.slots[name])
+        if not stopped:
+            return  # a group of one: nothing else to stop (its crash was logged already)
         for slot in stopped:
             self.slots[name].remove(slot)
             with contextlib.suppress(Exception):
