@@ -28,7 +28,8 @@ and games have been received since: a fault that stalls nothing reads as about
 ``games_received``, ``learner_steps``, ``weights_version``) never going back between two
 status reads, and at the end the per-game ledger (every game appended trained exactly
 once, or named lost with its reason) and whether the run was still learning: its last
-weight snapshot against its first, each playing ``--anchor`` with ``--sims`` simulations.
+weight snapshot against its first, each playing ``--anchor`` (the perfect player) with
+``--sims`` simulations (1: the net's own move choice).
 Prints one JSON document (``--out`` writes it too); exits 1 when the ledger has a problem,
 a counter went back, or the last snapshot did not score higher than the first.
 """
@@ -254,8 +255,12 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--every-s", type=float, default=120.0, help="seconds between faults")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--anchor", default="uct:200")
-    parser.add_argument("--sims", type=int, default=16)
+    parser.add_argument("--anchor", default="minimax",
+                        help="the player the first and last snapshots are scored against")
+    parser.add_argument("--sims", type=int, default=1,
+                        help="simulations of the snapshots' moves (1: the net's own choice; "
+                        "in tic-tac-toe a search of 16 already hides most of what the net "
+                        "learned)")
     parser.add_argument("--games", type=int, default=100, help="games of each snapshot")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
