@@ -143,7 +143,10 @@ def redis_errors(client: redis.Redis) -> Iterator[None]:
         # refuses every write until it can again, by itself: as passing as a restart, so
         # the callers' retries (a worker holding its games, the learner's backoff) apply,
         # where a bare ResponseError would end the actor
-        if str(err).startswith("MISCONF"):
+        # (a pipeline's error names the command first: "Command # 1 (XADD ...) of
+        # pipeline caused error: MISCONF ...")
+        text = str(err)
+        if text.startswith("MISCONF") or "caused error: MISCONF" in text:
             raise TransportError(f"Redis at {endpoint(client)} cannot write to its disk: "
                                  f"{_first_line(err)}") from None
         raise

@@ -10,6 +10,7 @@ import time
 import msgpack
 import numpy as np
 import pytest
+import redis
 import torch
 
 from zeroforge.shared.formats.weight_blob import weights_to_bytes
@@ -349,3 +350,22 @@ def test_old_versions_are_pruned(redis_client, run_id, net_weights):
     for version in (1, 2, 3):
         assert not redis_client.exists(store.key(version), f"{store.key(version)}:meta")
     assert store.fetch()[0] == 5
+
+
+def test_a_redis_that_cannot_write_its_disk_is_a_transport_error_also_in_a_pipeline():
+    """MISCONF (the AOF on a full or read-only disk) reads as a passing outage, a
+    ``TransportError`` the callers retry, whether a lone command or a pipeline's (whose
+    error redis-py prefixes with the failing command) met it."""
+    from zeroforge.shared.transport.connection import redis_errors
+
+    with RedisServer() as server:
+        client = connect(server.url)
+        misconf = "MISCONF Errors writing to the AOF file: No space left on device"
+        for raised in (redis.ResponseError(misconf), redis.ResponseError(
+                f"Command # 1 (XADD zf:{{r}}:samples * d x) of pipeline caused error: "
+                f"{misconf}")):
+            with pytest.raises(TransportError, match="cannot write to its disk"), \
+                    redis_errors(client):
+                raise raised
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"), redis_errors(client):
+            raise redis.ResponseError("WRONGTYPE Operation against a key")  # not an outage
