@@ -57,9 +57,14 @@ def test_the_head_killed_and_restarted_the_run_goes_on_and_loses_no_game(bed: Be
             assert time.monotonic() < deadline, second.output[-3000:]
             time.sleep(0.5)
         reattached = time.monotonic() - lost_at
+        # the counters' floors come back with the re-attach (the saved state may be newer
+        # than ``before``): training again is 20 steps past the first answer's, by a
+        # live learner
+        floor = second.status_when(lambda s: True, timeout=60)["learner_steps"]
         after = second.status_when(
-            lambda s: s["learner_steps"] > before["learner_steps"] + 20, timeout=240,
-            what="the learner training again past its steps before the loss")
+            lambda s: s["learner_steps"] > max(floor, before["learner_steps"]) + 20
+            and s["alive"]["learner"] == 1, timeout=240,
+            what="the replacement learner training past the steps before the loss")
         training = time.monotonic() - lost_at
         # the workers on node1/node2 lived through it and were adopted, not replaced
         assert workers <= _pids(after, "selfplay"), (workers, after["actors"])
