@@ -40,7 +40,6 @@ Bad input
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import threading
 import time
@@ -54,12 +53,11 @@ from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.sample_checks import REJECTION_REASONS, rejection
 from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
+from zeroforge.learner.snapshots import WeightSnapshots
 from zeroforge.learner.stream_drain import drain_stream
-from zeroforge.shared.formats.weight_blob import save_weights
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.pace import Pace, pause_floor
-from zeroforge.shared.run_files import snapshot_path
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.train_config import LearnerConfig, RunContext
 from zeroforge.shared.transport import StreamConfig, Transport, TransportError, advance_cursor
@@ -138,8 +136,6 @@ class LearnerService:
         self.transport_errors = 0
         """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
         self.throttled_s = 0.0
-        self._lived_before = 0.0
-        """Seconds the run's earlier learners lived (``ServiceState.trained_s``)."""
         """Seconds this learner (and those it resumed from) waited at its target ratio."""
         self.undrained = False
         """The final drain gave up on an unreachable Redis: games may be left unread."""
@@ -156,6 +152,8 @@ class LearnerService:
         self._dirty = False
         self._closed = False
 
+        self.snapshots = WeightSnapshots(self.run_dir, self.config.snapshot_every_s,
+                                         self.recorder)
         if resume and self.checkpoint_path.exists():
             self._restore()
         self._count_restored_totals()
@@ -175,7 +173,7 @@ class LearnerService:
         """The data-parallel group this learner leads (``learner.replicas`` > 1): formed
         when ``run`` starts, told to stop by ``stop``."""
         self._last_checkpoint = time.monotonic()
-        self._started = self._last_snapshot = time.monotonic()
+        self.snapshots.start()
 
     # --- one turn --------------------------------------------------------------------------
     def run_once(self, max_read: int = 64, block_ms: int = 200) -> dict:
@@ -210,7 +208,7 @@ class LearnerService:
         if self.learner.steps - self._steps_at_publish >= self.config.publish_every_steps:
             published = self._publish()
         checkpointed = self._checkpoint_due() and self.checkpoint() is not None
-        self._maybe_snapshot()
+        self.snapshots.maybe_write(self.learner.weights)
         self._refresh_stream_info()
         self.publish_pace()
         return {"read": len(entries), "added": added, "wrong_game": wrong,
@@ -356,33 +354,6 @@ class LearnerService:
         # early rather than let the workers block until the timer fires.
         return len(self._unacked) >= max(self.stream.config.max_backlog // 2, 1)
 
-    def _maybe_snapshot(self) -> Path | None:
-        """Every ``run.snapshot_every_s``: the weights as ``snapshots/weights-<s>s.safetensors``
-        (seconds of the run's learner time: a resumed learner goes on from its checkpoint's),
-        for learning curves."""
-        every = self.config.snapshot_every_s
-        now = time.monotonic()
-        if not every or now - self._last_snapshot < every:
-            return None
-        self._last_snapshot = now
-        path = snapshot_path(self.run_dir, self._lived())
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            save_weights(self.learner.weights(), path)
-        except OSError as err:
-            # a snapshot is for learning curves: a full or read-only disk skips it (one
-            # line each, minutes apart) rather than end the learner; no partial file stays
-            with contextlib.suppress(OSError):
-                path.unlink()
-            self.recorder.inc("learner_save_failures_total", file="snapshot")
-            log.error("weights snapshot %s not written (skipped): %s", path, err)
-            return None
-        return path
-
-    def _lived(self) -> float:
-        """Seconds of the run's learner time: earlier learners' and this one's."""
-        return self._lived_before + time.monotonic() - self._started
-
     def checkpoint(self) -> Path | None:
         """Save the learner with the stream cursor and counters, then ack what it holds.
 
@@ -399,7 +370,7 @@ class LearnerService:
             positions_received=self.positions_received,
             steps_at_publish=self._steps_at_publish, rejected=dict(self.rejected),
             recent_game_ids=list(self.recent_game_ids), throttled_s=self.throttled_s,
-            trained_s=self._lived(),
+            trained_s=self.snapshots.lived(),
             run_id=self.run_id).to_extra()
         try:
             path = self.learner.save(self.checkpoint_path, extra)
@@ -460,7 +431,7 @@ class LearnerService:
         self.positions_received = state.positions_received
         self._steps_at_publish = state.steps_at_publish
         self.throttled_s = state.throttled_s
-        self._lived_before = state.trained_s
+        self.snapshots.lived_before = state.trained_s
         self.rejected.update(state.rejected)
         for game_id in state.recent_game_ids:
             # older checkpoints kept copies: ``remember`` takes each id once
