@@ -253,6 +253,10 @@ class Controller:
                 self.crashes.last_error[name] = error_line(err)
                 log.warning("%s %d died: %s", name, slot.index,
                             self.crashes.last_error[name])
+                # Its ``run`` raised, but the (detached) actor may live on: end it now, or
+                # it holds its CPUs beside its successor until its lease runs out.
+                with contextlib.suppress(Exception):
+                    ray.kill(slot.handle, no_restart=True)
             self.metrics.ended(name, slot.index, slot.last_stats)
             if slot.stopping:
                 # retired by scale-down: its games are in; free its CPUs for others

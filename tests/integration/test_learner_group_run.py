@@ -14,10 +14,15 @@ real Ray and a real redis-server.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import os
+import signal
+import time
 
 import numpy as np
 import pytest
+import ray
 
 from tests.integration.test_chaos import chaos_run
 from tests.integration.test_distributed import SETTINGS
@@ -34,8 +39,6 @@ GROUP = ["learner.replicas=2", "learner.batch_size=32", "learner.replica_timeout
 
 def wait_status(handle, check, timeout: float = 120.0) -> dict:
     """Poll the run's status (keeping its controller alive) until ``check`` holds."""
-    import time
-
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         handle.keep_alive()
@@ -89,6 +92,50 @@ def test_a_learner_group_trains_and_rescales_at_a_checkpoint(local_ray, redis_se
         assert final["error"] == ""
         assert final["learner_steps"] >= st["learner_steps"]
     finally:
+        handle.shutdown()
+    assert run_actor_names(run_id) == []
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_hung_member_breaks_the_group_and_leaves_no_process_behind(
+        local_ray, redis_server, run_id, tmp_path):
+    """SIGSTOP of rank 1: rank 0's collective times out and its ``run`` raises (the actor
+    itself lives on); the controller ends both members' processes at once, not after their
+    lease (120 s), and forms the group anew."""
+    config = load_train_config(None, [*SETTINGS, *GROUP, "learner.replica_timeout_s=4"])
+    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    handle = start_run(config, ctx)
+    stopped_pid = None
+    try:
+        wait_status(handle, lambda s: s["alive"]["learner"] == 2 and s["learner_steps"] >= 10,
+                    180)
+        rank0, rank1 = (int(ray.get(h.pid.remote(), timeout=30))
+                        for h in handle.actor_handles("learner"))
+        os.kill(rank1, signal.SIGSTOP)
+        stopped_pid = rank1
+        st = wait_status(handle, lambda s: s["restarts"]["learner"] >= 1, 120)
+        deadline = time.monotonic() + 20  # a sixth of the lease
+        while not (_gone(rank0) and _gone(rank1)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _gone(rank0), "rank 0 of the broken group still runs"
+        assert _gone(rank1), "rank 1 of the broken group still runs"
+        stopped_pid = None
+        before = st["learner_steps"]
+        wait_status(handle, lambda s: s["alive"]["learner"] == 2
+                    and s["learner_steps"] >= before + 10, 180)
+        final = handle.stop().to_json()
+        assert final["state"] == "stopped", final["error"]
+    finally:
+        if stopped_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped_pid, signal.SIGCONT)
         handle.shutdown()
     assert run_actor_names(run_id) == []
 
