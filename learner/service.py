@@ -47,6 +47,7 @@ from pathlib import Path
 
 import torch
 
+from zeroforge.learner.checkpoint_health import CheckpointHealth
 from zeroforge.learner.game_id_window import GameIdWindow
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
@@ -139,11 +140,8 @@ class LearnerService:
         """Seconds this learner (and those it resumed from) waited at its target ratio."""
         self.undrained = False
         """The final drain gave up on an unreachable Redis: games may be left unread."""
-        self.checkpoint_failures = 0
-        """Checkpoint writes that failed in a row (0 once one succeeds)."""
-        self.checkpoint_error: str | None = None
-        """Why the last checkpoint write failed, while ``checkpoint_failures`` > 0."""
-        self._failing_since = 0.0
+        self.checkpoint_health = CheckpointHealth(self.checkpoint_path, self.recorder,
+                                                  learner.checkpoint_every_s)
         self.last_losses: dict[str, float] = {}
         self._steps_at_publish = 0
         self._unacked: list[str] = []
@@ -346,7 +344,7 @@ class LearnerService:
             return False
         if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_every_s:
             return True
-        if self.checkpoint_failures:
+        if self.checkpoint_health.failures:
             # the disk is failing: try again on the timer only, not every turn (a failed
             # write of the whole replay window costs as much as a good one)
             return False
@@ -375,13 +373,10 @@ class LearnerService:
         try:
             path = self.learner.save(self.checkpoint_path, extra)
         except OSError as err:
-            self._checkpoint_failed(err)
+            self._last_checkpoint = time.monotonic()  # the next try after checkpoint_every_s
+            self.checkpoint_health.failed(err, len(self._unacked))
             return None
-        if self.checkpoint_failures:
-            log.warning("checkpoint %s written again after %d failed writes in %.0f s",
-                        path, self.checkpoint_failures,
-                        time.monotonic() - self._failing_since)
-            self.checkpoint_failures, self.checkpoint_error = 0, None
+        self.checkpoint_health.written()
         self._last_checkpoint = time.monotonic()
         self._dirty = False
         # Only now: an entry acked before the checkpoint that holds it could be lost.
@@ -393,19 +388,15 @@ class LearnerService:
             self.stream.recover_pending()
         return path
 
-    def _checkpoint_failed(self, err: OSError) -> None:
-        now = time.monotonic()
-        self._last_checkpoint = now  # the next try after checkpoint_every_s
-        self.checkpoint_error = f"{self.checkpoint_path}: {err}"
-        self.checkpoint_failures += 1
-        self.recorder.inc("learner_save_failures_total", file="checkpoint")
-        if self.checkpoint_failures == 1:  # one line for a run of failures
-            self._failing_since = now
-            log.error("checkpoint not written (%s); the last good checkpoint stays, "
-                      "training goes on, and the %d stream entries received since stay "
-                      "unacknowledged until a write succeeds (tried again every %g s)",
-                      self.checkpoint_error, len(self._unacked),
-                      self.config.checkpoint_every_s)
+    @property
+    def checkpoint_failures(self) -> int:
+        """Checkpoint writes that failed in a row (0 once one succeeds)."""
+        return self.checkpoint_health.failures
+
+    @property
+    def checkpoint_error(self) -> str | None:
+        """Why the last checkpoint write failed, while ``checkpoint_failures`` > 0."""
+        return self.checkpoint_health.error
 
     def _ack(self, ids: list[str]) -> None:
         """Ack ``ids``; on a Redis failure keep them for the next checkpoint (re-delivered

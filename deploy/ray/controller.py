@@ -479,13 +479,18 @@ class Controller:
             # checkpoint are in the final one.
             with contextlib.suppress(Exception):
                 probe(self.slots, timeout_s=1.0)
+            never_ran = set()
             for slots in self.slots.values():
                 for slot in [s for s in slots
                              if s.cancelled
                              or (not s.started and slot_state(s) == "pending")]:
                     slots.remove(slot)
+                    never_ran.add(slot.kind)
                     with contextlib.suppress(Exception):
                         ray.kill(slot.handle, no_restart=True)
+            # A replacement learner still waiting for its CPUs: no learner drains the
+            # stream at this stop, so the games since the last checkpoint are not in it.
+            undrained = "learner" in never_ran and not self.slots["learner"]
         unfinished = []
         for phase in sorted({k.stop_phase for k in KINDS.values()}):
             refs = {}
@@ -504,6 +509,12 @@ class Controller:
             self._collect()
             problems = stop_losses(self._final_reports.get("learner", {}), self.lost,
                                    self.crashes.last_error.get("learner", "?"))
+            if undrained:
+                self.lost["undrained"] = 1.0
+                problems.append("no learner ran at the stop (its replacement was still "
+                                "waiting to be scheduled), so the games appended since the "
+                                "last checkpoint are not in it: they stay in the stream, "
+                                "and `--resume` trains them")
             if unfinished:
                 problems.append(f"{', '.join(unfinished)} did not finish within "
                                 f"{timeout_s:.0f} s (no final checkpoint from them)")

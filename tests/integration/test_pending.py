@@ -6,6 +6,8 @@ are what makes the autoscaler add nodes (``test_autoscaler.py``)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import ray
@@ -77,5 +79,52 @@ def test_minutes_spent_waiting_for_the_workers_are_not_the_runs(local_ray, redis
         assert st["state"] == "running", st
         assert st["actor_states"]["selfplay"] == {"pending": 1}
     finally:
+        ray.get(controller.shutdown.remote())
+        ray.kill(controller)
+
+
+@ray.remote
+class _CpuHolder:
+    """Holds CPUs of the cluster so that a replacement cannot be scheduled."""
+
+    def ping(self) -> bool:
+        return True
+
+
+def test_a_stop_while_the_replacement_learner_waits_says_the_games_are_not_in_it(
+        local_ray, redis_server, run_id, tmp_path):
+    """The learner dies and its replacement cannot be scheduled (its CPU was taken): a stop
+    then kills the pending replacement, so no learner drains the stream. The games since
+    the last checkpoint are not in the final one; the stop says so (before, it ended
+    "stopped" with no error) and leaves them in the stream for ``--resume``."""
+    from zeroforge.learner.learner import load_checkpoint
+
+    # 2 CPUs: the learner takes 1, the worker 0.25; a holder of 0.75 leaves none free
+    controller = start_run(redis_server, run_id, tmp_path, "distributed.learner_cpus=1")
+    holders = [_CpuHolder.options(num_cpus=0.75).remote()]
+    try:
+        wait_for(lambda: status(controller)["learner_steps"] >= 10, timeout=120)
+        ray.get(holders[0].ping.remote(), timeout=60)
+        learner = ray.get(controller.actor_handles.remote("learner"))[0]
+        pid = ray.get(learner.pid.remote(), timeout=30)
+        # queued before the kill, so Ray gives it the CPU the dead learner frees
+        holders.append(_CpuHolder.options(num_cpus=1).remote())
+        os.kill(pid, signal.SIGKILL)
+        ray.get(holders[1].ping.remote(), timeout=60)
+        st = wait_for(lambda: (s := status(controller))["actor_states"]["learner"]
+                      == {"pending": 1} and s, timeout=60)
+        assert st["restarts"]["learner"] == 1
+        # games go on being appended with no learner to take them
+        wait_for(lambda: status(controller)["games"] > st["games"] + 8, timeout=60)
+        final = ray.get(controller.stop.remote())
+        assert final["state"] == "stopped", final
+        assert final["error"].startswith("the stop lost data: no learner ran at the stop"), \
+            final["error"]
+        assert final["lost"] == {"undrained": 1.0}
+        saved = load_checkpoint(tmp_path / "checkpoint.pt")
+        assert saved["extra"]["games_received"] < final["games"]
+    finally:
+        for holder in holders:
+            ray.kill(holder)
         ray.get(controller.shutdown.remote())
         ray.kill(controller)
