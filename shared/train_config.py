@@ -361,6 +361,12 @@ class DistributedConfig:
     comes within it re-attaches to the run as it was. Longer than a head restart plus a
     job resubmission on clusters that do those (docs/cluster.md); 0: actors never end
     on their own."""
+    hang_s: float = 300.0
+    """Seconds a started actor may leave the controller's calls unanswered before it is
+    taken for hung (a SIGSTOPped process, one wedged in native code): it is killed and
+    replaced like a crashed one, the learner from its checkpoint. Its calls run on their
+    own threads, so a busy actor (a long training step, a large checkpoint) still answers;
+    0: never."""
     worker_resource: str = ""
     """A custom Ray resource each self-play worker also takes one unit of ("" : none). Start
     the machines meant for self-play with ``ray start --resources '{"NAME": N}'`` and the
@@ -408,6 +414,10 @@ class DistributedConfig:
             raise ValueError(f"distributed.lease_s must be 0 (no lease) or at least 5 "
                              f"monitor intervals ({5 * self.monitor_interval_s:g} s), got "
                              f"{self.lease_s:g}")
+        if self.hang_s < 0 or (self.hang_s and self.hang_s < 5 * self.monitor_interval_s):
+            raise ValueError(f"distributed.hang_s must be 0 (never) or at least 5 monitor "
+                             f"intervals ({5 * self.monitor_interval_s:g} s), got "
+                             f"{self.hang_s:g}")
         if self.stream_shards < 1 or self.stream_servers < 0:
             raise ValueError(f"stream_shards must be >= 1 and stream_servers >= 0, got "
                              f"{self.stream_shards} and {self.stream_servers}")

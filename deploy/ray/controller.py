@@ -220,6 +220,8 @@ class Controller:
                         self._fill()
                         self._check_limits()
                     self._collect()
+                    if self._state == "running":
+                        self._kill_hung()
                 if self._ready.is_set() and self._state in ("running", "stopping"):
                     self.saver.tick(self.controller_state)
             except Exception as err:  # keep watching whatever happened
@@ -250,7 +252,7 @@ class Controller:
                     slot.last_stats = ray.get(slot.handle.stats.remote(), timeout=10)
             except Exception as err:
                 crashed = True
-                self.crashes.last_error[name] = error_line(err)
+                self.crashes.last_error[name] = slot.hung or error_line(err)
                 log.warning("%s %d died: %s", name, slot.index,
                             self.crashes.last_error[name])
                 # Its ``run`` raised, but the (detached) actor may live on: end it now, or
@@ -276,6 +278,22 @@ class Controller:
             self.restarts[name] += 1  # the next _fill replaces it
             if kind.is_server:
                 self._push_servers()
+
+    def _kill_hung(self) -> None:
+        """Kill started actors that left a ``stats`` call unanswered for
+        ``distributed.hang_s``: the reaper then replaces them as crashed."""
+        hang_s = self.config.distributed.hang_s
+        now = time.monotonic()
+        for slots in self.slots.values():
+            for slot in slots:
+                if (not hang_s or not slot.started or slot.stopping or slot.hung
+                        or slot.probe is None or now - slot.probe_sent < hang_s):
+                    continue
+                slot.hung = (f"hung: answered no call for {now - slot.probe_sent:.0f} s "
+                             f"(distributed.hang_s {hang_s:g}); killed")
+                log.warning("%s %d %s, to be replaced", slot.kind, slot.index, slot.hung)
+                with contextlib.suppress(Exception):
+                    ray.kill(slot.handle, no_restart=True)
 
     def _break_gang(self, name: str) -> None:
         """A gang member ended without being asked: the group cannot go on without it

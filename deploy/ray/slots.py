@@ -7,6 +7,7 @@ and ``adopt``, which rebuilds the slots of a run's live actors for a successor c
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,10 @@ class Slot:
     probe: Any = None
     """The outstanding ``stats`` call (one at a time, so a never-scheduled actor does not
     pile up calls)."""
+    probe_sent: float = 0.0
+    """When ``probe`` was sent (``time.monotonic``): its age tells a hung actor."""
+    hung: str = ""
+    """Why the controller killed it as hung ("" : it did not)."""
     where: dict = field(default_factory=dict)
     """``{"pid", "node", "ip"}`` once the actor told (status rows)."""
     where_ref: Any = None
@@ -78,6 +83,7 @@ def probe(slots: dict[str, list[Slot]], timeout_s: float = 2.0) -> None:
         for slot in kind_slots:
             if slot.probe is None:
                 slot.probe = slot.handle.stats.remote()
+                slot.probe_sent = time.monotonic()
             (started if slot.started else fresh)[slot.probe] = slot
     for refs, timeout in ((started, timeout_s), (fresh, 0)):
         if not refs:

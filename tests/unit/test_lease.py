@@ -63,3 +63,11 @@ def test_a_lease_shorter_than_five_monitor_ticks_is_refused():
         DistributedConfig(lease_s=-1.0)
     assert DistributedConfig(lease_s=0.0).lease_s == 0.0
     assert DistributedConfig(lease_s=2.5, monitor_interval_s=0.5).lease_s == 2.5
+
+
+def test_a_hang_timeout_shorter_than_five_monitor_ticks_is_refused():
+    with pytest.raises(ValueError, match="hang_s must be 0 .* at least 5 monitor"):
+        DistributedConfig(hang_s=3.0, monitor_interval_s=1.0)
+    with pytest.raises(ValueError, match="hang_s must be 0"):
+        DistributedConfig(hang_s=-1.0)
+    assert DistributedConfig(hang_s=0.0).hang_s == 0.0
