@@ -122,8 +122,12 @@ class SelfPlayWorker:
 
     def _finish(self, slots: np.ndarray) -> list[GameSamples]:
         version = int(getattr(self.evaluator, "weights_version", 0))
+        # KataGo's dense targets, for games with territory (Go): the final ownership of
+        # every point and the score margin; None for the others
+        ended = self.state.take(slots)
+        ownership, margin = self.game.ownership(ended), self.game.score_margin(ended)
         games = []
-        for i in slots:
+        for k, i in enumerate(slots):
             outcome = int(self.state.outcome[i])
             recorded = np.array(self._recorded[i], bool)
             games.append(GameSamples(
@@ -138,6 +142,8 @@ class SelfPlayWorker:
                 worker_id=self.worker_id,
                 game_id=f"{self.worker_id}-{self._prefix}-{next(self._game_ids)}",
                 policy_recorded=None if recorded.all() else recorded,
+                ownership=None if ownership is None else ownership[k],
+                score=None if margin is None else float(margin[k]),
             ))
             every = self.config.record_every
             if every and self.stats.games % every == 0:

@@ -19,7 +19,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from zeroforge.learner.replay import ReplayWindow
+from zeroforge.learner.losses import (
+    AuxTargets,
+    LossScales,
+    loss_sums,
+    losses_from_sums,
+    step_scales,
+    total_loss,
+)
+from zeroforge.learner.replay import ReplayBatch, ReplayWindow
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.shared.config import to_dict
 from zeroforge.shared.games import make_game
@@ -61,8 +69,12 @@ class Learner:
             # the time of NCHW in float32, 0.44-0.54x in bfloat16 (bench_learner.py).
             self.net = self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.optimizer = self._make_optimizer()
+        self.aux = bool(net_config.ownership_head or net_config.score_head)
+        """The net has an auxiliary head: the window keeps ownership and score targets."""
+        self.points = int(np.prod(self.game.spec.obs_shape[1:]))
         self.replay = ReplayWindow(config.replay_capacity, self.game.spec.obs_shape,
-                                   self.game.spec.num_actions, self.game.symmetries())
+                                   self.game.spec.num_actions, self.game.symmetries(),
+                                   aux=self.aux)
         self.rng = np.random.default_rng(config.seed)
         self.steps = 0
         self.samples_trained = 0
@@ -81,14 +93,13 @@ class Learner:
                 # KataGo's playout cap: only the fully searched positions are trained.
                 keep = g.policy_mask
                 if keep.any():
-                    self.replay.add_arrays(g.obs[keep], g.policy[keep].astype(np.float32),
-                                           g.value_targets()[keep])
+                    self.replay.add(g, keep)
             else:
                 # Positions without a policy target (playout-cap fast moves) enter the
                 # window with an all-zero policy row, which ``step`` leaves out of the
                 # policy loss; whatever their ``policy`` rows held is ignored.
                 policy = np.where(g.policy_mask[:, None], g.policy, 0.0).astype(np.float32)
-                self.replay.add_arrays(g.obs, policy, g.value_targets())
+                self.replay.add(dataclasses.replace(g, policy=policy))
         self.games_seen += len(games)
 
     # --- training --------------------------------------------------------------------------
@@ -114,65 +125,64 @@ class Learner:
     def step(self) -> dict[str, float]:
         """One SGD step on a batch from the replay window; returns its losses. With a
         replica group (``join_group``) the group trains the batch, a shard per replica."""
-        obs, policy, value = self.replay.sample(self.config.batch_size, self.rng,
-                                                augment=self.config.augment)
+        batch = self.replay.sample_batch(self.config.batch_size, self.rng,
+                                         augment=self.config.augment)
         lr = self.lr_at(self.steps)
         if self.group is not None:
-            losses = self.group.step(obs, policy, value, lr)
+            losses = self.group.step(batch, lr)
         else:
-            targets = float((policy.sum(axis=1) > 0).sum())
-            sums = self.train_on(torch.from_numpy(obs), torch.from_numpy(policy),
-                                 torch.from_numpy(value), lr,
-                                 (1.0 / max(targets, 1.0), 1.0 / self.config.batch_size))
-            policy_sum, value_sum, entropy_sum = sums.tolist()
-            policy_loss = policy_sum / max(targets, 1.0)
-            value_loss = value_sum / self.config.batch_size
-            losses = {"loss": policy_loss + self.config.value_loss_weight * value_loss,
-                      "policy_loss": policy_loss, "value_loss": value_loss,
-                      "target_entropy": entropy_sum / max(targets, 1.0), "lr": lr}
+            targets = float((batch.policy.sum(axis=1) > 0).sum())
+            aux_n = float(batch.has_aux.sum()) if batch.has_aux is not None else 0.0
+            sums = self.train_on(batch, lr, step_scales(1, self.config.batch_size, targets,
+                                                        aux_n, self.points))
+            losses = losses_from_sums(sums.tolist(), targets, self.config.batch_size,
+                                      self.points, lr, self.config)
         self.steps += 1
         self.samples_trained += self.config.batch_size
         return losses
 
-    def train_on(self, obs: torch.Tensor, policy: torch.Tensor, value: torch.Tensor,
-                 lr: float, scales: tuple[float, float],
+    def train_on(self, batch: ReplayBatch, lr: float, scales: LossScales,
                  module: torch.nn.Module | None = None) -> torch.Tensor:
-        """Forward, backward and an optimizer step on obs [n, C, H, W] uint8, policy [n, A],
-        value [n] (on any device); returns the detached sums ``[policy cross-entropy over
-        the positions with a target, value squared error, target entropy]`` (float64, CPU).
+        """Forward, backward and an optimizer step on ``batch`` (numpy arrays, see
+        ``ReplayBatch``: obs [n, C, H, W] uint8, policy [n, A], value [n], and the auxiliary
+        targets of a window that keeps them); returns the detached sums of the loss's parts
+        (``losses.SUMS`` order: float64, CPU).
 
-        The loss minimised is ``policy_sum * scales[0] + value_loss_weight * value_sum *
-        scales[1]``: ``(1 / policy targets, 1 / n)`` gives the means of one learner; a
-        replica of a group gets the scales that make the replicas' mean the global batch's
-        loss (``replica_group.step_scales``). ``module`` is what runs forward (the DDP
-        wrapper of ``self.net`` in a group)."""
-        x = obs.to(self.device, torch.float32)
+        The loss minimised is each part's sum times its scale and weight
+        (``losses.total_loss``): ``step_scales(1, ...)`` gives the means of one learner; a
+        replica of a group gets the scales that make the replicas' mean the global
+        batch's loss. ``module`` is what runs forward (the DDP wrapper of ``self.net`` in
+        a group)."""
+        x = torch.as_tensor(batch.obs).to(self.device, torch.float32)
         if self._channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        pi = policy.to(self.device, torch.float32)
-        z = value.to(self.device, torch.float32)
+        pi = torch.as_tensor(batch.policy).to(self.device, torch.float32)
+        z = torch.as_tensor(batch.value).to(self.device, torch.float32)
+        aux = None
+        if self.aux and batch.has_aux is not None:
+            aux = AuxTargets(torch.as_tensor(batch.ownership).to(self.device),
+                             torch.as_tensor(batch.score).to(self.device, torch.float32),
+                             torch.as_tensor(batch.has_aux).to(self.device))
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         net = module if module is not None else self.net
         net.train()
         with torch.autocast(self.device.type, dtype=torch.bfloat16,
                             enabled=self.dtype == torch.bfloat16):
-            logits, v = net(x)
-        logits, v = logits.float(), v.float()
-        log_p = F.log_softmax(logits, dim=1)
+            if self.aux:
+                out = net(x, all_heads=True)
+                logits, v, ownership, score = out.policy, out.value, out.ownership, out.score
+            else:
+                logits, v = net(x)
+                ownership = score = None
         # A position with an all-zero policy row (a playout-cap fast move, see ``add``)
         # trains the value only: it adds nothing to the policy sum or to the target count.
-        policy_sum = -(pi * log_p).sum()
-        value_sum = ((v - z) ** 2).sum()
-        loss = policy_sum * scales[0] + self.config.value_loss_weight * value_sum * scales[1]
+        sums = loss_sums(F.log_softmax(logits.float(), dim=1), v.float(), pi, z,
+                         ownership, score, aux)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        total_loss(sums, scales, self.config).backward()
         self.optimizer.step()
-        with torch.no_grad():
-            # entropy of the targets: the floor of the policy loss, to read progress against
-            entropy_sum = -(pi * torch.log(pi.clamp_min(1e-12))).sum()
-            return torch.stack([policy_sum.detach(), value_sum.detach(),
-                                entropy_sum]).to("cpu", torch.float64)
+        return sums.detach().to("cpu", torch.float64)
 
     def join_group(self, group: ReplicaGroup) -> None:
         """Train from now on as rank 0 of ``group`` (formed here: blocks until the other

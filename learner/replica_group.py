@@ -39,12 +39,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from zeroforge.learner.losses import losses_from_sums, step_scales
+from zeroforge.learner.replay import ReplayBatch
 from zeroforge.shared.metrics import Recorder
 
 log = logging.getLogger(__name__)
@@ -66,16 +69,6 @@ ended and a new group could not form). The process of a group member ends soon a
 
 class ReplicaGroupError(RuntimeError):
     """The replica group failed: a replica died, hung or could not join."""
-
-
-def step_scales(replicas: int, batch_size: int, policy_targets: float) -> tuple[float, float]:
-    """``(policy_scale, value_scale)`` for one replica's shard of a global batch.
-
-    The global step's losses are ``sum(policy CE over positions with a target) /
-    policy_targets`` and ``sum(value squared errors) / batch_size``. A replica's loss is its
-    shard's sums times these scales, so that the mean over R replicas (DDP averages the
-    gradients) is exactly the global loss's gradient. With R = 1 they are the plain means."""
-    return replicas / max(policy_targets, 1.0), replicas / batch_size
 
 
 @dataclass(frozen=True)
@@ -178,12 +171,35 @@ class _Member:
     def _comm_device(self) -> torch.device:
         return self.device if self.device.type == "cuda" else torch.device("cpu")
 
-    def header(self, command: float = 0.0, lr: float = 0.0, targets: float = 0.0
-               ) -> tuple[float, float, float]:
-        """Rank 0 sends ``[command, lr, policy_targets]``; every rank returns it."""
-        t = self._broadcast(torch.tensor([command, lr, targets], dtype=torch.float64))
-        c, lr_, tg = t.cpu().tolist()
-        return c, lr_, tg
+    def header(self, command: float = 0.0, lr: float = 0.0, targets: float = 0.0,
+               aux_positions: float = 0.0) -> tuple[float, float, float, float]:
+        """Rank 0 sends ``[command, lr, policy_targets, aux_positions]``; every rank
+        returns it."""
+        t = self._broadcast(torch.tensor([command, lr, targets, aux_positions],
+                                         dtype=torch.float64))
+        c, lr_, tg, aux = t.cpu().tolist()
+        return c, lr_, tg, aux
+
+    def scatter_batch(self, batch: ReplayBatch | None) -> ReplayBatch:
+        """Rank 0 splits the global ``batch`` into R shards; every rank returns its own
+        (as tensors, which ``Learner.train_on`` takes as it takes arrays)."""
+        spec, n = self.learner.game.spec, self.shard
+        board = tuple(spec.obs_shape[1:])
+
+        def part(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> Any:
+            full = None if batch is None else getattr(batch, name)
+            if name == "has_aux" and full is not None:
+                full = full.astype(np.uint8)  # gloo has no bool
+            return self.scatter(full, (n, *shape), dtype)
+
+        out = ReplayBatch(part("obs", tuple(spec.obs_shape), torch.uint8),
+                          part("policy", (spec.num_actions,), torch.float32),
+                          part("value", (), torch.float32))
+        if self.learner.aux:
+            out.ownership = part("ownership", board, torch.int8)
+            out.score = part("score", (), torch.float32)
+            out.has_aux = part("has_aux", (), torch.uint8).bool()
+        return out
 
     def scatter(self, full: np.ndarray | None, shape: tuple[int, ...], dtype: torch.dtype
                 ) -> torch.Tensor:
@@ -221,20 +237,16 @@ class _Member:
                 received = self._broadcast(template.detach().clone())
                 state[key] = received.to(template.device, template.dtype)
 
-    def train(self, obs: torch.Tensor, policy: torch.Tensor, value: torch.Tensor,
-              lr: float, targets: float) -> dict[str, float]:
+    def train(self, shard: ReplayBatch, lr: float, targets: float, aux_positions: float
+              ) -> dict[str, float]:
         """One synchronous step on this replica's shard; the global batch's losses."""
-        scales = step_scales(self.replicas, self.learner.config.batch_size, targets)
-        sums = self.learner.train_on(obs, policy, value, lr, scales, module=self.ddp)
+        learner, batch = self.learner, self.learner.config.batch_size
+        scales = step_scales(self.replicas, batch, targets, aux_positions, learner.points)
+        sums = learner.train_on(shard, lr, scales, module=self.ddp)
         totals = sums.to(self._comm_device())
         dist.all_reduce(totals)
-        policy_sum, value_sum, entropy_sum = totals.cpu().tolist()
-        batch = self.learner.config.batch_size
-        policy_loss = policy_sum / max(targets, 1.0)
-        value_loss = value_sum / batch
-        return {"loss": policy_loss + self.learner.config.value_loss_weight * value_loss,
-                "policy_loss": policy_loss, "value_loss": value_loss,
-                "target_entropy": entropy_sum / max(targets, 1.0), "lr": lr}
+        return losses_from_sums(totals.cpu().tolist(), targets, batch, learner.points, lr,
+                                learner.config)
 
     def close(self) -> None:
         if self.heartbeats is not None:
@@ -320,18 +332,14 @@ class ReplicaGroup:
         log.info("learner replica group formed: %d replicas, %s", self.replicas,
                  backend_for(learner.device))
 
-    def step(self, obs: np.ndarray, policy: np.ndarray, value: np.ndarray, lr: float
-             ) -> dict[str, float]:
-        """One group step on the global batch (obs [b, C, H, W] uint8, policy [b, A],
-        value [b]); returns the global batch's losses."""
+    def step(self, batch: ReplayBatch, lr: float) -> dict[str, float]:
+        """One group step on the global ``batch``; returns the global batch's losses."""
         m = self._formed()
-        targets = float((policy.sum(axis=1) > 0).sum())
+        targets = float((batch.policy.sum(axis=1) > 0).sum())
+        aux_positions = float(batch.has_aux.sum()) if batch.has_aux is not None else 0.0
         try:
-            m.header(STEP, lr, targets)
-            x = m.scatter(obs, (m.shard, *obs.shape[1:]), torch.uint8)
-            pi = m.scatter(policy, (m.shard, policy.shape[1]), torch.float32)
-            z = m.scatter(value, (m.shard,), torch.float32)
-            losses = m.train(x, pi, z, lr, targets)
+            m.header(STEP, lr, targets, aux_positions)
+            losses = m.train(m.scatter_batch(batch), lr, targets, aux_positions)
         except ReplicaGroupError:
             raise
         except Exception as err:
@@ -441,17 +449,12 @@ class LearnerReplica:
                 f"{address.port} ({_first_line(err)})") from None
         try:
             while True:
-                command, lr, targets = member.header()
+                command, lr, targets, aux_positions = member.header()
                 if command == STOP:
                     return self.steps
                 if command != STEP:
                     continue
-                x = member.scatter(None, (member.shard, *self.learner.game.spec.obs_shape),
-                                   torch.uint8)
-                pi = member.scatter(None, (member.shard, self.learner.game.spec.num_actions),
-                                    torch.float32)
-                z = member.scatter(None, (member.shard,), torch.float32)
-                member.train(x, pi, z, lr, targets)
+                member.train(member.scatter_batch(None), lr, targets, aux_positions)
                 self.steps += 1
                 self.recorder.inc("learner_replica_steps_total", replica=str(self.rank))
         except ReplicaGroupError:

@@ -31,6 +31,10 @@ a win claimed from a position where no move wins. ``check_game`` rejects those w
     legal move of that position (gomoku, tic-tac-toe, five-stone chess) and the claimed
     outcome must be one that a single move ends the game with; or, for Go, a draw claimed
     with a komi that is not a whole number.
+``bad_aux_target``
+    ownership and score targets (schema 3) on a game without territory, or, for Go, a score
+    that is not the ownership's balance less komi, or an outcome that disagrees with the
+    score's sign.
 
 Every check is vectorised over all positions of the game (the rules are run on the last
 position only), so all positions are checked; ``docs/benchmarks.md`` has the cost.
@@ -56,7 +60,7 @@ ILLEGAL_MASS_TOL = 1e-3
 below it; one misplaced visit out of a few hundred is above it)."""
 
 REASONS = ("too_long", "bad_to_play", "bad_observation", "bad_policy", "illegal_policy",
-           "bad_outcome_for_position")
+           "bad_outcome_for_position", "bad_aux_target")
 """The ``SampleFormatError.reason`` labels ``check_game`` raises."""
 DECODE_REASONS = ("no_data", "oversized", "not_msgpack", "not_a_map", "unknown_schema",
                   "missing_field", "bad_field", "bad_shape", "bad_length", "bad_outcome",
@@ -101,6 +105,8 @@ def check_game(game: Game, samples: GameSamples) -> None:
         rows = np.flatnonzero(recorded)
         _check_policy(game, obs[rows], policy[rows], rows)
     _check_outcome(game, obs, to_play, samples.outcome)
+    if samples.ownership is not None or samples.score is not None:
+        _check_aux(game, samples)
 
 
 def legal_superset(game: Game, obs: np.ndarray) -> np.ndarray:
@@ -212,6 +218,27 @@ def _check_policy(game: Game, obs: np.ndarray, policy: np.ndarray,
         i = int(np.argmax(bad))
         raise SampleFormatError("illegal_policy", f"position {positions[i]} puts "
                                 f"{illegal[i]:.4g} of its policy on illegal moves")
+
+
+SCORE_TOL = 1e-3
+"""Allowed |score - (ownership balance - komi)|: both are exact, the score a float."""
+
+
+def _check_aux(game: Game, samples: GameSamples) -> None:
+    """The final ownership and score of a Go game agree with each other and the outcome."""
+    if not isinstance(game, Go):
+        raise SampleFormatError("bad_aux_target", f"{game.spec.spec_string} has no "
+                                "territory: its games carry no ownership or score")
+    if samples.ownership is None or samples.score is None:
+        raise SampleFormatError("bad_aux_target", "ownership and score come together")
+    balance = int(samples.ownership.astype(np.int64).sum())
+    if abs(balance - game.komi - samples.score) > SCORE_TOL:
+        raise SampleFormatError("bad_aux_target", f"score {samples.score:g} is not the "
+                                f"ownership's balance {balance} less komi {game.komi:g}")
+    sign = int(np.sign(samples.score))
+    if sign != samples.outcome:
+        raise SampleFormatError("bad_aux_target", f"outcome {samples.outcome} disagrees with "
+                                f"the final score {samples.score:g}")
 
 
 def _check_outcome(game: Game, obs: np.ndarray, to_play: np.ndarray, outcome: int) -> None:

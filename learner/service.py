@@ -558,7 +558,10 @@ class LearnerService:
         r.inc("learner_steps_total", len(metrics))
         r.inc("learner_samples_trained_total", len(metrics) * self.config.batch_size)
         last = metrics[-1]
-        for part, key in (("total", "loss"), ("policy", "policy_loss"), ("value", "value_loss")):
+        parts = [("total", "loss"), ("policy", "policy_loss"), ("value", "value_loss")]
+        if self.learner.aux:  # a net with an ownership or score head (Go, KataGo-style)
+            parts += [("ownership", "ownership_loss"), ("score", "score_loss")]
+        for part, key in parts:
             r.set("learner_loss", last[key], part=part)
 
     def _refresh_stream_info(self) -> None:

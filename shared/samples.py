@@ -9,6 +9,12 @@ with positions without one: the fast moves of playout-cap randomisation) adds
 ``policy_recorded``, one 0/1 byte per position, and carries policy rows only for the
 recorded positions. Readers take both; a game with every position recorded is still
 written as schema 1, byte for byte as before, so older readers keep reading it.
+
+Schema 3 (written only for a game with auxiliary targets: Go's final ownership and score,
+KataGo's dense targets) adds ``ownership``, one int8 per board point (+1 the first
+player's area at the end, -1 the second's, 0 neither), and ``score``, the first player's
+final margin as a float (komi included); ``policy_recorded`` is optional in it. Games
+without those (gomoku and the others) keep schemas 1 and 2.
 """
 
 from __future__ import annotations
@@ -18,11 +24,14 @@ from dataclasses import dataclass
 import msgpack
 import numpy as np
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Newest schema this module writes and reads."""
-SCHEMA_VERSIONS = (1, 2)
-"""Schemas ``decode`` accepts: 1 (every position has a policy target) and 2 (adds
-``policy_recorded``)."""
+SCHEMA_VERSIONS = (1, 2, 3)
+"""Schemas ``decode`` accepts: 1 (every position has a policy target), 2 (adds
+``policy_recorded``) and 3 (adds ``ownership`` and ``score``; ``policy_recorded``
+optional)."""
+MAX_ABS_SCORE = 10_000.0
+"""A final score margin beyond this is rejected (a 19x19 board holds 361 points)."""
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 """Entries above this are rejected: no legitimate game comes near it."""
 
@@ -61,6 +70,12 @@ class GameSamples:
     """[T] bool: which positions carry a policy target (full searches under playout-cap
     randomisation); the others train the value only and their ``policy`` rows are zeros.
     None: every position does."""
+    ownership: np.ndarray | None = None
+    """[H, W] int8: the final ownership of each point from the first player's view (+1
+    theirs, -1 the opponent's, 0 neither), for games with territory (Go); None
+    otherwise."""
+    score: float | None = None
+    """The first player's final score margin (komi included), with ``ownership``."""
 
     @property
     def num_positions(self) -> int:
@@ -76,8 +91,30 @@ class GameSamples:
 
     def value_targets(self) -> np.ndarray:
         """[T] float32 z: the outcome from the view of the player to move at each position."""
-        sign = np.where(self.to_play == 0, 1.0, -1.0).astype(np.float32)
-        return sign * np.float32(self.outcome)
+        return self._mover_sign() * np.float32(self.outcome)
+
+    def _mover_sign(self) -> np.ndarray:
+        """[T] float32: +1 where the first player moves, -1 where the second does."""
+        return np.where(self.to_play == 0, 1.0, -1.0).astype(np.float32)
+
+    @property
+    def has_aux(self) -> bool:
+        """Whether the game carries the ownership and score targets."""
+        return self.ownership is not None and self.score is not None
+
+    def ownership_targets(self) -> np.ndarray:
+        """[T, H, W] int8: the final ownership from the view of the player to move at each
+        position (+1 the mover's). Only for a game with ``has_aux``."""
+        if self.ownership is None:
+            raise ValueError("this game carries no ownership target")
+        sign = self._mover_sign().astype(np.int8)
+        return sign[:, None, None] * self.ownership[None].astype(np.int8)
+
+    def score_targets(self) -> np.ndarray:
+        """[T] float32: the final score margin from the view of the player to move."""
+        if self.score is None:
+            raise ValueError("this game carries no score target")
+        return self._mover_sign() * np.float32(self.score)
 
 
 def encode(samples: GameSamples) -> bytes:
@@ -91,8 +128,19 @@ def encode(samples: GameSamples) -> bytes:
     if not mask.all():
         extra = {"policy_recorded": mask.astype(np.uint8).tobytes()}
         policy = policy[mask]
+    schema = 1 if not extra else 2
+    ownership, score = samples.ownership, samples.score
+    if ownership is not None or score is not None:
+        if ownership is None or score is None:
+            raise ValueError("encode: ownership and score come together")
+        hw = tuple(samples.obs.shape[2:])
+        if ownership.shape != hw:
+            raise ValueError(f"encode: ownership has shape {ownership.shape}, expected {hw}")
+        extra["ownership"] = ownership.astype(np.int8).tobytes()
+        extra["score"] = float(score)
+        schema = 3
     entry = {
-        "schema": 1 if not extra else 2,
+        "schema": schema,
         "run_id": samples.run_id,
         "worker_id": samples.worker_id,
         "game_id": samples.game_id,
@@ -149,7 +197,7 @@ def decode(data: bytes) -> GameSamples:
     if len(obs_bytes) != t * ((plane_bits + 7) // 8):
         raise SampleFormatError("bad_length", f"obs has {len(obs_bytes)} bytes for {t} positions")
     recorded = None
-    if schema >= 2:
+    if schema == 2 or (schema == 3 and "policy_recorded" in entry):
         flags = np.frombuffer(_field(entry, "policy_recorded", bytes), np.uint8)
         if flags.size != t:
             raise SampleFormatError("bad_length", f"policy_recorded has {flags.size} bytes for "
@@ -172,6 +220,7 @@ def decode(data: bytes) -> GameSamples:
         raise SampleFormatError("bad_policy", "policy has negative or non-finite entries")
     if not np.isin(to_play, (0, 1)).all():
         raise SampleFormatError("bad_to_play", "to_play entries must be 0 or 1")
+    ownership, score = _aux_fields(entry, shape) if schema == 3 else (None, None)
     return GameSamples(
         game=_field(entry, "game", str),
         game_version=_field(entry, "game_version", int),
@@ -184,4 +233,23 @@ def decode(data: bytes) -> GameSamples:
         worker_id=_field(entry, "worker_id", str),
         game_id=_field(entry, "game_id", str),
         policy_recorded=recorded,
+        ownership=ownership,
+        score=score,
     )
+
+
+def _aux_fields(entry: dict, obs_shape: list[int]) -> tuple[np.ndarray, float]:
+    """Schema 3's ``ownership`` ([H, W] int8 in {-1, 0, 1}) and ``score`` (finite)."""
+    h, w = obs_shape[1], obs_shape[2]
+    raw = _field(entry, "ownership", bytes)
+    if len(raw) != h * w:
+        raise SampleFormatError("bad_length", f"ownership has {len(raw)} bytes for a "
+                                f"{h}x{w} board")
+    ownership = np.frombuffer(raw, np.int8).reshape(h, w).copy()
+    if not np.isin(ownership, (-1, 0, 1)).all():
+        raise SampleFormatError("bad_field", "ownership entries must be -1, 0 or 1")
+    score = _field(entry, "score", (float, int))
+    if isinstance(score, bool) or not np.isfinite(score) or abs(score) > MAX_ABS_SCORE:
+        raise SampleFormatError("bad_field", f"score {score!r} is not a finite margin "
+                                f"within {MAX_ABS_SCORE:g}")
+    return ownership, float(score)

@@ -116,6 +116,12 @@ class LearnerConfig:
     effect with ``samples_per_insert`` 0 or in the local loop, which alternates the two."""
     value_loss_weight: float = 1.0
     """Weight of the value MSE relative to the policy cross-entropy."""
+    ownership_loss_weight: float = 1.5
+    """Weight of the ownership loss (mean binary cross-entropy per board point; KataGo's
+    1.5); used only by a net with an ownership head, on games that carry the target."""
+    score_loss_weight: float = 0.02
+    """Weight of the score loss (Huber, in points of final margin); used only by a net
+    with a score head, on games that carry the target."""
     train_fast_positions: bool = True
     """Under playout-cap randomisation (``search.full_search_prob`` < 1): whether the fast
     moves' positions enter the replay window as value-only samples (True), or are left out
@@ -170,6 +176,9 @@ class LearnerConfig:
             raise ValueError("batch_size and replay_capacity must be >= 1")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        for name in ("value_loss_weight", "ownership_loss_weight", "score_loss_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"learner.{name} must be >= 0, got {getattr(self, name)}")
         if self.train_steps_per_round < 1 or self.publish_every_steps < 1:
             raise ValueError("train_steps_per_round and publish_every_steps must be >= 1")
         if self.checkpoint_every_s < 0 or self.snapshot_every_s < 0:

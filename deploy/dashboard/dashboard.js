@@ -275,7 +275,9 @@
         } },
       { id: "loss", title: "Loss", unit: "loss",
         help: "learner_loss by part: policy (cross-entropy to the search's visit counts), " +
-              "value (squared error to the outcome), total.",
+              "value (squared error to the outcome), total; with a Go net's auxiliary " +
+              "heads also ownership (cross-entropy per point to the final ownership) and " +
+              "score (Huber, points of final margin).",
         traces: () => perSeries("learner_loss", {}, ident) },
       { id: "replay", title: "Replay window", unit: "positions",
         help: "replay_window_positions: positions the learner samples from.",

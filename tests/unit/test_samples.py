@@ -68,3 +68,74 @@ def test_bad_entries_are_rejected_with_a_reason(data, reason):
         decode(data)
     assert err.value.reason == reason
     assert reason in str(err.value)
+
+
+def _with_aux(g: GameSamples, seed: int = 0) -> GameSamples:
+    rng = np.random.default_rng(seed)
+    g.ownership = rng.integers(-1, 2, g.obs.shape[2:]).astype(np.int8)
+    g.score = float(g.ownership.sum()) - 7.5
+    return g
+
+
+@pytest.mark.parametrize("recorded", [None, [True, False, True, True, False]])
+def test_ownership_and_score_round_trip_as_schema_3(recorded):
+    g = _with_aux(make_samples())
+    if recorded is not None:
+        g.policy_recorded = np.array(recorded)
+        g.policy[~g.policy_recorded] = 0
+    entry = msgpack.unpackb(encode(g), raw=False)
+    assert entry["schema"] == 3 and ("policy_recorded" in entry) == (recorded is not None)
+    back = decode(encode(g))
+    np.testing.assert_array_equal(back.ownership, g.ownership)
+    assert back.score == g.score and back.has_aux
+    np.testing.assert_array_equal(back.policy_mask, g.policy_mask)
+
+
+def test_a_game_without_aux_targets_stays_schema_1_byte_for_byte():
+    g = make_samples()
+    assert msgpack.unpackb(encode(g), raw=False)["schema"] == 1
+    back = decode(encode(g))
+    assert back.ownership is None and back.score is None and not back.has_aux
+
+
+def test_aux_targets_are_from_the_movers_view():
+    g = _with_aux(make_samples(t=4))
+    own = g.ownership_targets()
+    assert own.shape == (4, 3, 3) and own.dtype == np.int8
+    np.testing.assert_array_equal(own[0], g.ownership)
+    np.testing.assert_array_equal(own[1], -g.ownership)
+    np.testing.assert_allclose(g.score_targets(), [g.score, -g.score, g.score, -g.score])
+    with pytest.raises(ValueError, match="no ownership"):
+        make_samples().ownership_targets()
+
+
+def test_ownership_without_score_cannot_be_encoded():
+    g = make_samples()
+    g.ownership = np.zeros((3, 3), np.int8)
+    with pytest.raises(ValueError, match="come together"):
+        encode(g)
+    g.score, g.ownership = 1.0, np.zeros((2, 2), np.int8)
+    with pytest.raises(ValueError, match="shape"):
+        encode(g)
+
+
+def _mutate_aux(**changes) -> bytes:
+    entry = msgpack.unpackb(encode(_with_aux(make_samples())), raw=False)
+    entry.update(changes)
+    return msgpack.packb({k: v for k, v in entry.items() if v is not ...}, use_bin_type=True)
+
+
+@pytest.mark.parametrize("data, reason", [
+    (_mutate_aux(ownership=b"\x01" * 8), "bad_length"),
+    (_mutate_aux(ownership=b"\x02" * 9), "bad_field"),
+    (_mutate_aux(score=...), "missing_field"),
+    (_mutate_aux(score="7"), "bad_field"),
+    (_mutate_aux(score=True), "bad_field"),
+    (_mutate_aux(score=float("nan")), "bad_field"),
+    (_mutate_aux(score=1e9), "bad_field"),
+    (_mutate_aux(policy_recorded=b"\x01\x01"), "bad_length"),
+])
+def test_bad_aux_fields_are_rejected_with_a_reason(data, reason):
+    with pytest.raises(SampleFormatError) as err:
+        decode(data)
+    assert err.value.reason == reason
