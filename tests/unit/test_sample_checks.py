@@ -232,3 +232,27 @@ def test_bad_outcome_line_already_on_the_board():
     g = GameSamples("tictactoe", 1, np.stack(obs), policy,
                     (np.arange(t) % 2).astype(np.int8), outcome=1)
     assert rejected(game, g) == "bad_outcome_for_position"
+
+
+def test_go_games_carry_consistent_ownership_and_score():
+    go, games = played("go:size=9")
+    for g in games:
+        assert g.has_aux and g.ownership.shape == (9, 9)
+        assert g.score == pytest.approx(g.ownership.sum() - go.komi)
+        assert np.sign(g.score) == g.outcome
+    _, gomoku_games = played("gomoku6")
+    assert not any(g.has_aux for g in gomoku_games)
+
+
+def test_bad_aux_targets_are_rejected():
+    go, games = played("go:size=9")
+    g = games[0]
+    assert rejected(go, dataclasses.replace(g, score=g.score + 2)) == "bad_aux_target"
+    flipped = dataclasses.replace(g, ownership=-g.ownership, score=-g.ownership.sum() - go.komi)
+    if np.sign(flipped.score) != g.outcome:
+        assert rejected(go, flipped) == "bad_aux_target"
+    assert rejected(go, dataclasses.replace(g, score=None)) == "bad_aux_target"
+    gomoku, gomoku_games = played("gomoku6")
+    h = gomoku_games[0]
+    tagged = dataclasses.replace(h, ownership=np.zeros((6, 6), np.int8), score=0.0)
+    assert rejected(gomoku, tagged) == "bad_aux_target"
