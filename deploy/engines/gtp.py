@@ -19,10 +19,15 @@ winrate ... prior ... order ... pv ...`` line per interval (win rate and prior i
 1/10000), from searches of growing size; the next command's arrival ends the response
 with the blank line.
 
-Time: after ``time_settings`` (and ``time_left`` updates) a ``genmove`` gets a share of the
-remaining main time (spread over the moves the game is still expected to last) or of the
-current byo-yomi period, turned into simulations by measured speed (``agent.Agent``);
-without time settings every move searches ``--simulations``.
+Time: after ``time_settings`` or ``kgs-time_settings`` (and ``time_left`` updates) a
+``genmove`` gets a share of the remaining main time (spread over the moves the game is
+still expected to last, at most 1/``MIN_MOVES_LEFT`` of it) or of the current byo-yomi
+period, turned into simulations by measured speed (``agent.Agent``); of that share the
+search uses ``SAFETY`` less ``LATENCY``. Canadian byo-yomi (``time_settings``' only kind)
+shares a period's time among its stones; Japanese byo-yomi (``kgs-time_settings byoyomi``)
+gives every move one period, and ``time_left``'s third number then counts the periods
+left, as KGS sends it; the spare periods are kept as a reserve, never planned to be spent.
+Without time settings every move searches ``--simulations``.
 """
 
 from __future__ import annotations
@@ -81,8 +86,13 @@ class Clock:
     main: float = 0.0
     byo_time: float = 0.0
     byo_stones: int = 0
+    """Canadian: stones per period; Japanese: the number of periods."""
+    japanese: bool = False
+    """Japanese byo-yomi: each move has a whole period (``byo_time``), ``byo_stones``
+    periods in all (``kgs-time_settings byoyomi``)."""
     left: dict[int, tuple[float, int]] = field(default_factory=dict)
-    """colour -> (seconds left, stones left in the period; 0 while in main time)."""
+    """colour -> (seconds left, stones left in the period, or periods left under Japanese
+    byo-yomi; 0 while in main time)."""
 
     @property
     def limited(self) -> bool:
@@ -96,13 +106,16 @@ class Clock:
             return None
         seconds, stones = self.left.get(
             colour, (self.main, 0) if self.main > 0 else (self.byo_time, self.byo_stones))
-        if stones > 0:  # in byo-yomi: the rest of the period shared by its stones
+        if stones > 0 and self.japanese:  # in byo-yomi: one period for this move
+            share = min(seconds, self.byo_time) if seconds > 0 else self.byo_time
+        elif stones > 0:  # in byo-yomi: the rest of the period shared by its stones
             share = seconds / stones
         else:
             moves_left = max(MIN_MOVES_LEFT, (expected_plies - ply) / 2)
             share = seconds / moves_left
             if self.byo_stones > 0:  # byo-yomi follows: each move may at least use its part
-                share = max(share, 0.5 * self.byo_time / self.byo_stones)
+                per_move = self.byo_time if self.japanese else self.byo_time / self.byo_stones
+                share = max(share, 0.5 * per_move)
         return max(0.0, share * SAFETY - LATENCY)
 
     def spend(self, colour: int, seconds: float) -> None:
@@ -111,7 +124,10 @@ class Clock:
             return
         left, stones = self.left[colour]
         left -= seconds
-        if stones > 0:
+        if stones > 0 and self.japanese:
+            # a move within its period costs nothing; one that overran used up a period
+            left, stones = self.byo_time, stones - (1 if left < 0 else 0)
+        elif stones > 0:
             stones -= 1
             if stones == 0:
                 left, stones = self.byo_time, self.byo_stones
@@ -157,6 +173,7 @@ class GtpEngine:
             "showboard": lambda a: "\n" + self.game.render(self.state, 0),
             "time_settings": self.time_settings,
             "time_left": self.time_left,
+            "kgs-time_settings": self.kgs_time_settings,
             "set_free_handicap": self.set_free_handicap,
             "lz-analyze": self.lz_analyze,
         }
@@ -394,6 +411,30 @@ class GtpEngine:
         if len(args) != 3 or min(main, byo_time, stones) < 0:
             raise GtpFailure("syntax error (time_settings takes three non-negative numbers)")
         self.clock = Clock(main, byo_time, stones)
+        return ""
+
+    def kgs_time_settings(self, args: list[str]) -> str:
+        """KGS's extension: ``none``, ``absolute main``, ``byoyomi main period periods``
+        (Japanese) or ``canadian main period stones``."""
+        usage = ("syntax error (kgs-time_settings none | absolute main_time | byoyomi "
+                 "main_time period_time periods | canadian main_time period_time stones)")
+        kind = args[0].lower() if args else ""
+        sizes = {"none": 0, "absolute": 1, "byoyomi": 3, "canadian": 3}
+        if kind not in sizes or len(args) != 1 + sizes[kind]:
+            raise GtpFailure(usage)
+        try:
+            numbers = [float(a) for a in args[1:]]
+        except ValueError:
+            raise GtpFailure(usage) from None
+        if any(n < 0 for n in numbers) or (len(numbers) == 3 and not numbers[2].is_integer()):
+            raise GtpFailure(usage)
+        if kind == "none":
+            self.clock = Clock()
+        elif kind == "absolute":
+            self.clock = Clock(numbers[0])
+        else:
+            self.clock = Clock(numbers[0], numbers[1], int(numbers[2]),
+                               japanese=kind == "byoyomi")
         return ""
 
     def time_left(self, args: list[str]) -> str:

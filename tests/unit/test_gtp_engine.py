@@ -187,6 +187,41 @@ def test_clock_byo_yomi_and_no_limit() -> None:
     assert late.budget(0, 50, 80) == pytest.approx(15 * 0.8 - 0.1)
 
 
+def test_kgs_time_settings_of_every_kind(engine: GtpEngine) -> None:
+    usage = ("? syntax error (kgs-time_settings none | absolute main_time | byoyomi "
+             "main_time period_time periods | canadian main_time period_time stones)")
+    assert talk(engine, "kgs-time_settings absolute 600\n") == ["="]
+    assert engine.clock == Clock(600.0)
+    assert talk(engine, "kgs-time_settings canadian 60 300 25\n") == ["="]
+    assert engine.clock == Clock(60.0, 300.0, 25)
+    assert talk(engine, "kgs-time_settings byoyomi 0 30 5\n") == ["="]
+    assert engine.clock == Clock(0.0, 30.0, 5, japanese=True)
+    assert talk(engine, "kgs-time_settings none\n") == ["="]
+    assert not engine.clock.limited
+    assert talk(engine, "kgs-time_settings byoyomi 60 30\nkgs-time_settings fischer 60 5\n"
+                        "kgs-time_settings canadian 60 30 2.5\n"
+                        "kgs-time_settings absolute -1\nkgs-time_settings\n") == [usage] * 5
+    assert "kgs-time_settings" in talk(engine, "list_commands\n")[0].split("\n")[-1] or \
+        any("kgs-time_settings" in line for line in talk(engine, "list_commands\n"))
+
+
+def test_japanese_byo_yomi_gives_each_move_a_whole_period() -> None:
+    japanese = Clock(main=0, byo_time=30, byo_stones=5, japanese=True)
+    # in byo-yomi every move may use its period (the other four are a reserve)
+    assert japanese.budget(0, 0, 80) == pytest.approx(30 * 0.8 - 0.1)
+    japanese.left[0] = (30.0, 5)  # KGS: 30 s of the period, 5 periods left
+    assert japanese.budget(0, 40, 80) == pytest.approx(30 * 0.8 - 0.1)
+    japanese.spend(0, 20.0)  # within the period: it starts afresh, no period lost
+    assert japanese.left[0] == (30.0, 5)
+    japanese.spend(0, 31.0)  # overran: one period gone
+    assert japanese.left[0] == (30.0, 4)
+    late = Clock(main=300, byo_time=30, byo_stones=5, japanese=True)
+    late.left[0] = (2.0, 0)  # main time nearly out: at least half a period per move
+    assert late.budget(0, 50, 80) == pytest.approx(15 * 0.8 - 0.1)
+    late.spend(0, 3.0)  # main time out: byo-yomi begins with all its periods
+    assert late.left[0] == (30.0, 5)
+
+
 def test_genmove_under_a_time_limit_searches_by_measured_speed(engine: GtpEngine) -> None:
     lines: list[str] = []
     engine.log = lines.append
