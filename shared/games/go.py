@@ -43,7 +43,7 @@ OBS_VERSIONS = {"agz": 1, "compact": 1, "features": 2}
 one encoding does not orphan the nets, checkpoints and sample streams of the others (the
 learner rejects samples whose version differs from its game's): bump only the preset whose
 planes or actions change, to a number no preset has used, so that a (spec, version) pair
-never names two encodings. ``agz`` and ``compact`` have been 1 since Go's first release."""
+never names two encodings."""
 
 _ASCII_STONES = {".": EMPTY, "+": EMPTY, "X": BLACK, "x": BLACK, "#": BLACK,
                  "O": WHITE, "o": WHITE}
