@@ -223,7 +223,7 @@ def test_ko_point_is_marked_only_when_the_mover_may_not_play_it():
     assert (g.observe(loose)[0, F.KO] == 0).all()
 
 
-def test_last_moves_skip_passes_and_keep_captured_stones():
+def test_last_moves_skip_passes_and_outlive_captures():
     g = make_go(size=5, obs="features", history=6)  # 5 last-move planes
     # black takes the ko at C3, white passes, black E1, white retakes at B3 (capturing C3)
     s = play(g, position(g, KO), "C3", "pass", "E1", "B3", "E2")
