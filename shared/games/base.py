@@ -196,6 +196,18 @@ class Game(Generic[S]):
         """[B, C, H, W] uint8 planes from the view of the player to move."""
         raise NotImplementedError
 
+    def score_margin(self, state: S) -> np.ndarray | None:
+        """[B] float32: the first player's score margin with komi (> 0: ahead), of the
+        position as it stands; None for games without a score (the default). Lets self-play
+        record a score target without knowing the game."""
+        return None
+
+    def ownership(self, state: S) -> np.ndarray | None:
+        """[B, H, W] int8: +1 where the point is the first player's area, -1 the second
+        player's, 0 neither (Go: Tromp-Taylor area of the board as it stands); None for
+        games without territory (the default)."""
+        return None
+
     def piece_planes(self) -> tuple[int, int]:
         """Indices of the observation planes with the mover's and the opponent's pieces now."""
         return (0, 1)

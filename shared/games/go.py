@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zeroforge.shared.games import go_features as F
 from zeroforge.shared.games import go_kernels as K
 from zeroforge.shared.games.base import (
     Game,
@@ -35,8 +36,14 @@ from zeroforge.shared.games.base import (
 
 EMPTY, BLACK, WHITE = K.EMPTY, K.BLACK, K.WHITE
 KO_RULES = ("superko", "simple")
-OBS_PRESETS = {"agz": 8, "compact": 4}
-"""Observation preset -> default number of past positions per colour."""
+OBS_PRESETS = {"agz": 8, "compact": 4, "features": 4}
+"""Observation preset -> default number of past boards kept (``history``)."""
+OBS_VERSIONS = {"agz": 1, "compact": 1, "features": 2}
+"""Observation preset -> ``GameSpec.version``. The version is per preset so that changing
+one encoding does not orphan the nets, checkpoints and sample streams of the others (the
+learner rejects samples whose version differs from its game's): bump only the preset whose
+planes or actions change, to a number no preset has used, so that a (spec, version) pair
+never names two encodings."""
 
 _ASCII_STONES = {".": EMPTY, "+": EMPTY, "X": BLACK, "x": BLACK, "#": BLACK,
                  "O": WHITE, "o": WHITE}
@@ -105,10 +112,11 @@ class Go(Game[GoState]):
         self.history, self.max_moves = history, cap
         self.num_points = size * size
         self.pass_action = self.num_points
-        channels = 2 * history + (1 if obs == "agz" else 2)
+        channels = {"agz": 2 * history + 1, "compact": 2 * history + 2,
+                    "features": F.num_planes(history)}[obs]
         self.spec = GameSpec(
             name=self.name,
-            version=1,
+            version=OBS_VERSIONS[obs],
             board_shape=(size, size),
             num_actions=self.num_points + 1,
             obs_shape=(channels, size, size),
@@ -232,6 +240,19 @@ class Go(Game[GoState]):
         K.score_kernel(state.board, self.komi, self._nbr, self._deg, out)
         return out
 
+    def score_margin(self, state: GoState) -> np.ndarray:
+        """[B] float32: ``score`` (black area - white area - komi) of the board as it stands."""
+        return self.score(state).astype(np.float32)
+
+    def ownership(self, state: GoState) -> np.ndarray:
+        """[B, size, size] int8 Tromp-Taylor owner of each point of the board as it stands:
+        +1 black (a black stone, or an empty region reaching only black), -1 white, 0 an
+        empty region reaching both colours or none. ``ownership.sum((1, 2)) - komi`` equals
+        ``score``: both count the same regions (``go_kernels.area_owner``)."""
+        out = np.empty((state.batch_size, self.num_points), np.int8)
+        K.ownership_kernel(state.board, self._nbr, self._deg, out)
+        return out.reshape(-1, self.size, self.size)
+
     def board_hash(self, board: np.ndarray) -> np.ndarray:
         """[B] uint64 Zobrist hashes of boards [B, N] (the xor of the stones' keys)."""
         board = np.asarray(board).reshape(-1, self.num_points)
@@ -250,8 +271,18 @@ class Go(Game[GoState]):
         ``agz`` (C = 2H + 1): the mover's stones in the last H positions (newest first), the
         opponent's stones likewise, then a plane of ones when Black is to move.
         ``compact`` (C = 2H + 2, H = 4): the same, plus a plane marking the last stone played.
+        ``features`` (C = H + 9, H = 4; KataGo-style, layout in ``go_features``): 0 the
+        mover's stones, 1 the opponent's; 2-4 the mover's stones in chains with 1, 2, >= 3
+        liberties, 5-7 the opponent's likewise; 8 the simple-ko point if the mover may not
+        play it; 9 .. H+7 the points played 1 .. H-1 moves ago (a pass marks none); H+8 a
+        plane of ones when Black is to move.
         """
         b, h, n = state.batch_size, self.history, self.num_points
+        if self.obs == "features":
+            out = np.empty((b, self.spec.obs_shape[0], n), np.uint8)
+            F.features_kernel(state.board_history, state.group, state.liberties,
+                              state.to_play, state.ko_point, state.legal, out)
+            return out.reshape(b, -1, self.size, self.size)
         mover = (state.to_play + 1).astype(np.int8)[:, None, None]
         other = (2 - state.to_play).astype(np.int8)[:, None, None]
         obs = np.zeros((b, self.spec.obs_shape[0], n), np.uint8)
@@ -265,6 +296,8 @@ class Go(Game[GoState]):
 
     def piece_planes(self) -> tuple[int, int]:
         """Observation planes holding the mover's and the opponent's stones now."""
+        if self.obs == "features":
+            return F.OWN, F.OPP
         return 0, self.history
 
     def symmetries(self):

@@ -1,4 +1,5 @@
-"""Numba kernels for Go: placing stones with captures, exact legal masks, area scoring.
+"""Numba kernels for Go: placing stones with captures, exact legal masks, area scoring and
+ownership.
 
 Boards are flat ``[N]`` int8 rows (0 empty, 1 black, 2 white; point = row * size + col).
 The state also keeps its groups: ``group`` [N] names each stone's group by one of its
@@ -406,9 +407,11 @@ def _scratch(n):
 
 
 @numba.njit(cache=True)
-def area_score(board, nbr, deg, seen, queue, tick):
+def area_owner(board, nbr, deg, seen, queue, owner, tick):
     """Tromp-Taylor area of ``board`` [N]: stones plus empty regions that reach only that
-    colour. Returns (black, white, new tick)."""
+    colour. Writes ``owner`` [N] int8 (+1 black's area, -1 white's, 0 an empty region that
+    reaches both colours or neither), so that ``owner.sum()`` is black - white by
+    construction. Returns (black, white, new tick)."""
     n = board.shape[0]
     black = 0
     white = 0
@@ -417,14 +420,21 @@ def area_score(board, nbr, deg, seen, queue, tick):
         c = board[p]
         if c == BLACK:
             black += 1
+            owner[p] = 1
         elif c == WHITE:
             white += 1
+            owner[p] = -1
         elif seen[p] != tick:
             tail, _, reach = flood(board, p, nbr, deg, seen, tick, queue, 0, False)
+            side = 0
             if reach == 1 << BLACK:
                 black += tail
+                side = 1
             elif reach == 1 << WHITE:
                 white += tail
+                side = -1
+            for i in range(tail):
+                owner[queue[i]] = side
     return black, white, tick
 
 
@@ -434,10 +444,24 @@ def score_kernel(board, komi, nbr, deg, out):
     n = board.shape[1]
     seen = np.full(n, -1, np.int64)
     queue = np.empty(n, np.int32)
+    owner = np.empty(n, np.int8)
     tick = 0
     for b in range(board.shape[0]):
-        black, white, tick = area_score(board[b], nbr, deg, seen, queue, tick)
+        black, white, tick = area_owner(board[b], nbr, deg, seen, queue, owner, tick)
         out[b] = black - white - komi
+
+
+@numba.njit(cache=True)
+def ownership_kernel(board, nbr, deg, owner):
+    """``owner`` [B, N] int8 = the Tromp-Taylor owner of every point of ``board`` [B, N]
+    (``area_owner``: +1 black, -1 white, 0 neither); the same regions ``score_kernel``
+    counts."""
+    n = board.shape[1]
+    seen = np.full(n, -1, np.int64)
+    queue = np.empty(n, np.int32)
+    tick = 0
+    for b in range(board.shape[0]):
+        _, _, tick = area_owner(board[b], nbr, deg, seen, queue, owner[b], tick)
 
 
 @numba.njit(cache=True)
@@ -481,6 +505,7 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
     nhist = board_history.shape[1]
     sc = _scratch(n)
     seen, queue = sc[0], sc[1]
+    owner = np.empty(n, np.int8)  # area_owner's output, unused here: only the counts matter
     tick = 0
     for b in range(actions.shape[0]):
         a = actions[b]
@@ -537,7 +562,7 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
         if passes[b] >= 2 or ply[b] >= max_moves:
             terminal[b] = True
             legal[b, :] = False
-            black, white, tick = area_score(board[b], nbr, deg, seen, queue, tick)
+            black, white, tick = area_owner(board[b], nbr, deg, seen, queue, owner, tick)
             outcome[b] = _outcome_of(black - white - komi)
         else:
             tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], stones,

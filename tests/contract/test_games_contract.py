@@ -26,6 +26,7 @@ SPECS = [
     "go9",
     "go:size=9,ko=simple",
     "go:size=7,obs=compact,komi=6",
+    "go:size=7,obs=features",
     "go:size=5,max_moves=30",
     "go13",
     "5stone_chess",
