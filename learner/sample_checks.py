@@ -48,6 +48,7 @@ from zeroforge.shared.games.base import Game
 from zeroforge.shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
 from zeroforge.shared.games.fivestone import FiveStone
 from zeroforge.shared.games.go import Go
+from zeroforge.shared.games.go_features import KO, OPP, OPP_LIBS, OWN, OWN_LIBS
 from zeroforge.shared.games.gomoku import Gomoku, GomokuState
 from zeroforge.shared.samples import GameSamples, SampleFormatError
 
@@ -150,7 +151,8 @@ def _first_player_plane(game: Game) -> int:
     if isinstance(game, Gomoku):
         return 3
     if isinstance(game, Go):
-        return 2 * game.history
+        # agz/compact: after the 2H stone planes; features: the last plane
+        return game.spec.obs_shape[0] - 1 if game.obs == "features" else 2 * game.history
     if isinstance(game, FiveStone):
         return 2
     raise TypeError(f"no observation check for {type(game).__name__}")
@@ -160,7 +162,10 @@ def _check_observations(game: Game, obs: np.ndarray, to_play: np.ndarray) -> Non
     t = obs.shape[0]
     if obs.dtype != np.uint8 or (obs > 1).any():
         raise SampleFormatError("bad_observation", "observation planes are not 0/1 uint8")
-    if isinstance(game, Go):
+    if isinstance(game, Go) and game.obs == "features":
+        pairs = [game.piece_planes()]
+        _check_go_features(obs)
+    elif isinstance(game, Go):
         h = game.history
         pairs = [(i, h + i) for i in range(h)]
     else:
@@ -199,6 +204,21 @@ def _check_observations(game: Game, obs: np.ndarray, to_play: np.ndarray) -> Non
             i = int(np.argmax(wrong))
             raise SampleFormatError("bad_observation", f"position {i} has {mine_n[i]} and "
                                     f"{theirs_n[i]} stones; a running game has 2 to 5 a side")
+
+
+def _check_go_features(obs: np.ndarray) -> None:
+    """Go's ``features`` planes: each side's liberty classes split its stones exactly
+    (every stone in one class), and the ko point is empty."""
+    for stones, first in ((OWN, OWN_LIBS), (OPP, OPP_LIBS)):
+        classes = obs[:, first:first + 3].astype(np.int64).sum(axis=1)
+        wrong = (classes != obs[:, stones]).reshape(obs.shape[0], -1).any(axis=1)
+        if wrong.any():
+            raise SampleFormatError("bad_observation", f"position {int(np.argmax(wrong))}: "
+                                    "the liberty planes do not split the stones")
+    on_stone = (obs[:, KO] & (obs[:, OWN] | obs[:, OPP])).reshape(obs.shape[0], -1).any(axis=1)
+    if on_stone.any():
+        raise SampleFormatError("bad_observation", f"position {int(np.argmax(on_stone))}: "
+                                "the ko point holds a stone")
 
 
 def _check_policy(game: Game, obs: np.ndarray, policy: np.ndarray,
