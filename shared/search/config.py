@@ -98,10 +98,11 @@ class SearchConfig:
     forced_playouts_k: float = 0.0
     """k of KataGo's forced playouts (Wu 2019, section 3.1; ``forced.py``): at the root
     of a search with root noise, a child c with fewer visits than
-    sqrt(k · P(c) · Σ_c' N(c')) (P with the noise) is picked before the PUCT formula, so
-    every noised move gets a few visits. KataGo used 2; 0 (the default) turns it off.
-    Searches without root noise (evaluation, play, fast moves of playout-cap
-    randomisation) never force. PUCT only: an error with ``gumbel``."""
+    sqrt(k · P(c) · Σ_c' N(c')) (P with the noise) is picked before the PUCT formula
+    (the one furthest below it first), so every noised move gets a few visits. KataGo
+    used 2; 0 (the default) turns it off. Searches without root noise (evaluation, play,
+    fast moves of playout-cap randomisation) never force. PUCT only: an error with
+    ``gumbel``."""
 
     prune_policy_target: bool = True
     """KataGo's policy-target pruning, the other half of forced playouts: the training

@@ -7,7 +7,8 @@ root of a noised search, a child c with fewer visits than
 
     n_forced(c) = sqrt(k · P(c) · Σ_c' N(c'))        (P with the noise, Σ over the root's children)
 
-is picked before the PUCT formula is consulted (``MCTS`` does it in its descent kernel).
+is picked before the PUCT formula is consulted (``forced_root_pick``, in ``MCTS``'s
+descent kernel; of several, the one furthest below its n_forced).
 Those visits are an exploration device, not the search's opinion, so the policy target
 has them taken out again (``prune_forced_visits``): the most visited child c* keeps its
 visits; every other child loses up to n_forced(c) of them, one at a time, for as long as
@@ -28,6 +29,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from zeroforge.shared.search.tree import ILLEGAL
+
 
 @numba.njit(cache=True, inline="always")
 def exploration_scale(c_puct, c_base, parent_visits):
@@ -37,6 +40,30 @@ def exploration_scale(c_puct, c_base, parent_visits):
     if c_base > 0:
         c += np.log((1.0 + parent_visits + c_base) / c_base)
     return c * np.sqrt(np.float64(parent_visits))
+
+
+@numba.njit(cache=True)
+def forced_root_pick(visits, children, b, prior_row, forced_k):
+    """The root action of tree b owed a forced playout, or -1 if none is.
+
+    ``visits`` [B, N] and ``children`` [B, N, A] as in ``TreeArrays``; ``prior_row`` [A]:
+    the root priors with the noise; ``forced_k``: k > 0. Of the children c with
+    N(c) < n_forced(c) = sqrt(k · P(c) · Σ N), the one furthest below (first on a tie).
+    """
+    # Σ_c N(c): the root's visits are its children's plus its own evaluation.
+    quota = forced_k * (visits[b, 0] - 1)
+    best, best_gap = -1, 0.0
+    for a in range(children.shape[2]):
+        child = children[b, 0, a]
+        if child == ILLEGAL:
+            continue
+        cv = visits[b, child] if child >= 0 else 0
+        owed = quota * prior_row[a]
+        if cv * cv < owed:  # N(c) < n_forced(c) without a square root per action
+            gap = np.sqrt(owed) - cv
+            if gap > best_gap:
+                best, best_gap = a, gap
+    return best
 
 
 @numba.njit(cache=True)

@@ -28,7 +28,11 @@ import numpy as np
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import Evaluator, check_evaluation
-from zeroforge.shared.search.forced import exploration_scale, prune_forced_visits
+from zeroforge.shared.search.forced import (
+    exploration_scale,
+    forced_root_pick,
+    prune_forced_visits,
+)
 from zeroforge.shared.search.gumbel import (
     GumbelRoot,
     finish_kernel,
@@ -118,28 +122,22 @@ def sample_actions(visit_counts: np.ndarray, temperature: np.ndarray,
 
 @numba.njit(cache=True)
 def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
-               c_puct, c_base, fpu, fpu_relative, forced_k):
+               c_puct, c_base, fpu, fpu_relative):
     """argmax_a Q(a) + c · P(a) · sqrt(N(n)) / (1 + N(a)) over node n's legal actions.
 
     N(n) counts the node's own evaluation, so at a fresh node the prior breaks the tie
     between the (all-unvisited) children instead of the action order.
-    With ``forced_k`` = k > 0 (the root of a noised search), an action with
-    N(a) < sqrt(k · P(a) · Σ_b N(b)) comes first: the best-scored of those, if any.
     """
     parent_n = visits[b, n]
     scale = exploration_scale(c_puct, c_base, parent_n)
-    # k · Σ_b N(b): the node's visits are its children's plus its own evaluation.
-    forced = forced_k * (parent_n - 1)
     unvisited_q = fpu
     if fpu_relative:
         unvisited_q = value_sum[b, n] / parent_n - fpu
     best, best_score = -1, -np.inf
-    forced_best, forced_score = -1, -np.inf
     for a in range(children.shape[2]):
         child = children[b, n, a]
         if child == ILLEGAL:
             continue
-        cv = 0
         if child >= 0 and visits[b, child] > 0:
             cv = visits[b, child]
             q = flip(value_sum[b, child] / cv, to_play[b, child], to_play[b, n])
@@ -148,10 +146,7 @@ def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
             score = unvisited_q + scale * prior_row[a]
         if score > best_score:
             best, best_score = a, score
-        # N(a) < sqrt(k P Σ N), squared: no square root per action.
-        if forced > 0 and cv * cv < forced * prior_row[a] and score > forced_score:
-            forced_best, forced_score = a, score
-    return forced_best if forced_best >= 0 else best
+    return best
 
 
 @numba.njit(cache=True)
@@ -163,7 +158,7 @@ def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, 
     ``root_prior`` [B, A] replaces the root's stored priors (it carries the noise);
     ``root_action`` [B] forces the root's move where >= 0 (Gumbel's halving). Below the
     root the rule is PUCT or, with ``gumbel``, the paper's deterministic selection.
-    ``forced_k`` > 0 adds forced playouts to the PUCT root (0: none).
+    ``forced_k`` > 0 adds forced playouts to the PUCT root (0: none; ``forced.py``).
     Writes per game the leaf node, its parent and action, and whether it is new (an
     existing leaf is a terminal node). Returns the first game stuck at a non-terminal
     node without legal moves, or -1.
@@ -185,11 +180,15 @@ def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, 
                 a = interior_pick(visits, value_sum, raw_value, prior, children, to_play, b, n,
                                   c_visit, c_scale, q, pi)
             elif n == 0:
-                a = _puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
-                               c_puct, c_base, fpu, fpu_relative, forced_k)
+                a = -1
+                if forced_k > 0:  # a separate pass: no cost to PUCT's loop when off
+                    a = forced_root_pick(visits, children, b, root_prior[b], forced_k)
+                if a < 0:
+                    a = _puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
+                                   c_puct, c_base, fpu, fpu_relative)
             else:
                 a = _puct_pick(visits, value_sum, children, to_play, b, n, prior[b, n],
-                               c_puct, c_base, fpu, fpu_relative, 0.0)
+                               c_puct, c_base, fpu, fpu_relative)
             if a < 0:
                 return b
             child = children[b, n, a]

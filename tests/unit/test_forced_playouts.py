@@ -8,7 +8,8 @@ import pytest
 from tests.fakes import TTT, Bandit, BanditEvaluator
 from zeroforge.shared.games import make_game
 from zeroforge.shared.search import MCTS, SearchConfig, UniformEvaluator
-from zeroforge.shared.search.forced import prune_forced_visits
+from zeroforge.shared.search.forced import forced_root_pick, prune_forced_visits
+from zeroforge.shared.search.tree import ILLEGAL, UNEXPANDED
 
 # Arm 0 is clearly bad (-0.9 against the best arm's 0.6) and has a small prior: PUCT alone
 # gives it about one visit, forced playouts about sqrt(2 · 0.1 · 400) ≈ 9.
@@ -60,6 +61,32 @@ def test_many_forced_children_each_get_about_their_share_on_gomoku():
     need = np.sqrt(8.0 * mcts.root_prior * result.visit_counts.sum(axis=1, keepdims=True))
     assert need[legal].max() > 1.5 * result.visit_counts.sum(axis=1).max() / 36
     assert np.all(result.visit_counts[legal] >= need[legal] - 2)
+
+
+def root_with_children(child_visits: list[int | None]):
+    """visits [1, N] and children [1, 1 + A, A] of a root whose action a leads to a node
+    with ``child_visits[a]`` visits (None: unexpanded); the root's visits are 1 + their
+    sum. The last action is illegal."""
+    a = len(child_visits) + 1
+    visits = np.zeros((1, a + 1), np.int32)
+    children = np.full((1, a + 1, a), ILLEGAL, np.int32)
+    for i, n in enumerate(child_visits):
+        children[0, 0, i] = UNEXPANDED if n is None else i + 1
+        visits[0, i + 1] = n or 0
+    visits[0, 0] = 1 + visits[0, 1:].sum()
+    return visits, children
+
+
+def test_the_child_furthest_below_its_forced_count_is_picked():
+    # Σ N = 100, k = 2: n_forced = sqrt(200 · P) = 10, 7.75, 6.32, 4.47, for visits
+    # 86, 2, 0 (unexpanded) and 12: arms 1 and 2 are owed 5.75 and 6.32 visits.
+    visits, children = root_with_children([86, 2, None, 12])
+    prior = np.array([0.5, 0.3, 0.2, 0.1, 0.4])  # the illegal move's prior is not read
+    assert forced_root_pick(visits, children, 0, prior, 2.0) == 2
+    children[0, 0, 2] = ILLEGAL
+    assert forced_root_pick(visits, children, 0, prior, 2.0) == 1
+    # k = 0.04 makes every n_forced at most 1.4: arm 2 alone was below (now illegal).
+    assert forced_root_pick(visits, children, 0, prior, 0.04) == -1
 
 
 def test_forced_playouts_need_root_noise():
