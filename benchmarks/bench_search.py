@@ -9,6 +9,7 @@ call and checks). With a trivial evaluator this measures the search's own overhe
     python benchmarks/bench_search.py            # 400 simulations, 8 moves per batch size
     python benchmarks/bench_search.py --quick    # 2 moves per batch size
     python benchmarks/bench_search.py --gumbel   # Gumbel AlphaZero instead of PUCT
+    python benchmarks/bench_search.py --forced-k 2   # PUCT with KataGo's forced playouts
 """
 
 from __future__ import annotations
@@ -56,13 +57,19 @@ def main() -> None:
     parser.add_argument("--batches", nargs="*", type=int, default=[1, 16, 64, 256])
     parser.add_argument("--gumbel", action="store_true", help="Gumbel AlphaZero root")
     parser.add_argument("--reuse", action="store_true", help="keep the subtree between moves")
+    parser.add_argument("--forced-k", type=float, default=0.0,
+                        help="forced playouts' k (PUCT, with policy-target pruning); 0: off. "
+                        "The uniform evaluator spreads visits so evenly that hardly any are "
+                        "forced: this measures the feature's bookkeeping")
     args = parser.parse_args()
     moves = 2 if args.quick else 8
     config = SearchConfig(num_simulations=args.simulations, gumbel=args.gumbel,
-                          reuse_tree=args.reuse)
+                          reuse_tree=args.reuse, forced_playouts_k=args.forced_k)
     machine = platform.processor() or platform.machine()
     print(f"machine: {machine}, {os.cpu_count()} cores, python {platform.python_version()}")
-    print(f"{args.game}, {'Gumbel' if args.gumbel else 'PUCT'}, {args.simulations} simulations, "
+    forced = f", forced playouts k={args.forced_k}" if args.forced_k else ""
+    print(f"{args.game}, {'Gumbel' if args.gumbel else 'PUCT'}{forced}, "
+          f"{args.simulations} simulations, "
           f"{moves} moves per batch size, uniform evaluator")
     measure(args.game, 2, SearchConfig(num_simulations=8, gumbel=args.gumbel), 1, 0)  # compile
     cols = ["tree", "step", "evaluate", "rollout", "other"]

@@ -95,6 +95,24 @@ class SearchConfig:
     ``num_simulations // 6`` (KataGo's 600 / 100), at least 1. Must not exceed
     ``num_simulations``. Unused while ``full_search_prob`` is 1."""
 
+    forced_playouts_k: float = 0.0
+    """k of KataGo's forced playouts (Wu 2019, section 3.1; ``forced.py``): at the root
+    of a search with root noise, a child c with fewer visits than
+    sqrt(k · P(c) · Σ_c' N(c')) (P with the noise) is picked before the PUCT formula
+    (the one furthest below it first), so every noised move gets a few visits. KataGo
+    used 2; 0 (the default) turns it off. Searches without root noise (evaluation, play,
+    fast moves of playout-cap randomisation) never force. PUCT only: an error with
+    ``gumbel``."""
+
+    prune_policy_target: bool = True
+    """KataGo's policy-target pruning, the other half of forced playouts: the training
+    target (``SearchResult.visit_policy``) is built from the root visits with the forced
+    ones taken out again (``forced.prune_forced_visits``), while the move played still
+    follows the unpruned visits. It acts only on searches that forced playouts, so it is
+    implied by ``forced_playouts_k`` > 0 and does nothing without it (Gumbel search
+    included, whose target is its improved policy). False keeps the forced visits in the
+    target: an ablation, which teaches the network the noise."""
+
     def __post_init__(self) -> None:
         checks = [
             (self.num_simulations >= 1, "num_simulations must be >= 1"),
@@ -115,6 +133,11 @@ class SearchConfig:
              or 1 <= self.fast_simulations <= self.num_simulations,
              f"fast_simulations must be in [1, num_simulations={self.num_simulations}] or "
              f"None, got {self.fast_simulations}"),
+            (0.0 <= self.forced_playouts_k < float("inf"),
+             f"forced_playouts_k must be finite and >= 0, got {self.forced_playouts_k}"),
+            (not (self.gumbel and self.forced_playouts_k > 0),
+             "forced_playouts_k > 0 is for PUCT search; Gumbel search (gumbel=True) has its "
+             "own root exploration and policy target: set forced_playouts_k=0"),
         ]
         for ok, message in checks:
             if not ok:

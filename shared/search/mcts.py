@@ -28,6 +28,11 @@ import numpy as np
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import Evaluator, check_evaluation
+from zeroforge.shared.search.forced import (
+    exploration_scale,
+    forced_root_pick,
+    prune_forced_visits,
+)
 from zeroforge.shared.search.gumbel import (
     GumbelRoot,
     finish_kernel,
@@ -61,11 +66,13 @@ class SearchResult:
     """[B] int64: the move to play."""
     visit_policy: np.ndarray
     """[B, A] float32: policy training target, summing to 1 over legal moves: root visit
-    shares (PUCT) or the completed-Q improved policy (Gumbel)."""
+    shares (PUCT; with forced playouts, the shares after policy-target pruning) or the
+    completed-Q improved policy (Gumbel)."""
     root_value: np.ndarray
     """[B] float32: mean backed-up value at the root, for the player to move there."""
     visit_counts: np.ndarray
-    """[B, A] int32: visits of each root action (kept subtree visits included)."""
+    """[B, A] int32: visits of each root action (kept subtree visits included, forced
+    playouts included: the move played follows these)."""
 
 
 def per_game_rngs(rng: RngLike, batch: int) -> list[np.random.Generator]:
@@ -122,10 +129,7 @@ def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
     between the (all-unvisited) children instead of the action order.
     """
     parent_n = visits[b, n]
-    c = c_puct
-    if c_base > 0:
-        c += np.log((1.0 + parent_n + c_base) / c_base)
-    scale = c * np.sqrt(np.float64(parent_n))
+    scale = exploration_scale(c_puct, c_base, parent_n)
     unvisited_q = fpu
     if fpu_relative:
         unvisited_q = value_sum[b, n] / parent_n - fpu
@@ -147,13 +151,14 @@ def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
 
 @numba.njit(cache=True)
 def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, fpu_relative,
-                    c_visit, c_scale, out_leaf, out_parent, out_action, out_new):
+                    forced_k, c_visit, c_scale, out_leaf, out_parent, out_action, out_new):
     """Walk every tree of ``tree`` (``Tree.packed``) from its root to a leaf; create the
     leaf's node if it is new.
 
     ``root_prior`` [B, A] replaces the root's stored priors (it carries the noise);
     ``root_action`` [B] forces the root's move where >= 0 (Gumbel's halving). Below the
     root the rule is PUCT or, with ``gumbel``, the paper's deterministic selection.
+    ``forced_k`` > 0 adds forced playouts to the PUCT root (0: none; ``forced.py``).
     Writes per game the leaf node, its parent and action, and whether it is new (an
     existing leaf is a terminal node). Returns the first game stuck at a non-terminal
     node without legal moves, or -1.
@@ -175,8 +180,12 @@ def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, 
                 a = interior_pick(visits, value_sum, raw_value, prior, children, to_play, b, n,
                                   c_visit, c_scale, q, pi)
             elif n == 0:
-                a = _puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
-                               c_puct, c_base, fpu, fpu_relative)
+                a = -1
+                if forced_k > 0:  # a separate pass: no cost to PUCT's loop when off
+                    a = forced_root_pick(visits, children, b, root_prior[b], forced_k)
+                if a < 0:
+                    a = _puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
+                                   c_puct, c_base, fpu, fpu_relative)
             else:
                 a = _puct_pick(visits, value_sum, children, to_play, b, n, prior[b, n],
                                c_puct, c_base, fpu, fpu_relative)
@@ -274,8 +283,11 @@ class MCTS:
             root_prior = np.ascontiguousarray(clean_prior)
 
         self.root_prior = root_prior
-        self._simulate(tree, root_prior, halving, rollout_rng, sims)
-        return self._result(tree, states, rngs, halving)
+        # Forced playouts only where root noise is on: they exist to make the noise
+        # explore (SearchConfig refuses them with Gumbel search).
+        forced_k = cfg.forced_playouts_k if noise else 0.0
+        self._simulate(tree, root_prior, halving, rollout_rng, sims, forced_k)
+        return self._result(tree, states, rngs, halving, root_prior, forced_k)
 
     def advance(self, actions: np.ndarray) -> None:
         """Tell the search which moves [B] were played; with reuse, keep their subtrees.
@@ -334,7 +346,7 @@ class MCTS:
         return tree
 
     def _simulate(self, tree: Tree, root_prior: np.ndarray, halving: GumbelRoot | None,
-                  rollout_rng: np.random.Generator | None, sims: int) -> None:
+                  rollout_rng: np.random.Generator | None, sims: int, forced_k: float) -> None:
         cfg = self.config
         batch = tree.batch_size
         games = np.arange(batch)
@@ -354,7 +366,7 @@ class MCTS:
                 root_actions_kernel(t, halving.packed, cfg.gumbel_c_visit, cfg.gumbel_c_scale,
                                     root_action)
             stuck = _descend_kernel(t, root_prior, root_action, cfg.gumbel, cfg.c_puct, c_base,
-                                    cfg.fpu, cfg.fpu_relative, cfg.gumbel_c_visit,
+                                    cfg.fpu, cfg.fpu_relative, forced_k, cfg.gumbel_c_visit,
                                     cfg.gumbel_c_scale, leaf, parent, leaf_action, new)
             if stuck >= 0:
                 raise RuntimeError(f"search: game {stuck} reached a running position "
@@ -426,7 +438,8 @@ class MCTS:
         timings["tree"] += time.perf_counter() - t0
 
     def _result(self, tree: Tree, states: State, rngs: list[np.random.Generator],
-                halving: GumbelRoot | None) -> SearchResult:
+                halving: GumbelRoot | None, root_prior: np.ndarray,
+                forced_k: float) -> SearchResult:
         cfg = self.config
         batch = tree.batch_size
         rows = np.arange(batch)[:, None]
@@ -439,7 +452,10 @@ class MCTS:
             finish_kernel(tree.packed, halving.base, halving.alive, cfg.gumbel_c_visit,
                           cfg.gumbel_c_scale, action, policy)
         else:
-            policy = counts / counts.sum(axis=1, keepdims=True)
+            target = counts
+            if forced_k > 0 and cfg.prune_policy_target:
+                target = self._pruned(tree, counts, root_prior, forced_k)
+            policy = target / target.sum(axis=1, keepdims=True)
             young = np.asarray(states.ply) < cfg.temperature_moves
             temperature = np.where(young, cfg.temperature, 0.0)
             uniforms = np.array([r.random() for r in rngs])
@@ -449,3 +465,16 @@ class MCTS:
             action = np.where(winning >= 0, winning, action)
         return SearchResult(action=action, visit_policy=policy.astype(np.float32),
                             root_value=root_value, visit_counts=counts)
+
+    def _pruned(self, tree: Tree, counts: np.ndarray, root_prior: np.ndarray,
+                forced_k: float) -> np.ndarray:
+        """[B, A] int32: the root ``counts`` [B, A] with the forced playouts taken out
+        (``forced.prune_forced_visits``), from the root children's mean values."""
+        rows = np.arange(tree.batch_size)[:, None]
+        child = np.maximum(tree.children[:, 0, :], 0)
+        visits = tree.visits[rows, child]
+        q = tree.value_sum[rows, child] / np.maximum(visits, 1)
+        # Child values are from the child's mover's view; the root's mover reads them.
+        q = np.where(tree.to_play[rows, child] == tree.to_play[:, :1], q, -q)
+        return prune_forced_visits(counts, q, root_prior, tree.visits[:, 0],
+                                   self.config.c_puct, self.config.c_base, forced_k)
