@@ -28,17 +28,14 @@ import numpy as np
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import Evaluator, check_evaluation
-from zeroforge.shared.search.forced import (
-    exploration_scale,
-    forced_root_pick,
-    prune_forced_visits,
-)
+from zeroforge.shared.search.forced import forced_root_pick, prune_forced_visits
 from zeroforge.shared.search.gumbel import (
     GumbelRoot,
     finish_kernel,
     interior_pick,
     root_actions_kernel,
 )
+from zeroforge.shared.search.puct import puct_pick
 from zeroforge.shared.search.tactics import winning_actions
 from zeroforge.shared.search.tree import (
     ILLEGAL,
@@ -48,7 +45,6 @@ from zeroforge.shared.search.tree import (
     backup_kernel,
     expand_backup_kernel,
     expand_kernel,
-    flip,
     same_states,
 )
 
@@ -121,35 +117,6 @@ def sample_actions(visit_counts: np.ndarray, temperature: np.ndarray,
 
 
 @numba.njit(cache=True)
-def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
-               c_puct, c_base, fpu, fpu_relative):
-    """argmax_a Q(a) + c · P(a) · sqrt(N(n)) / (1 + N(a)) over node n's legal actions.
-
-    N(n) counts the node's own evaluation, so at a fresh node the prior breaks the tie
-    between the (all-unvisited) children instead of the action order.
-    """
-    parent_n = visits[b, n]
-    scale = exploration_scale(c_puct, c_base, parent_n)
-    unvisited_q = fpu
-    if fpu_relative:
-        unvisited_q = value_sum[b, n] / parent_n - fpu
-    best, best_score = -1, -np.inf
-    for a in range(children.shape[2]):
-        child = children[b, n, a]
-        if child == ILLEGAL:
-            continue
-        if child >= 0 and visits[b, child] > 0:
-            cv = visits[b, child]
-            q = flip(value_sum[b, child] / cv, to_play[b, child], to_play[b, n])
-            score = q + scale * prior_row[a] / (1.0 + cv)
-        else:
-            score = unvisited_q + scale * prior_row[a]
-        if score > best_score:
-            best, best_score = a, score
-    return best
-
-
-@numba.njit(cache=True)
 def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, fpu_relative,
                     forced_k, c_visit, c_scale, out_leaf, out_parent, out_action, out_new):
     """Walk every tree of ``tree`` (``Tree.packed``) from its root to a leaf; create the
@@ -184,10 +151,10 @@ def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, 
                 if forced_k > 0:  # a separate pass: no cost to PUCT's loop when off
                     a = forced_root_pick(visits, children, b, root_prior[b], forced_k)
                 if a < 0:
-                    a = _puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
+                    a = puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
                                    c_puct, c_base, fpu, fpu_relative)
             else:
-                a = _puct_pick(visits, value_sum, children, to_play, b, n, prior[b, n],
+                a = puct_pick(visits, value_sum, children, to_play, b, n, prior[b, n],
                                c_puct, c_base, fpu, fpu_relative)
             if a < 0:
                 return b
