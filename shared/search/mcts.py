@@ -18,6 +18,7 @@ are the exception: they run batched on one generator seeded from all games, so w
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from zeroforge.shared.search.tree import (
     expand_kernel,
     same_states,
 )
+from zeroforge.shared.search.vloss import search_rounds
 
 DIRICHLET_SCALE = 10.0
 """Default Dirichlet α is this over the number of legal moves (AlphaZero's α ≈ 10 / moves)."""
@@ -315,6 +317,10 @@ class MCTS:
     def _simulate(self, tree: Tree, root_prior: np.ndarray, halving: GumbelRoot | None,
                   rollout_rng: np.random.Generator | None, sims: int, forced_k: float) -> None:
         cfg = self.config
+        if cfg.leaf_batch > 1:  # several leaves per tree and evaluator call (vloss.py)
+            grow = functools.partial(self._grow, tree, rollout_rng)
+            search_rounds(tree, root_prior, sims, forced_k, cfg, grow, self.timings)
+            return
         batch = tree.batch_size
         games = np.arange(batch)
         leaf = np.empty(batch, np.int64)
@@ -325,8 +331,6 @@ class MCTS:
         c_base = -1.0 if cfg.c_base is None else float(cfg.c_base)
         timings = self.timings
         t = tree.packed
-        store = tree.states
-        assert store is not None  # MCTS allocates its trees with their states stored
         for _ in range(sims):
             t0 = time.perf_counter()
             if halving is not None:
@@ -341,16 +345,24 @@ class MCTS:
             timings["tree"] += time.perf_counter() - t0
             grow = np.flatnonzero(new)
             if grow.size:
-                t0 = time.perf_counter()
-                before = store.take(tree.flat(grow, parent[grow]))
-                after = self.game.step(before, leaf_action[grow])
-                timings["step"] += time.perf_counter() - t0
                 # The backup rides along with the expansion: one kernel call per round.
-                self._add_nodes(tree, grow, leaf[grow], after, rollout_rng, backup=(games, leaf))
+                self._grow(tree, rollout_rng, grow, parent[grow], leaf_action[grow], leaf[grow],
+                           (games, leaf))
             else:  # every leaf is an existing terminal node
                 t0 = time.perf_counter()
                 backup_kernel(t, games, leaf)
                 timings["tree"] += time.perf_counter() - t0
+
+    def _grow(self, tree: Tree, rollout_rng: np.random.Generator | None, games: np.ndarray,
+              parents: np.ndarray, actions: np.ndarray, nodes: np.ndarray,
+              backup: tuple[np.ndarray, np.ndarray]) -> None:
+        """Play ``actions`` [K] from nodes ``parents`` [K] of trees ``games`` [K] into the
+        new nodes ``nodes`` [K]; value and expand them, then back up ``backup``."""
+        t0 = time.perf_counter()
+        assert tree.states is not None  # MCTS allocates its trees with their states stored
+        after = self.game.step(tree.states.take(tree.flat(games, parents)), actions)
+        self.timings["step"] += time.perf_counter() - t0
+        self._add_nodes(tree, games, nodes, after, rollout_rng, backup=backup)
 
     def _add_nodes(self, tree: Tree, games: np.ndarray, nodes: np.ndarray, states: State,
                    rollout_rng: np.random.Generator | None,
