@@ -8,11 +8,12 @@ round before anything is evaluated, and every descent leaves a *virtual loss* on
 so that the next descents of the round prefer other branches:
 
 1. ``descend_round_kernel`` walks each tree ``leaf_batch`` times (PUCT, forced playouts
-   at the root as in ``mcts.py``). When a descent is over, every node on its path counts
-   one more visit and, seen by the player who moved into it, ``virtual_loss`` more loss;
-   the root, which nobody moved into, counts the visit only. A descent ends at a new node (allocated at
-   once, so later descents see it), at a terminal node, or at a node another descent of
-   the round already created: a *duplicate*;
+   at the root as in ``mcts.py``). A descent ends at a new node (allocated at once, so
+   later descents see it), at a terminal node, or at a node another descent of the round
+   already created: a *duplicate*. When it is over, every node on its path counts one
+   more visit and, seen by the player who moved into it, ``virtual_loss`` more loss (the
+   root, which nobody moved into, counts the visit only). A descent never reads its own
+   virtual loss, so rounds of one descent are exactly the lock-step search;
 2. ``revert_kernel`` removes every virtual loss of the round, exactly (see below);
 3. one ``game.step`` plays the new leaves' moves and one evaluator call values all the
    new non-terminal leaves of all B trees (up to B * leaf_batch positions);
