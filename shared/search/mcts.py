@@ -318,8 +318,8 @@ class MCTS:
                   rollout_rng: np.random.Generator | None, sims: int, forced_k: float) -> None:
         cfg = self.config
         if cfg.leaf_batch > 1:  # several leaves per tree and evaluator call (vloss.py)
-            grow = functools.partial(self._grow, tree, rollout_rng)
-            search_rounds(tree, root_prior, sims, forced_k, cfg, grow, self.timings)
+            search_rounds(tree, root_prior, sims, forced_k, cfg,
+                          functools.partial(self._grow, tree, rollout_rng), self.timings)
             return
         batch = tree.batch_size
         games = np.arange(batch)
