@@ -11,11 +11,14 @@ descents of a round apart). This measures, for one game at a time on a network e
   search and the share of time in the evaluator;
 - with ``--games N``: a match at equal time, leaf_batch L against 1: each side gets the
   simulations its measured speed fits in ``--move-ms`` (the Agent's rule for timed
-  moves), colours alternating, games opened by two random plies. Small match, wide
-  error bars: the score is printed with its standard error.
+  moves), colours alternating, games opened by two random plies. Meaningful with a
+  trained ``--checkpoint`` (an untrained net's values are noise, which more search does
+  not turn into strength). Small match, wide error bars: the score is printed with its
+  standard error.
 
     python benchmarks/bench_leaf_batch.py                          # gomoku6, tiny net
     python benchmarks/bench_leaf_batch.py --net small --games 20 --move-ms 100
+    python benchmarks/bench_leaf_batch.py --checkpoint RUN/checkpoint.pt --games 20
 """
 
 from __future__ import annotations
@@ -110,6 +113,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="gomoku6")
     parser.add_argument("--net", default="tiny", help="net preset (untrained weights)")
+    parser.add_argument("--checkpoint", default=None, metavar="PATH",
+                        help="a learner checkpoint instead: its game and trained net")
     parser.add_argument("--simulations", type=int, default=400)
     parser.add_argument("--leaf-batches", nargs="*", type=int, default=[1, 8, 16])
     parser.add_argument("--positions", type=int, default=4, help="searches per measurement")
@@ -118,8 +123,17 @@ def main() -> None:
     parser.add_argument("--move-ms", type=float, default=100.0, help="time a move, in the match")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    game = make_game(args.game)
-    net = build_net(args.net, game.spec)
+    if args.checkpoint:
+        from zeroforge.deploy.engines.agent import checkpoint_game
+        from zeroforge.shared.players.factory import load_net
+
+        args.game = checkpoint_game(args.checkpoint) or args.game
+        args.net = f"trained ({args.checkpoint})"
+        game = make_game(args.game)
+        net = load_net(args.checkpoint, game)
+    else:
+        game = make_game(args.game)
+        net = build_net(args.net, game.spec)
     evaluator = Counting(TorchEvaluator(net, config=InferenceConfig(device="cpu",
                                                                     num_threads=1)))
     positions = openings(game, args.positions, 4, args.seed)

@@ -9,6 +9,10 @@ Each simulation round is four batched steps, whatever B is:
    rules), optionally mixed with random rollouts (AlphaGo's λ);
 4. one numba kernel backs the values up all B paths.
 
+With ``SearchConfig.leaf_batch`` > 1 (PUCT only), each round instead descends every tree
+up to ``leaf_batch`` times, the descents kept apart by virtual loss, so one game alone
+still fills the evaluator's batches (``vloss.py``); the steps are the same four.
+
 Randomness is per game: game i draws only from its own generator, always in the same
 order (rollout seed if λ > 0, root noise, move sampling), so a game searched alone with
 generator g gets the same result as inside any batch where its generator is g. Rollouts
