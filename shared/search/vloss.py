@@ -80,7 +80,7 @@ class Grow(Protocol):
     def __call__(self, games: np.ndarray, parents: np.ndarray, actions: np.ndarray,
                  nodes: np.ndarray, backup: tuple[np.ndarray, np.ndarray]) -> None:
         """Node ``nodes[k]`` of tree ``games[k]`` is the position after ``actions[k]`` from
-        node ``parents[k]`` (all [K]); ``backup`` = (games [L], leaves [L]) to back up."""
+        node ``parents[k]`` (all [K]); ``backup`` = (games [M], leaves [M]) to back up."""
         ...
 
 

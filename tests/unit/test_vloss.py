@@ -184,6 +184,30 @@ def test_tic_tac_toe_tactics_with_leaf_batches(leaf_batch):
     assert lost.root_value[0] < -0.5
 
 
+class Liar:
+    """Uniform priors and a value that always says the mover is winning."""
+
+    def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
+        b, a = legal.shape
+        return Evaluation(np.zeros((b, a), np.float32), np.ones(b, np.float32))
+
+
+@pytest.mark.parametrize("lam", [0.0, 1.0])
+def test_leaves_of_a_round_mix_in_rollouts(lam):
+    # Every way to finish this game is a draw, so every random playout scores 0: with
+    # λ = 1 every leaf is worth exactly 0 whatever the lying network says; with λ = 0 the
+    # lie shows in the root value.
+    state = ttt("""X O X
+                   . . .
+                   O X O""")
+    result = MCTS(TTT, Liar(), deterministic(num_simulations=30, rollout_mix=lam,
+                                             leaf_batch=8)).search(state, np.random.default_rng(0))
+    if lam == 1.0:
+        assert result.root_value[0] == 0.0
+    else:
+        assert result.root_value[0] != 0.0
+
+
 # --- duplicates and terminal leaves -----------------------------------------------------
 def test_descents_that_meet_at_a_new_leaf_are_dropped_not_counted():
     # One arm: the tree is a chain, so every descent of a round after the first reaches
