@@ -121,6 +121,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--games", type=int, default=0, help="match games per leaf_batch > 1")
     parser.add_argument("--move-ms", type=float, default=100.0, help="time a move, in the match")
+    parser.add_argument("--match-simulations", type=int, default=None, metavar="N",
+                        help="both sides search N simulations a move instead (what a "
+                        "simulation is worth, not a move's time)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.checkpoint:
@@ -161,9 +164,14 @@ def main() -> None:
               f"{100 * share:.0f} |", flush=True)
     print(f"load after: {os.getloadavg()[0]:.2f}")
     if args.games and 1 in rate:
-        sims = {b: max(1, int(rate[b] * args.move_ms / 1000)) for b in rate}
-        print(f"\nmatch at equal time, {args.move_ms:.0f} ms a move "
-              f"(simulations a move: {sims}), {args.games} games each")
+        if args.match_simulations:
+            sims = {b: args.match_simulations for b in rate}
+            print(f"\nmatch at equal simulations, {args.match_simulations} a move, "
+                  f"{args.games} games each")
+        else:
+            sims = {b: max(1, int(rate[b] * args.move_ms / 1000)) for b in rate}
+            print(f"\nmatch at equal time, {args.move_ms:.0f} ms a move "
+                  f"(simulations a move: {sims}), {args.games} games each")
         print("| leaf_batch vs 1 | wins | draws | losses | score | ± s.e. | first mover won |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for batch in args.leaf_batches:
