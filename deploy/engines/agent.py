@@ -26,9 +26,11 @@ PROBE_SIMULATIONS = 8
 
 DEFAULT_LEAF_BATCH = 8
 """Leaves the engines' search sends the net per call (``SearchConfig.leaf_batch``): one
-game searches alone here, and a net evaluates 8 leaves in little more time than one (on
-one CPU thread the tiny net ran 4.7x more simulations a second at 8 than at 1; see
-``benchmarks/bench_leaf_batch.py``). 1 is the lock-step search, one leaf per call."""
+game searches alone here, and a net evaluates 8 leaves in little more time than one.
+On one CPU thread a trained small gomoku 8x8 net ran 2.6-3x the simulations a second at 8
+(16: barely more) and scored 0.65 ± 0.06 against 1 at equal time (60 games, 50 ms a
+move; 0.45 at equal simulations); ``benchmarks/bench_leaf_batch.py``. 1 is the lock-step
+search, one leaf per call."""
 
 
 @dataclass(frozen=True)
