@@ -10,6 +10,7 @@ call and checks). With a trivial evaluator this measures the search's own overhe
     python benchmarks/bench_search.py --quick    # 2 moves per batch size
     python benchmarks/bench_search.py --gumbel   # Gumbel AlphaZero instead of PUCT
     python benchmarks/bench_search.py --forced-k 2   # PUCT with KataGo's forced playouts
+    python benchmarks/bench_search.py --leaf-batch 8 --batches 1   # one game, 8 leaves a call
 """
 
 from __future__ import annotations
@@ -61,17 +62,23 @@ def main() -> None:
                         help="forced playouts' k (PUCT, with policy-target pruning); 0: off. "
                         "The uniform evaluator spreads visits so evenly that hardly any are "
                         "forced: this measures the feature's bookkeeping")
+    parser.add_argument("--leaf-batch", type=int, default=1,
+                        help="leaves per tree and evaluator call, kept apart by virtual loss "
+                        "(PUCT); 1: the lock-step search")
     args = parser.parse_args()
     moves = 2 if args.quick else 8
     config = SearchConfig(num_simulations=args.simulations, gumbel=args.gumbel,
-                          reuse_tree=args.reuse, forced_playouts_k=args.forced_k)
+                          reuse_tree=args.reuse, forced_playouts_k=args.forced_k,
+                          leaf_batch=args.leaf_batch)
     machine = platform.processor() or platform.machine()
     print(f"machine: {machine}, {os.cpu_count()} cores, python {platform.python_version()}")
     forced = f", forced playouts k={args.forced_k}" if args.forced_k else ""
+    forced += f", leaf_batch {args.leaf_batch}" if args.leaf_batch > 1 else ""
     print(f"{args.game}, {'Gumbel' if args.gumbel else 'PUCT'}{forced}, "
           f"{args.simulations} simulations, "
           f"{moves} moves per batch size, uniform evaluator")
-    measure(args.game, 2, SearchConfig(num_simulations=8, gumbel=args.gumbel), 1, 0)  # compile
+    measure(args.game, 2, SearchConfig(num_simulations=8, gumbel=args.gumbel,
+                                       leaf_batch=args.leaf_batch), 1, 0)  # compile
     cols = ["tree", "step", "evaluate", "rollout", "other"]
     print("| batch | simulations/s | positions/s | µs/leaf | "
           + " | ".join(f"{c} %" for c in cols) + " |")

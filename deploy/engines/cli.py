@@ -80,20 +80,24 @@ def _net_arguments(parser: argparse.ArgumentParser, what: str) -> None:
                         help="where the net runs: cpu (default), cuda, auto")
     parser.add_argument("--verbose", action="store_true",
                         help="log each move's value, simulations and time on stderr")
+    # The default is agent.DEFAULT_LEAF_BATCH, written out: the agent module imports numpy.
+    parser.add_argument("--leaf-batch", type=positive, default=8, metavar="L",
+                        help="leaves the search sends the net per call, kept apart by "
+                             "virtual loss (default: 8; 1: one leaf per call)")
 
 
 def _gtp(args: argparse.Namespace) -> int:
     from zeroforge.deploy.engines.gtp import run
 
     return run(args.checkpoint, args.simulations, args.game, args.resign_below,
-               args.max_simulations, args.device, args.verbose)
+               args.max_simulations, args.device, args.verbose, leaf_batch=args.leaf_batch)
 
 
 def _pbrain(args: argparse.Namespace) -> int:
     from zeroforge.deploy.engines.pbrain import run
 
     return run(args.checkpoint, args.simulations, args.game, args.max_simulations,
-               args.device, args.verbose)
+               args.device, args.verbose, leaf_batch=args.leaf_batch)
 
 
 def _match(args: argparse.Namespace) -> int:

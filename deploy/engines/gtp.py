@@ -43,7 +43,7 @@ from typing import TextIO
 import numpy as np
 
 from zeroforge import __version__
-from zeroforge.deploy.engines.agent import Agent, compatible
+from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent, compatible
 from zeroforge.shared.games.base import IllegalMoveError
 from zeroforge.shared.games.go import Go, GoState
 
@@ -479,12 +479,13 @@ class GtpEngine:
 
 def run(checkpoint: str, simulations: int = 200, game: str | None = None,
         resign_below: float = -0.95, max_simulations: int = 20000, device: str = "auto",
-        verbose: bool = False, inp: TextIO | None = None, out: TextIO | None = None) -> int:
+        verbose: bool = False, inp: TextIO | None = None, out: TextIO | None = None,
+        leaf_batch: int = DEFAULT_LEAF_BATCH) -> int:
     """``zeroforge gtp``: loads the net, then answers GTP on stdin/stdout until ``quit``."""
 
     start = time.perf_counter()
     agent = Agent(checkpoint, game, simulations=simulations,
-                  max_simulations=max_simulations, device=device)
+                  max_simulations=max_simulations, device=device, leaf_batch=leaf_batch)
 
     def log(text: str) -> None:
         if verbose:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from zeroforge import __version__
-from zeroforge.deploy.engines.agent import Agent, compatible
+from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent, compatible
 from zeroforge.shared.games.base import Game, IllegalMoveError
 from zeroforge.shared.games.gomoku import Gomoku
 from zeroforge.shared.games.session import GameSession
@@ -288,12 +288,13 @@ class Brain:
 
 def run(checkpoint: str, simulations: int = 200, game: str | None = None,
         max_simulations: int = 20000, device: str = "auto", verbose: bool = False,
-        inp: TextIO | None = None, out: TextIO | None = None) -> int:
+        inp: TextIO | None = None, out: TextIO | None = None,
+        leaf_batch: int = DEFAULT_LEAF_BATCH) -> int:
     """``zeroforge pbrain``: loads the net, then speaks the brain protocol until ``END``."""
 
     start = time.perf_counter()
     agent = Agent(checkpoint, game, simulations=simulations,
-                  max_simulations=max_simulations, device=device)
+                  max_simulations=max_simulations, device=device, leaf_batch=leaf_batch)
 
     def log(text: str) -> None:
         if verbose:

@@ -6,6 +6,8 @@ The public API (shapes: B games searched together, A actions, N nodes per tree):
   ``search(states [B], rng) -> SearchResult`` with ``action`` [B], ``visit_policy``
   [B, A], ``root_value`` [B] and ``visit_counts`` [B, A]; ``advance(actions [B])`` keeps
   the played subtrees when ``SearchConfig.reuse_tree``; ``reset(index)`` forgets trees.
+  ``SearchConfig.leaf_batch`` > 1 values several leaves of each tree per evaluator call
+  (virtual loss, ``vloss.py``): for a game searched alone.
 - ``Evaluator``: anything with ``evaluate(obs [B, C, H, W], legal [B, A]) -> Evaluation``
   (``policy_logits`` [B, A], ``value`` [B] in [-1, 1] for the player to move);
   ``UniformEvaluator`` is the rules-only one; bad output raises ``EvaluationError``.

@@ -113,6 +113,23 @@ class SearchConfig:
     included, whose target is its improved policy). False keeps the forced visits in the
     target: an ablation, which teaches the network the noise."""
 
+    leaf_batch: int = 1
+    """Leaves each tree collects per evaluator call (``vloss.py``): a round descends the
+    tree this many times, each descent marking its path with a virtual loss so the next
+    ones look elsewhere, then values the new leaves in one evaluator call (B games give
+    up to B * leaf_batch positions). Every descent that reaches a new or terminal leaf
+    counts as one of the ``num_simulations``; one that reaches a leaf already taken this
+    round is dropped. 1 (the default) is the lock-step search, one leaf per game per call,
+    unchanged. Worth raising where one game searches alone on an evaluator that batches
+    (a GPU, an inference server; engines, play against people): batches of B games fill
+    it in self-play. PUCT only: an error with ``gumbel``."""
+
+    virtual_loss: float = 1.0
+    """Size of the virtual loss with ``leaf_batch`` > 1: while a descent is in flight, each
+    node on its path counts one more visit and, for the player who moved into it, this
+    much more loss (1: a lost game; 0: only the visit, which still lowers the node's
+    exploration bonus). Removed exactly before the real values are backed up."""
+
     def __post_init__(self) -> None:
         checks = [
             (self.num_simulations >= 1, "num_simulations must be >= 1"),
@@ -138,6 +155,12 @@ class SearchConfig:
             (not (self.gumbel and self.forced_playouts_k > 0),
              "forced_playouts_k > 0 is for PUCT search; Gumbel search (gumbel=True) has its "
              "own root exploration and policy target: set forced_playouts_k=0"),
+            (self.leaf_batch >= 1, f"leaf_batch must be >= 1, got {self.leaf_batch}"),
+            (0.0 <= self.virtual_loss < float("inf"),
+             f"virtual_loss must be finite and >= 0, got {self.virtual_loss}"),
+            (not (self.gumbel and self.leaf_batch > 1),
+             "leaf_batch > 1 is for PUCT search; Gumbel search (gumbel=True) picks its root "
+             "moves by sequential halving, one simulation at a time: set leaf_batch=1"),
         ]
         for ok, message in checks:
             if not ok:

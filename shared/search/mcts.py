@@ -9,6 +9,10 @@ Each simulation round is four batched steps, whatever B is:
    rules), optionally mixed with random rollouts (AlphaGo's λ);
 4. one numba kernel backs the values up all B paths.
 
+With ``SearchConfig.leaf_batch`` > 1 (PUCT only), each round instead descends every tree
+up to ``leaf_batch`` times, the descents kept apart by virtual loss, so one game alone
+still fills the evaluator's batches (``vloss.py``); the steps are the same four.
+
 Randomness is per game: game i draws only from its own generator, always in the same
 order (rollout seed if λ > 0, root noise, move sampling), so a game searched alone with
 generator g gets the same result as inside any batch where its generator is g. Rollouts
@@ -18,6 +22,7 @@ are the exception: they run batched on one generator seeded from all games, so w
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,17 +33,14 @@ import numpy as np
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import Evaluator, check_evaluation
-from zeroforge.shared.search.forced import (
-    exploration_scale,
-    forced_root_pick,
-    prune_forced_visits,
-)
+from zeroforge.shared.search.forced import forced_root_pick, prune_forced_visits
 from zeroforge.shared.search.gumbel import (
     GumbelRoot,
     finish_kernel,
     interior_pick,
     root_actions_kernel,
 )
+from zeroforge.shared.search.puct import puct_pick
 from zeroforge.shared.search.tactics import winning_actions
 from zeroforge.shared.search.tree import (
     ILLEGAL,
@@ -48,9 +50,9 @@ from zeroforge.shared.search.tree import (
     backup_kernel,
     expand_backup_kernel,
     expand_kernel,
-    flip,
     same_states,
 )
+from zeroforge.shared.search.vloss import search_rounds
 
 DIRICHLET_SCALE = 10.0
 """Default Dirichlet α is this over the number of legal moves (AlphaZero's α ≈ 10 / moves)."""
@@ -121,35 +123,6 @@ def sample_actions(visit_counts: np.ndarray, temperature: np.ndarray,
 
 
 @numba.njit(cache=True)
-def _puct_pick(visits, value_sum, children, to_play, b, n, prior_row,
-               c_puct, c_base, fpu, fpu_relative):
-    """argmax_a Q(a) + c · P(a) · sqrt(N(n)) / (1 + N(a)) over node n's legal actions.
-
-    N(n) counts the node's own evaluation, so at a fresh node the prior breaks the tie
-    between the (all-unvisited) children instead of the action order.
-    """
-    parent_n = visits[b, n]
-    scale = exploration_scale(c_puct, c_base, parent_n)
-    unvisited_q = fpu
-    if fpu_relative:
-        unvisited_q = value_sum[b, n] / parent_n - fpu
-    best, best_score = -1, -np.inf
-    for a in range(children.shape[2]):
-        child = children[b, n, a]
-        if child == ILLEGAL:
-            continue
-        if child >= 0 and visits[b, child] > 0:
-            cv = visits[b, child]
-            q = flip(value_sum[b, child] / cv, to_play[b, child], to_play[b, n])
-            score = q + scale * prior_row[a] / (1.0 + cv)
-        else:
-            score = unvisited_q + scale * prior_row[a]
-        if score > best_score:
-            best, best_score = a, score
-    return best
-
-
-@numba.njit(cache=True)
 def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, fpu_relative,
                     forced_k, c_visit, c_scale, out_leaf, out_parent, out_action, out_new):
     """Walk every tree of ``tree`` (``Tree.packed``) from its root to a leaf; create the
@@ -184,10 +157,10 @@ def _descend_kernel(tree, root_prior, root_action, gumbel, c_puct, c_base, fpu, 
                 if forced_k > 0:  # a separate pass: no cost to PUCT's loop when off
                     a = forced_root_pick(visits, children, b, root_prior[b], forced_k)
                 if a < 0:
-                    a = _puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
+                    a = puct_pick(visits, value_sum, children, to_play, b, n, root_prior[b],
                                    c_puct, c_base, fpu, fpu_relative)
             else:
-                a = _puct_pick(visits, value_sum, children, to_play, b, n, prior[b, n],
+                a = puct_pick(visits, value_sum, children, to_play, b, n, prior[b, n],
                                c_puct, c_base, fpu, fpu_relative)
             if a < 0:
                 return b
@@ -348,6 +321,10 @@ class MCTS:
     def _simulate(self, tree: Tree, root_prior: np.ndarray, halving: GumbelRoot | None,
                   rollout_rng: np.random.Generator | None, sims: int, forced_k: float) -> None:
         cfg = self.config
+        if cfg.leaf_batch > 1:  # several leaves per tree and evaluator call (vloss.py)
+            search_rounds(tree, root_prior, sims, forced_k, cfg,
+                          functools.partial(self._grow, tree, rollout_rng), self.timings)
+            return
         batch = tree.batch_size
         games = np.arange(batch)
         leaf = np.empty(batch, np.int64)
@@ -358,8 +335,6 @@ class MCTS:
         c_base = -1.0 if cfg.c_base is None else float(cfg.c_base)
         timings = self.timings
         t = tree.packed
-        store = tree.states
-        assert store is not None  # MCTS allocates its trees with their states stored
         for _ in range(sims):
             t0 = time.perf_counter()
             if halving is not None:
@@ -374,16 +349,24 @@ class MCTS:
             timings["tree"] += time.perf_counter() - t0
             grow = np.flatnonzero(new)
             if grow.size:
-                t0 = time.perf_counter()
-                before = store.take(tree.flat(grow, parent[grow]))
-                after = self.game.step(before, leaf_action[grow])
-                timings["step"] += time.perf_counter() - t0
                 # The backup rides along with the expansion: one kernel call per round.
-                self._add_nodes(tree, grow, leaf[grow], after, rollout_rng, backup=(games, leaf))
+                self._grow(tree, rollout_rng, grow, parent[grow], leaf_action[grow], leaf[grow],
+                           (games, leaf))
             else:  # every leaf is an existing terminal node
                 t0 = time.perf_counter()
                 backup_kernel(t, games, leaf)
                 timings["tree"] += time.perf_counter() - t0
+
+    def _grow(self, tree: Tree, rollout_rng: np.random.Generator | None, games: np.ndarray,
+              parents: np.ndarray, actions: np.ndarray, nodes: np.ndarray,
+              backup: tuple[np.ndarray, np.ndarray]) -> None:
+        """Play ``actions`` [K] from nodes ``parents`` [K] of trees ``games`` [K] into the
+        new nodes ``nodes`` [K]; value and expand them, then back up ``backup``."""
+        t0 = time.perf_counter()
+        assert tree.states is not None  # MCTS allocates its trees with their states stored
+        after = self.game.step(tree.states.take(tree.flat(games, parents)), actions)
+        self.timings["step"] += time.perf_counter() - t0
+        self._add_nodes(tree, games, nodes, after, rollout_rng, backup=backup)
 
     def _add_nodes(self, tree: Tree, games: np.ndarray, nodes: np.ndarray, states: State,
                    rollout_rng: np.random.Generator | None,

@@ -262,3 +262,33 @@ def test_an_internal_error_is_a_one_line_answer(engine: GtpEngine) -> None:
     engine.commands["broken"] = broken
     assert talk(engine, "3 broken\nname\n") == ["?3 internal error: RuntimeError: first line",
                                                 "= zeroforge"]
+
+
+class _Sizes:
+    """Wraps the agent's evaluator and records the batch size of each call."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.sizes = inner, []
+
+    def evaluate(self, obs, legal):
+        self.sizes.append(int(legal.shape[0]))
+        return self.inner.evaluate(obs, legal)
+
+
+@pytest.mark.parametrize("leaf_batch, calls", [(1, 1 + 24), (8, 1 + 3)])
+def test_the_agent_sends_its_net_leaf_batches(checkpoint: Path, leaf_batch: int,
+                                              calls: int) -> None:
+    # One game on an empty 5x5 board: 24 simulations are 24 calls of one leaf, or three
+    # rounds of 8 leaves (the first moves below the root never meet).
+    agent = Agent(checkpoint, simulations=24, device="cpu", leaf_batch=leaf_batch)
+    assert agent.search.leaf_batch == leaf_batch
+    agent.evaluator = _Sizes(agent.evaluator)
+    choice = agent.choose(agent.game, agent.game.init(1))
+    assert agent.evaluator.sizes == [1] + [leaf_batch] * (calls - 1)
+    assert choice.simulations == 24
+    assert agent.game.legal_mask(agent.game.init(1))[0, choice.action]
+
+
+def test_the_agent_refuses_an_empty_leaf_batch(checkpoint: Path) -> None:
+    with pytest.raises(ValueError, match="leaf_batch must be >= 1"):
+        Agent(checkpoint, device="cpu", leaf_batch=0)
