@@ -122,7 +122,9 @@ class NetOutputs(NamedTuple):
     """[B] float in [-1, 1]: the expected outcome for the mover (tanh)."""
     ownership: torch.Tensor | None
     """[B, H, W] float in [-1, 1] (tanh): each point's predicted final owner from the
-    mover's view, +1 the mover's, -1 the opponent's; None without ``ownership_head``."""
+    mover's view, +1 the mover's, -1 the opponent's; None without ``ownership_head``.
+    KataGo's loss: the cross-entropy of (1 + o) / 2 against (1 + target) / 2, summed over
+    the points and weighted 1.5 / (H W) (Wu 2019)."""
     score: torch.Tensor | None
     """[B] float: the predicted final score margin in points from the mover's view
     (unsquashed; see ``score_scale`` for the unit a loss should use); None without
