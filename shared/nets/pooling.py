@@ -1,5 +1,5 @@
 """Global pooling over the board, after KataGo (Wu 2019, "Accelerating Self-Play Learning
-in Go", section 3.2 and appendix A).
+in Go", and the KataGo nets since).
 
 A convolution sees a few points around each point; global pooling gives every point a
 summary of the whole board (how many liberties are in danger anywhere, how big the board
