@@ -120,8 +120,9 @@ PRESETS: dict[str, NetConfig] = {
                      policy_channels=8, policy_hidden=(256,),
                      value_channels=4, value_hidden=(128, 64)),
     # KataGo-style Go nets: global pooling blocks, pooled heads (any board size) and the
-    # ownership and score heads. Sized for a 2-core CPU box (batch 64 of 9x9 positions:
-    # see docs/benchmarks.md, "Global pooling nets") and for one GPU.
+    # ownership and score heads. go_cpu is sized for a 2-core CPU box (a batch of 64 9x9
+    # positions in ~0.6x resnet6x64's time: docs/benchmarks.md, "Global pooling nets"),
+    # go_gpu for one GPU.
     "go_cpu": NetConfig(kind="resnet", channels=48, blocks=6, global_pool_every=3,
                         pool_channels=16, heads="pooled", policy_channels=16,
                         value_channels=16, value_hidden=(64,), ownership_head=True,
