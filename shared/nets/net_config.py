@@ -30,7 +30,30 @@ class NetConfig:
     value_channels: int = 1
     """Filters of the value head's 1x1 conv."""
     value_hidden: tuple[int, ...] = (256,)
-    """Hidden FC layer sizes between the value conv and the single tanh output."""
+    """Hidden FC layer sizes between the value features (the flattened value conv, or its
+    pooling with ``heads="pooled"``) and the single tanh output."""
+    global_pool_every: int = 0
+    """resnet: every k-th residual block (the k-th, 2k-th, ...) is a global pooling block
+    (KataGo): after its first conv, ``pool_channels`` channels are pooled over the board
+    and, through a linear layer, bias the other channels before the second conv.
+    0: none (the AlphaZero tower)."""
+    pool_channels: int = 16
+    """Channels pooled in each global pooling block, out of the first conv's
+    ``channels``; the second conv reads the other ``channels - pool_channels``.
+    Unused unless ``global_pool_every`` > 0."""
+    heads: Literal["fc", "pooled"] = "fc"
+    """``"fc"``: AlphaZero heads, a 1x1 conv flattened into FC layers sized by the board.
+    ``"pooled"``: fully convolutional heads (KataGo): a logit per point from a 1x1 conv
+    whose inputs pooled features bias (``policy_channels`` of each), the logits of the
+    actions beyond the board (Go's pass) from those pooled features, and the value from
+    the pooled value conv (``value_channels``) through ``value_hidden``. No layer's size
+    depends on the board, so one net runs on any board size (of the same planes)."""
+    ownership_head: bool = False
+    """Add KataGo's ownership head (``PolicyValueNet.forward_all``): a 1x1 conv + tanh
+    predicting each point's final owner from the mover's view, +1 the mover's."""
+    score_head: bool = False
+    """Add KataGo's score head (``PolicyValueNet.forward_all``): the final score margin in
+    points from the mover's view, predicted from the value features (``value_hidden``)."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("resnet", "convnet"):
@@ -43,6 +66,26 @@ class NetConfig:
             raise ValueError(f"NetConfig.blocks must be >= 0, got {self.blocks}")
         if self.kind == "convnet" and not self.trunk:
             raise ValueError("NetConfig: a convnet needs at least one trunk layer")
+        if self.heads not in ("fc", "pooled"):
+            raise ValueError(f"NetConfig.heads must be 'fc' or 'pooled', not {self.heads!r}")
+        if self.heads == "pooled" and self.policy_hidden:
+            raise ValueError("NetConfig: pooled heads have no policy_hidden layers "
+                             f"(a 1x1 conv per point), got {self.policy_hidden}")
+        if self.global_pool_every < 0:
+            raise ValueError("NetConfig.global_pool_every must be >= 0 (0: no pooling "
+                             f"blocks), got {self.global_pool_every}")
+        if self.global_pool_every > 0:
+            if self.kind != "resnet":
+                raise ValueError("NetConfig: global_pool_every needs kind 'resnet' (the "
+                                 "pooling is inside residual blocks)")
+            if not 1 <= self.pool_channels < self.channels:
+                raise ValueError(f"NetConfig.pool_channels must be in 1..channels-1 "
+                                 f"({self.channels - 1}), got {self.pool_channels}")
+
+    def pools_in_block(self, index: int) -> bool:
+        """Whether residual block ``index`` (0-based) is a global pooling block."""
+        k = self.global_pool_every
+        return k > 0 and (index + 1) % k == 0
 
     @staticmethod
     def preset(name: str) -> NetConfig:
@@ -76,6 +119,18 @@ PRESETS: dict[str, NetConfig] = {
     "qpt": NetConfig(kind="convnet", trunk=(32, 64, 128), batch_norm=False,
                      policy_channels=8, policy_hidden=(256,),
                      value_channels=4, value_hidden=(128, 64)),
+    # KataGo-style Go nets: global pooling blocks, pooled heads (any board size) and the
+    # ownership and score heads. go_cpu is sized for a 2-core CPU box (a batch of 64 9x9
+    # positions in ~0.6x resnet6x64's time: docs/benchmarks.md, "Global pooling nets"),
+    # go_gpu for one GPU.
+    "go_cpu": NetConfig(kind="resnet", channels=48, blocks=6, global_pool_every=3,
+                        pool_channels=16, heads="pooled", policy_channels=16,
+                        value_channels=16, value_hidden=(64,), ownership_head=True,
+                        score_head=True),
+    "go_gpu": NetConfig(kind="resnet", channels=128, blocks=15, global_pool_every=3,
+                        pool_channels=32, heads="pooled", policy_channels=32,
+                        value_channels=32, value_hidden=(128,), ownership_head=True,
+                        score_head=True),
 }
 """Preset name -> NetConfig."""
 

@@ -90,7 +90,7 @@ def test_backend_matches_torch(backend: str, preset: str, spec: GameSpec) -> Non
 @pytest.mark.parametrize("preset", list(PRESETS))
 def test_backend_matches_torch_every_preset(backend: str, preset: str) -> None:
     # The big towers on the 3x3 board keep this cheap; the 9x9 board for the smaller ones.
-    spec = TTT if preset.startswith(("resnet10", "resnet20")) else GO_LIKE
+    spec = TTT if preset.startswith(("resnet10", "resnet20", "go_gpu")) else GO_LIKE
     check_backend(backend, preset, spec, (1, 64))
 
 

@@ -26,7 +26,7 @@ SPECS = {"tictactoe": make_game("tictactoe").spec, "gomoku6": make_game("gomoku6
          "go_like": GO_LIKE}
 # The big towers cost seconds per forward on a shared CPU; shapes are checked on the
 # smallest board only, where their cost is small.
-CHEAP = ["tiny", "small", "qpt", "resnet6x64"]
+CHEAP = ["tiny", "small", "qpt", "resnet6x64", "go_cpu"]
 
 
 def _obs(spec: GameSpec, batch: int, seed: int = 0) -> np.ndarray:
