@@ -69,8 +69,7 @@ class Learner:
             # the time of NCHW in float32, 0.44-0.54x in bfloat16 (bench_learner.py).
             self.net = self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.optimizer = self._make_optimizer()
-        self.aux = bool(getattr(net_config, "ownership_head", False)
-                        or getattr(net_config, "score_head", False))
+        self.aux = net_config.ownership_head or net_config.score_head
         """The net has an auxiliary head: the window keeps ownership and score targets."""
         self.points = int(np.prod(self.game.spec.obs_shape[1:]))
         self.replay = ReplayWindow(config.replay_capacity, self.game.spec.obs_shape,

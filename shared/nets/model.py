@@ -203,8 +203,14 @@ class PolicyValueNet(nn.Module):
         v = self.value_conv(z)
         return v.flatten(1) if self.config.heads == "fc" else value_pool(v)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x [B, C, H, W] float -> (policy_logits [B, A], value [B])."""
+    def forward(self, x: torch.Tensor, all_heads: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor] | NetOutputs:
+        """x [B, C, H, W] float -> (policy_logits [B, A], value [B]); with ``all_heads``
+        ``forward_all``'s NetOutputs (the learner asks through ``forward`` so that a
+        DistributedDataParallel wrapper, which only wraps ``forward``, syncs the aux heads'
+        gradients too)."""
+        if all_heads:
+            return self.forward_all(x)
         z = self.trunk(x)
         v = torch.tanh(self.value_fc(self._value_features(z))).squeeze(1)
         return self._policy(z), v

@@ -30,6 +30,12 @@ from zeroforge.shared.train_config import LearnerConfig
 GAME = "tictactoe"
 NET = NetConfig(kind="convnet", trunk=(8, 16), batch_norm=False, policy_channels=2,
                 value_channels=1, value_hidden=(16,))
+AUX_GAME = "go:size=5"
+AUX_NET = NetConfig(kind="convnet", trunk=(8, 16), batch_norm=False, policy_channels=2,
+                    value_channels=2, value_hidden=(16,), heads="pooled",
+                    ownership_head=True, score_head=True)
+"""A net with KataGo's ownership and score heads (no batch norm: per-shard statistics
+would differ from the whole batch's)."""
 TOLERANCE = 1e-5
 """Largest weight difference allowed between R=2 and R=1 after the steps: float32 sums in
 another order (two half-batch gradients averaged vs one) differ by ~1e-7 a step."""
@@ -41,10 +47,11 @@ def learner_config(**changes) -> LearnerConfig:
     return dataclasses.replace(base, **changes)
 
 
-def filled(config: LearnerConfig) -> Learner:
+def filled(config: LearnerConfig, game: str = GAME, net: NetConfig = NET) -> Learner:
     """A learner whose window holds the same 300 made-up positions in every call; one in
-    five has no policy target (a playout-cap fast move)."""
-    learner = Learner(config, GAME, NET)
+    five has no policy target (a playout-cap fast move); with an aux net, two in three
+    carry ownership and score targets."""
+    learner = Learner(config, game, net)
     spec = learner.game.spec
     rng = np.random.default_rng(11)
     n = 300
@@ -53,15 +60,24 @@ def filled(config: LearnerConfig) -> Learner:
     policy /= policy.sum(axis=1, keepdims=True)
     policy[::5] = 0.0
     value = rng.choice([-1.0, 0.0, 1.0], size=n).astype(np.float32)
-    learner.replay.add_arrays(obs, policy, value)
+    if not learner.aux:
+        learner.replay.add_arrays(obs, policy, value)
+        return learner
+    ownership = rng.integers(-1, 2, size=(n, *spec.obs_shape[1:])).astype(np.int8)
+    score = rng.normal(0, 8, size=n).astype(np.float32)
+    keep = np.arange(n) % 3 != 0
+    learner.replay.add_arrays(obs[keep], policy[keep], value[keep], ownership[keep],
+                              score[keep])
+    learner.replay.add_arrays(obs[~keep], policy[~keep], value[~keep])
     return learner
 
 
 class Peer:
     """Rank 1 in a child process."""
 
-    def __init__(self, group: ReplicaGroup, config: LearnerConfig, timeout_s: float) -> None:
-        spec = {"game": GAME, "net": cfg.to_dict(NET), "learner": cfg.to_dict(config),
+    def __init__(self, group: ReplicaGroup, config: LearnerConfig, timeout_s: float,
+                 game: str = GAME, net: NetConfig = NET) -> None:
+        spec = {"game": game, "net": cfg.to_dict(net), "learner": cfg.to_dict(config),
                 "timeout_s": timeout_s}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.replica_peer", "1", "2", group.address.host,
@@ -84,16 +100,18 @@ def max_diff(a: Learner, b: Learner) -> float:
     return max(float((sa[k].float() - sb[k].float()).abs().max()) for k in sa)
 
 
-@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
-def test_two_replicas_make_the_update_of_one(optimizer):
+@pytest.mark.parametrize("optimizer, game, net", [
+    ("sgd", GAME, NET), ("adamw", GAME, NET), ("adamw", AUX_GAME, AUX_NET)],
+    ids=["sgd", "adamw", "aux-heads"])
+def test_two_replicas_make_the_update_of_one(optimizer, game, net):
     config = learner_config(optimizer=optimizer)
-    alone, grouped = filled(config), filled(config)
+    alone, grouped = filled(config, game, net), filled(config, game, net)
     assert max_diff(alone, grouped) == 0.0
     # Three steps alone first: the group must carry rank 0's optimizer state over.
     alone_losses = [alone.step() for _ in range(7)]
     grouped_losses = [grouped.step() for _ in range(3)]
     group = ReplicaGroup(2, timeout_s=30)
-    peer = Peer(group, config, 30)
+    peer = Peer(group, config, 30, game, net)
     try:
         grouped.join_group(group)
         grouped_losses += [grouped.step() for _ in range(4)]
@@ -108,10 +126,14 @@ def test_two_replicas_make_the_update_of_one(optimizer):
     diff = max_diff(alone, grouped)
     assert diff < TOLERANCE, f"R=2 weights differ from R=1 by {diff:g}"
     for mine, theirs in zip(grouped_losses, alone_losses, strict=True):
-        for key in ("loss", "policy_loss", "value_loss", "target_entropy"):
+        for key in ("loss", "policy_loss", "value_loss", "target_entropy",
+                    "ownership_loss", "score_loss"):
             assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6), key
+    if alone.aux:  # the auxiliary parts were trained, not zero
+        assert min(m["ownership_loss"] for m in alone_losses) > 0.1
+        assert min(m["score_loss"] for m in alone_losses) > 0.1
     # and the group did train: the weights moved from the start
-    assert max_diff(alone, filled(config)) > 1e-3
+    assert max_diff(alone, filled(config, game, net)) > 1e-3
 
 
 def test_the_batch_must_split_evenly():

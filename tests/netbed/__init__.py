@@ -497,6 +497,11 @@ def teardown(prefix: str) -> None:
             if name.startswith(prefix) and name != f"{prefix}br":
                 _ip("link", "delete", name, check=False)
     _ip("link", "delete", f"{prefix}br", check=False)
+    keep = os.environ.get("ZEROFORGE_BED_LOGS")
+    if keep and (STATE_ROOT / prefix).is_dir():
+        # a failure to read later: the nodes' Ray logs and the run's files
+        shutil.copytree(STATE_ROOT / prefix, Path(keep) / prefix, dirs_exist_ok=True,
+                        ignore_dangling_symlinks=True, symlinks=True)
     shutil.rmtree(STATE_ROOT / prefix, ignore_errors=True)
 
 
