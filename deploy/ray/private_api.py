@@ -113,11 +113,23 @@ def single_node_mode() -> Iterator[None]:
             os.environ[SINGLE_NODE_ENV] = before_env
 
 
+WORKER_NICENESS = "0"
+"""Niceness of the Ray workers (the run's actors) of a cluster zeroforge starts. Ray's
+default, 15, lets any ordinary process beside the run take the CPU from them: with two
+CPU-bound jobs on a 2-core machine the learner took minutes to start and to train (the
+Ray system processes and the driver run at 0 either way). The same variable in the
+environment of ``ray start`` does it for a cluster started by hand (docs/cluster.md)."""
+
+
 def init_on_node_ip(node_ip: str, **kwargs: Any) -> None:
     """``ray.init(**kwargs)`` with this node's address set to ``node_ip``.
 
     Private because: ``ray.init`` takes the node address only as the hidden keyword
-    ``_node_ip_address`` (``ray start`` has ``--node-ip-address``, the driver has none)."""
+    ``_node_ip_address`` (``ray start`` has ``--node-ip-address``, the driver has none).
+
+    A cluster started here runs its workers at niceness 0 (``WORKER_NICENESS``) unless
+    ``RAY_worker_niceness`` says otherwise."""
+    os.environ.setdefault("RAY_worker_niceness", WORKER_NICENESS)
     ray.init(_node_ip_address=node_ip, **kwargs)
 
 

@@ -31,6 +31,8 @@ def test_a_learner_stopped_for_good_is_killed_and_replaced(local_ray, redis_serv
         wait_for(lambda: status(controller)["learner_steps"] >= 10, timeout=120)
         learner = ray.get(controller.actor_handles.remote("learner"))[0]
         pid = ray.get(learner.pid.remote(), timeout=30)
+        # the run's actors are not niced below other work (Ray's default is 15)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 0
         os.kill(pid, signal.SIGSTOP)
         stopped_at = time.monotonic()
         st = wait_for(lambda: (s := status(controller))["restarts"]["learner"] == 1 and s,

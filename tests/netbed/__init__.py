@@ -209,7 +209,10 @@ class Bed:
                     # the GCS declares a silent node dead after 5 missed 1 s checks (a
                     # lost machine's actors are replaced within seconds, not minutes)
                     "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
-                    "RAY_health_check_failure_threshold": "5"})
+                    "RAY_health_check_failure_threshold": "5",
+                    # as docs/cluster.md says for machines shared with other work: Ray's
+                    # default niceness 15 starves the run's actors beside busy processes
+                    "RAY_worker_niceness": "0"})
         env.pop("RAY_ADDRESS", None)
         env.pop("RAY_AUTH_TOKEN", None)
         return env
@@ -500,8 +503,10 @@ def teardown(prefix: str) -> None:
     keep = os.environ.get("ZEROFORGE_BED_LOGS")
     if keep and (STATE_ROOT / prefix).is_dir():
         # a failure to read later: the nodes' Ray logs and the run's files
-        shutil.copytree(STATE_ROOT / prefix, Path(keep) / prefix, dirs_exist_ok=True,
-                        ignore_dangling_symlinks=True, symlinks=True)
+        with contextlib.suppress(shutil.Error):
+            shutil.copytree(STATE_ROOT / prefix, Path(keep) / prefix, dirs_exist_ok=True,
+                            ignore_dangling_symlinks=True, symlinks=True,
+                            ignore=shutil.ignore_patterns("sockets"))
     shutil.rmtree(STATE_ROOT / prefix, ignore_errors=True)
 
 
