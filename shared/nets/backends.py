@@ -105,11 +105,23 @@ def export_onnx(net: nn.Module) -> bytes:
             # The TorchScript exporter is deprecated in favour of the dynamo one (above).
             warnings.simplefilter("ignore", DeprecationWarning)
             torch.onnx.export(
-                net, (torch.zeros(2, *obs_shape),), path, dynamo=False,
+                _PolicyValue(net), (torch.zeros(2, *obs_shape),), path, dynamo=False,
                 input_names=["obs"], output_names=["policy_logits", "value"],
                 dynamic_axes={"obs": {0: "batch"}, "policy_logits": {0: "batch"},
                               "value": {0: "batch"}})
         return path.read_bytes()
+
+
+class _PolicyValue(nn.Module):
+    """``net`` with ``forward(x)`` only: the exporter traces every argument of the forward
+    it is given, and the net's ``all_heads`` flag would become a traced constant."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.net(x)
 
 
 def _onnxruntime_runner(net: nn.Module, threads: int) -> Runner:

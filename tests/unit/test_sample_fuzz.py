@@ -114,13 +114,19 @@ def cut_odd(g: GameSamples, rng: Rng) -> GameSamples:
     return _copy(g, obs=g.obs[:cut], policy=g.policy[:cut], to_play=g.to_play[:cut])
 
 
+def territory_claimed(g: GameSamples, rng: Rng) -> GameSamples:
+    """Ownership and score targets (schema 3) on a game without territory."""
+    ownership = rng.integers(-1, 2, g.obs.shape[2:]).astype(np.int8)
+    return dataclasses.replace(g, ownership=ownership, score=float(ownership.sum()))
+
+
 def foreign_game(g: GameSamples, rng: Rng) -> GameSamples:
     return dataclasses.replace(g, game="gomoku:size=3,k=3")
 
 
 MUTATIONS: list[Callable[[GameSamples, Rng], GameSamples]] = [
     scale_policy, zero_policy, nan_policy, mass_on_occupied, other_outcome, huge_length,
-    swap_obs, flip_stone_bit, flip_mover, cut_odd, foreign_game]
+    swap_obs, flip_stone_bit, flip_mover, cut_odd, territory_claimed, foreign_game]
 
 
 def random_value(rng: Rng, depth: int = 0):
