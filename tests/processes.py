@@ -44,3 +44,12 @@ def end_session(leader: subprocess.Popen, members: Callable[[], list[psutil.Proc
     psutil.wait_procs(members(), timeout=grace_s)
     with contextlib.suppress(subprocess.TimeoutExpired):
         leader.wait(timeout=10)
+
+
+def gone(pid: int) -> bool:
+    """Whether no process ``pid`` exists (any more)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False

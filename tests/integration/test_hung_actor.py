@@ -13,14 +13,7 @@ import time
 import ray
 
 from tests.integration.test_distributed import start_run, status, wait_for
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+from tests.processes import gone
 
 
 def test_a_learner_stopped_for_good_is_killed_and_replaced(local_ray, redis_server, run_id,
@@ -38,7 +31,7 @@ def test_a_learner_stopped_for_good_is_killed_and_replaced(local_ray, redis_serv
         st = wait_for(lambda: (s := status(controller))["restarts"]["learner"] == 1 and s,
                       timeout=60)
         assert time.monotonic() - stopped_at >= 4  # not before hang_s
-        wait_for(lambda: _gone(pid), timeout=30)
+        wait_for(lambda: gone(pid), timeout=30)
         pid = None
         before = st["learner_steps"]
         st = wait_for(lambda: (s := status(controller))["alive"]["learner"] == 1

@@ -26,6 +26,7 @@ import ray
 
 from tests.integration.test_chaos import chaos_run
 from tests.integration.test_distributed import SETTINGS
+from tests.processes import gone
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run
 from zeroforge.deploy.ray.naming import run_actor_names
@@ -96,13 +97,6 @@ def test_a_learner_group_trains_and_rescales_at_a_checkpoint(local_ray, redis_se
     assert run_actor_names(run_id) == []
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
 
 def test_a_hung_member_breaks_the_group_and_leaves_no_process_behind(
         local_ray, redis_server, run_id, tmp_path):
@@ -122,10 +116,10 @@ def test_a_hung_member_breaks_the_group_and_leaves_no_process_behind(
         stopped_pid = rank1
         st = wait_status(handle, lambda s: s["restarts"]["learner"] >= 1, 120)
         deadline = time.monotonic() + 20  # a sixth of the lease
-        while not (_gone(rank0) and _gone(rank1)) and time.monotonic() < deadline:
+        while not (gone(rank0) and gone(rank1)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _gone(rank0), "rank 0 of the broken group still runs"
-        assert _gone(rank1), "rank 1 of the broken group still runs"
+        assert gone(rank0), "rank 0 of the broken group still runs"
+        assert gone(rank1), "rank 1 of the broken group still runs"
         stopped_pid = None
         before = st["learner_steps"]
         wait_status(handle, lambda s: s["alive"]["learner"] == 2

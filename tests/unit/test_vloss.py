@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
+from tests.unit.test_mcts import random_positions
 from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.search import MCTS, Evaluation, SearchConfig, UniformEvaluator
 from zeroforge.shared.search.vloss import search_rounds
 
@@ -33,18 +33,6 @@ class Recording:
         self.sizes.append(int(legal.shape[0]))
         self.obs.append(obs.copy())
         return self.inner.evaluate(obs, legal)
-
-
-def random_positions(game: Game, plies: list[int], seed: int) -> State:
-    rng = np.random.default_rng(seed)
-    states = []
-    for n in plies:
-        s = game.init(1)
-        for _ in range(n):
-            s = game.step(s, [rng.choice(np.flatnonzero(s.legal[0]))])
-        assert not s.terminal[0]
-        states.append(s)
-    return State.concat(states)
 
 
 def assert_real_statistics(tree, b: int) -> None:
