@@ -103,7 +103,8 @@ def test_a_stop_while_the_replacement_learner_waits_says_the_games_are_not_in_it
     controller = start_run(redis_server, run_id, tmp_path, "distributed.learner_cpus=1")
     holders = [_CpuHolder.options(num_cpus=0.75).remote()]
     try:
-        wait_for(lambda: status(controller)["learner_steps"] >= 10, timeout=120)
+        wait_for(lambda: status(controller)["learner_steps"] >= 10
+                 and (tmp_path / "checkpoint.pt").exists(), timeout=120)
         ray.get(holders[0].ping.remote(), timeout=60)
         learner = ray.get(controller.actor_handles.remote("learner"))[0]
         pid = ray.get(learner.pid.remote(), timeout=30)
