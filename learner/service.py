@@ -53,12 +53,17 @@ from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.sample_checks import REJECTION_REASONS, rejection
+from zeroforge.learner.service_metrics import (
+    count_restored_totals,
+    new_recorder,
+    record_training,
+    set_gauges,
+)
 from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
 from zeroforge.learner.snapshots import WeightSnapshots
 from zeroforge.learner.stream_drain import drain_stream
-from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.pace import Pace, pause_floor
+from zeroforge.shared.pace import Pace
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.train_config import LearnerConfig, RunContext
 from zeroforge.shared.transport import StreamConfig, Transport, TransportError, advance_cursor
@@ -114,13 +119,7 @@ class LearnerService:
             # Process-wide; the service owns its process in a distributed run.
             torch.set_num_threads(ctx.torch_threads)
         self.learner = Learner(learner, ctx.game, net)
-        self.recorder = Recorder()
-        for reason in REJECTION_REASONS:
-            # Every known reason is a series from the start (at 0), so a dashboard's
-            # "rejected by reason" shows zeros rather than nothing in a healthy run.
-            self.recorder.inc("rejected_entries_total", 0, reason=reason)
-        for file in ("checkpoint", "snapshot"):
-            self.recorder.inc("learner_save_failures_total", 0, file=file)
+        self.recorder = new_recorder()
 
         self.cursor: str | None = None
         """Id of the last stream entry added to the replay window."""
@@ -154,7 +153,8 @@ class LearnerService:
                                          self.recorder)
         if resume and self.checkpoint_path.exists():
             self._restore()
-        self._count_restored_totals()
+        count_restored_totals(self.recorder, self.learner, self.games_received,
+                              self.positions_received, self.throttled_s, self.rejected)
 
         self.transport = transport
         self.stream = transport.samples(stream_config)
@@ -201,7 +201,7 @@ class LearnerService:
         if metrics:
             self._dirty = True
             self.last_losses = metrics[-1]
-            self._record_training(metrics)
+            record_training(self.recorder, self.learner, metrics)
         published = None
         if self.learner.steps - self._steps_at_publish >= self.config.publish_every_steps:
             published = self._publish()
@@ -534,17 +534,6 @@ class LearnerService:
         """Ids of the last received games (``recent_game_ids``), oldest first."""
         return list(self.recent_game_ids)
 
-    def _count_restored_totals(self) -> None:
-        # Counters report the run's totals, so a restarted learner continues its series.
-        r = self.recorder
-        r.inc("learner_steps_total", self.learner.steps)
-        r.inc("learner_samples_trained_total", self.learner.samples_trained)
-        r.inc("learner_games_received_total", self.games_received)
-        r.inc("learner_positions_received_total", self.positions_received)
-        r.inc("learner_throttled_seconds_total", self.throttled_s)
-        for reason, n in self.rejected.items():
-            r.inc("rejected_entries_total", n, reason=reason)
-
     def _mirror_stream_rejections(self) -> None:
         for reason, n in self.stream.rejected.items():
             delta = n - self._stream_mirror[reason]
@@ -552,17 +541,6 @@ class LearnerService:
                 self._stream_mirror[reason] = n
                 self.rejected[reason] += delta
                 self.recorder.inc("rejected_entries_total", delta, reason=reason)
-
-    def _record_training(self, metrics: list[dict[str, float]]) -> None:
-        r = self.recorder
-        r.inc("learner_steps_total", len(metrics))
-        r.inc("learner_samples_trained_total", len(metrics) * self.config.batch_size)
-        last = metrics[-1]
-        parts = [("total", "loss"), ("policy", "policy_loss"), ("value", "value_loss")]
-        if self.learner.aux:  # a net with an ownership or score head (Go, KataGo-style)
-            parts += [("ownership", "ownership_loss"), ("score", "score_loss")]
-        for part, key in parts:
-            r.set("learner_loss", last[key], part=part)
 
     def _refresh_stream_info(self) -> None:
         try:
@@ -580,16 +558,9 @@ class LearnerService:
 
     def stats(self) -> dict:
         """The metrics snapshot (``shared.metrics.Recorder.snapshot``)."""
-        r = self.recorder
-        r.set("learner_samples_per_insert", self.samples_per_insert())
-        r.set("learner_samples_per_insert_target", self.config.samples_per_insert)
-        r.set("learner_samples_per_insert_floor", pause_floor(
-            self.config.samples_per_insert, self.config.samples_per_insert_tolerance))
-        r.set("replay_window_positions", len(self.learner.replay))
-        # The catalogue's stream lag: entries written but not yet acknowledged.
-        r.set("stream_lag_entries", self._stream_info.get("backlog", 0))
-        r.set("weights_version", self.learner.version, component="learner")
-        return r.snapshot()
+        set_gauges(self.recorder, self.learner, self.samples_per_insert(),
+                   self._stream_info.get("backlog", 0))
+        return self.recorder.snapshot()
 
     def status(self) -> dict:
         """Human-level numbers, from memory (no Redis call): stream figures are as of the

@@ -13,7 +13,6 @@ driver itself died.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import copy
 import dataclasses
@@ -28,11 +27,20 @@ from zeroforge.deploy.ray.failures import CrashWindows, error_line, stop_losses
 from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
 from zeroforge.deploy.ray.kinds import KINDS, actor_sizes
 from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
-from zeroforge.deploy.ray.resources import shortfall, waiting_line
+from zeroforge.deploy.ray.resources import actor_states, shortfall
 from zeroforge.deploy.ray.run_limits import RunLimits
 from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
 from zeroforge.deploy.ray.saved_state import StateSaver
-from zeroforge.deploy.ray.slots import Slot, adopt, probe, rows, slot_state, unscheduled
+from zeroforge.deploy.ray.slots import (
+    Slot,
+    adopt,
+    drop_never_scheduled,
+    kill,
+    kill_hung,
+    probe,
+    rows,
+    unscheduled,
+)
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared.train_config import RunContext, TrainConfig
@@ -195,8 +203,7 @@ class Controller:
             # the scale-down frees, or on a node the autoscaler adds for it), build its
             # service and only then see the stop. It has played nothing: kill it.
             slot.cancelled = True
-            with contextlib.suppress(Exception):
-                ray.kill(slot.handle, no_restart=True)
+            kill(slot)
         else:
             try:
                 slot.handle.stop.remote()
@@ -221,7 +228,7 @@ class Controller:
                         self._check_limits()
                     self._collect()
                     if self._state == "running":
-                        self._kill_hung()
+                        kill_hung(self.slots, self.config.distributed.hang_s)
                 if self._ready.is_set() and self._state in ("running", "stopping"):
                     self.saver.tick(self.controller_state)
             except Exception as err:  # keep watching whatever happened
@@ -257,13 +264,11 @@ class Controller:
                             self.crashes.last_error[name])
                 # Its ``run`` raised, but the (detached) actor may live on: end it now, or
                 # it holds its CPUs beside its successor until its lease runs out.
-                with contextlib.suppress(Exception):
-                    ray.kill(slot.handle, no_restart=True)
+                kill(slot)
             self.metrics.ended(name, slot.index, slot.last_stats)
             if slot.stopping:
                 # retired by scale-down: its games are in; free its CPUs for others
-                with contextlib.suppress(Exception):
-                    ray.kill(slot.handle)
+                kill(slot)
                 continue
             if kind.clean_end_ends_run and not crashed:
                 # A run limit was reached. No successor: the _fill after this reap must
@@ -279,22 +284,6 @@ class Controller:
             if kind.is_server:
                 self._push_servers()
 
-    def _kill_hung(self) -> None:
-        """Kill started actors that left a ``stats`` call unanswered for
-        ``distributed.hang_s``: the reaper then replaces them as crashed."""
-        hang_s = self.config.distributed.hang_s
-        now = time.monotonic()
-        for slots in self.slots.values():
-            for slot in slots:
-                if (not hang_s or not slot.started or slot.stopping or slot.hung
-                        or slot.probe is None or now - slot.probe_sent < hang_s):
-                    continue
-                slot.hung = (f"hung: answered no call for {now - slot.probe_sent:.0f} s "
-                             f"(distributed.hang_s {hang_s:g}); killed")
-                log.warning("%s %d %s, to be replaced", slot.kind, slot.index, slot.hung)
-                with contextlib.suppress(Exception):
-                    ray.kill(slot.handle, no_restart=True)
-
     def _break_gang(self, name: str) -> None:
         """A gang member ended without being asked: the group cannot go on without it
         (its collectives would fail or hang), so kill the others now; the next ``_fill``
@@ -304,8 +293,7 @@ class Controller:
             return  # a group of one: nothing else to stop (its crash was logged already)
         for slot in stopped:
             self.slots[name].remove(slot)
-            with contextlib.suppress(Exception):
-                ray.kill(slot.handle, no_restart=True)
+            kill(slot)
             self.metrics.ended(name, slot.index, slot.last_stats)
         # Their ``run`` ends in an error that says only "a peer went away" (already said
         # below); taking it keeps Ray from printing each as an unhandled error.
@@ -497,15 +485,7 @@ class Controller:
             # checkpoint are in the final one.
             with contextlib.suppress(Exception):
                 probe(self.slots, timeout_s=1.0)
-            never_ran = set()
-            for slots in self.slots.values():
-                for slot in [s for s in slots
-                             if s.cancelled
-                             or (not s.started and slot_state(s) == "pending")]:
-                    slots.remove(slot)
-                    never_ran.add(slot.kind)
-                    with contextlib.suppress(Exception):
-                        ray.kill(slot.handle, no_restart=True)
+            never_ran = drop_never_scheduled(self.slots)
             # A replacement learner still waiting for its CPUs: no learner drains the
             # stream at this stop, so the games since the last checkpoint are not in it.
             undrained = "learner" in never_ran and not self.slots["learner"]
@@ -559,8 +539,7 @@ class Controller:
         with self._lock:
             for slots in self.slots.values():
                 for slot in slots:
-                    with contextlib.suppress(Exception):
-                        ray.kill(slot.handle, no_restart=True)
+                    kill(slot)
                 slots.clear()
             # detached actors: also any this controller never knew of (a predecessor made
             # them just before it died)
@@ -574,30 +553,12 @@ class Controller:
         """Live units of ``name``: actors, or the workers of self-play hosts."""
         return sum(s.workers for s in self.slots[name] if s.started and not s.stopping)
 
-    def _actor_states(self) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
-        """Per kind, how many actors are pending / starting / restarting / alive /
-        stopping (and ``failed``: crashes in the window after the run gave up), and why
-        pending ones wait."""
-        states: dict[str, dict[str, int]] = {}
-        waiting: dict[str, str] = {}
-        free = None
-        for name in KINDS:
-            counts: collections.Counter[str] = collections.Counter()
-            for slot in self.slots[name]:
-                counts[slot_state(slot)] += slot.workers
-            if self._failed and self.crashes.times[name]:
-                counts["failed"] = len(self.crashes.times[name])
-            states[name] = dict(counts)
-            if counts["pending"]:
-                if free is None:
-                    free = ray.available_resources()
-                waiting[name] = waiting_line(self.config, name, counts["pending"], free)
-        return states, waiting
-
     def status(self) -> dict:
         """``RunStatus.to_json()`` (plain data crosses Ray)."""
         alive = {k: self._alive(k) for k in KINDS}
-        states, waiting = self._actor_states()
+        failed = ({k: len(t) for k, t in self.crashes.times.items() if t} if self._failed
+                  else {})
+        states, waiting = actor_states(self.slots, self.config, failed)
         return RunStatus.from_metrics(
             self.metrics.merged, received_before=self.metrics.received_before(self.resume),
             run_id=self.run_id, state=self._state,

@@ -10,7 +10,7 @@ import collections
 import ray
 
 from zeroforge.deploy.ray.kinds import KINDS, actors_wanted
-from zeroforge.deploy.ray.slots import Slot
+from zeroforge.deploy.ray.slots import Slot, slot_state
 from zeroforge.shared.train_config import TrainConfig
 
 
@@ -83,3 +83,25 @@ def learner_group_misfit(config: TrainConfig) -> str:
     return (f"learner.replicas={replicas} needs {' and '.join(short)} for the learner "
             "replicas alone (distributed.learner_cpus / learner_gpus each): lower "
             "learner.replicas or add nodes")
+
+
+def actor_states(slots: dict[str, list[Slot]], config: TrainConfig, failed: dict[str, int]
+                 ) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+    """Per kind, how many actors are pending / starting / restarting / alive / stopping
+    (and ``failed``: the crashes of each kind in ``failed``, given once the run gave up),
+    and why pending ones wait (``waiting_line``)."""
+    states: dict[str, dict[str, int]] = {}
+    waiting: dict[str, str] = {}
+    free = None
+    for name in KINDS:
+        counts: collections.Counter[str] = collections.Counter()
+        for slot in slots[name]:
+            counts[slot_state(slot)] += slot.workers
+        if failed.get(name):
+            counts["failed"] = failed[name]
+        states[name] = dict(counts)
+        if counts["pending"]:
+            if free is None:
+                free = ray.available_resources()
+            waiting[name] = waiting_line(config, name, counts["pending"], free)
+    return states, waiting

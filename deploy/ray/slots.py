@@ -7,6 +7,7 @@ and ``adopt``, which rebuilds the slots of a run's live actors for a successor c
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,8 @@ import ray
 
 from zeroforge.deploy.ray.naming import NAMESPACE, run_actor_names
 from zeroforge.deploy.ray.private_api import gcs_actor_state
+
+log = logging.getLogger(__name__)
 
 PENDING_STATES = ("PENDING_CREATION", "DEPENDENCIES_UNREADY")
 """GCS actor states of an actor Ray has not scheduled yet (no node has its resources)."""
@@ -56,6 +59,43 @@ class Slot:
     cancelled: bool = False
     """Retired while Ray had not scheduled it yet: killed at once (nothing to save), so
     it takes no resources a scale-down frees and no autoscaler node; no crash, no stats."""
+
+
+def kill(slot: Slot) -> None:
+    """End the slot's actor now, whatever it is doing (it may already be gone)."""
+    with contextlib.suppress(Exception):
+        ray.kill(slot.handle, no_restart=True)
+
+
+def kill_hung(slots: dict[str, list[Slot]], hang_s: float) -> None:
+    """Kill the started actors that left a ``stats`` call unanswered for ``hang_s``
+    (``distributed.hang_s``; 0: never), saying why in ``Slot.hung``: the reaper then
+    replaces them as crashed."""
+    if not hang_s:
+        return
+    now = time.monotonic()
+    for kind_slots in slots.values():
+        for slot in kind_slots:
+            if (not slot.started or slot.stopping or slot.hung or slot.probe is None
+                    or now - slot.probe_sent < hang_s):
+                continue
+            slot.hung = (f"hung: answered no call for {now - slot.probe_sent:.0f} s "
+                         f"(distributed.hang_s {hang_s:g}); killed")
+            log.warning("%s %d %s, to be replaced", slot.kind, slot.index, slot.hung)
+            kill(slot)
+
+
+def drop_never_scheduled(slots: dict[str, list[Slot]]) -> set[str]:
+    """Remove and kill the actors Ray never scheduled (or that were cancelled): they have
+    nothing to save. Returns their kinds."""
+    kinds = set()
+    for kind_slots in slots.values():
+        for slot in [s for s in kind_slots
+                     if s.cancelled or (not s.started and slot_state(s) == "pending")]:
+            kind_slots.remove(slot)
+            kinds.add(slot.kind)
+            kill(slot)
+    return kinds
 
 
 def unscheduled(slot: Slot) -> bool:
