@@ -131,8 +131,7 @@ class Learner:
         if self.group is not None:
             losses = self.group.step(batch, lr)
         else:
-            targets = float((batch.policy.sum(axis=1) > 0).sum())
-            aux_n = float(batch.has_aux.sum()) if batch.has_aux is not None else 0.0
+            targets, aux_n = batch.target_counts()
             sums = self.train_on(batch, lr, step_scales(1, self.config.batch_size, targets,
                                                         aux_n, self.points))
             losses = losses_from_sums(sums.tolist(), targets, self.config.batch_size,

@@ -29,6 +29,12 @@ class ReplayBatch:
     """[B] bool: positions whose game carried ownership and score (the others, e.g.
     pre-training positions, train no auxiliary head)."""
 
+    def target_counts(self) -> tuple[float, float]:
+        """(positions with a policy target, positions with the auxiliary targets): the
+        denominators of the batch's mean losses (``losses.step_scales``)."""
+        aux = float(self.has_aux.sum()) if self.has_aux is not None else 0.0
+        return float((self.policy.sum(axis=1) > 0).sum()), aux
+
 
 class ReplayWindow:
     """A ring buffer of the last ``capacity`` positions as (s, pi, z) arrays.

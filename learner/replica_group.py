@@ -335,8 +335,7 @@ class ReplicaGroup:
     def step(self, batch: ReplayBatch, lr: float) -> dict[str, float]:
         """One group step on the global ``batch``; returns the global batch's losses."""
         m = self._formed()
-        targets = float((batch.policy.sum(axis=1) > 0).sum())
-        aux_positions = float(batch.has_aux.sum()) if batch.has_aux is not None else 0.0
+        targets, aux_positions = batch.target_counts()
         try:
             m.header(STEP, lr, targets, aux_positions)
             losses = m.train(m.scatter_batch(batch), lr, targets, aux_positions)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.unit.test_go import KO
 from zeroforge.shared.games import go_features as F
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
@@ -183,14 +184,7 @@ def test_liberty_planes_follow_merges_and_captures():
     np.testing.assert_array_equal(obs, ref_features(g, s, 0, moves))
 
 
-# --- ko and last moves ----------------------------------------------------------------------
-KO = """
-    . . . . .
-    . X O . .
-    X O . O .
-    . X O . .
-    . . . . .
-"""
+# --- ko and last moves (KO: test_go's ko shape) ---------------------------------------------
 
 
 @pytest.mark.parametrize("rule", ["simple", "superko"])
