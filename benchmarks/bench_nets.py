@@ -1,7 +1,7 @@
 """Evaluations per second of the policy-value nets through TorchEvaluator.
 
 Prints one table per (net preset, game) case: rows are inference variants (batch-norm
-folding, channels-last, torch.compile, thread count, bfloat16 on CUDA or an AMX CPU),
+folding, channels-last, torch.compile, thread count, bfloat16 on CUDA or a CPU with AMX or AVX-512 BF16),
 columns are batch sizes, cells are positions evaluated per second (uint8 observations in,
 numpy float32 out, so conversion and transfer are included).
 
@@ -58,7 +58,7 @@ def variants(device: torch.device, with_compile: bool) -> dict[str, InferenceCon
 
     out = {"plain": cfg(False, False), "fuse": cfg(True, False),
            "channels_last": cfg(False, True), "fuse+cl": cfg(True, True)}
-    if native_bfloat16(device):  # CUDA, or a CPU with AMX
+    if native_bfloat16(device):  # CUDA, or a CPU with AMX or AVX-512 BF16
         out["fuse+bf16"] = cfg(True, False, "bfloat16")
         out["fuse+cl+bf16"] = cfg(True, True, "bfloat16")
     if with_compile:

@@ -24,7 +24,10 @@ move choice, zeroforge's immediate-win check and sample recording).
     python benchmarks/bench_selfplay.py                         # more moves, B = 64, 128, 256
     python benchmarks/bench_selfplay.py --games gomoku6         # only the 6x6 table
 
-Torch runs on one thread (``torch.set_num_threads(1)``), on the CPU.
+Torch runs on one thread (``torch.set_num_threads(1)``), on the CPU. The zeroforge rows and
+the network bound run at ``--precision`` (default ``fast``, what the gomoku presets'
+``selfplay.precision`` says: bfloat16 where the CPU runs it natively, float32 elsewhere);
+the baseline's batch-1 calls stay in float32, their fastest dtype on every CPU measured.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.nets.model import build_net, num_parameters
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.nets.names import PRECISIONS
+from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import Evaluation
 
@@ -287,21 +291,25 @@ def split_cells(result: dict) -> str:
 
 
 def run_section(spec: str, batches: list[int], moves: int, baseline_moves: int,
-                simulations: int, bound_seconds: float, seed: int) -> None:
+                simulations: int, bound_seconds: float, seed: int,
+                precision: str = "fast") -> None:
     preset = SECTIONS[spec]
     game = make_game(spec)
     net = build_net(preset, game.spec)
-    evaluator = TorchEvaluator(net, device="cpu")
+    base_evaluator = TorchEvaluator(net, device="cpu")
+    evaluator = TorchEvaluator(net, config=InferenceConfig(device="cpu", precision=precision))
     config = SearchConfig(num_simulations=simulations)
     load = os.getloadavg()[0]
+    dtype = str(evaluator.dtype).removeprefix("torch.")
     print(f"\n### {spec} ({game.spec.spec_string}), `{preset}` net "
-          f"({num_parameters(net):,} parameters), {simulations} simulations a move\n")
+          f"({num_parameters(net):,} parameters), {simulations} simulations a move, "
+          f"precision {precision} ({dtype})\n")
     print(f"baseline: {baseline_moves} moves of one game; zeroforge: {moves} moves of B games "
           f"after a warm-up; load average at start {load:.2f}\n")
     print("| setup | positions/s | × baseline | % of network bound | network evals/s | "
           + " | ".join(f"{c} %" for c in COLUMNS) + " |")
     print("|---|---:|---:|---:|---:|" + "---:|" * len(COLUMNS))
-    base = measure_baseline(game, evaluator, config, baseline_moves, seed)
+    base = measure_baseline(game, base_evaluator, config, baseline_moves, seed)
     print(f"| baseline (1 game, batch-1 net) | {base['positions_per_s']:,.2f} | 1.0 | "
           f"— | {base['net_evals_per_s']:,.0f} at batch 1 | {split_cells(base)} |", flush=True)
     rng = np.random.default_rng(seed)
@@ -333,6 +341,9 @@ def main() -> None:
     parser.add_argument("--big-batch", type=int, default=64,
                         help="zeroforge B for the resnet6x64 sections (default 64)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", default="fast", choices=PRECISIONS,
+                        help="dtype of the zeroforge rows' network (default: fast, the "
+                             "gomoku presets' selfplay.precision)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     quick = args.quick
@@ -347,7 +358,8 @@ def main() -> None:
             batches = [args.big_batch]
             moves, baseline_moves = (1, 2) if quick else (3, 6)
         run_section(spec, batches, moves, baseline_moves, args.simulations,
-                    bound_seconds=1.5 if quick else 4.0, seed=args.seed)
+                    bound_seconds=1.5 if quick else 4.0, seed=args.seed,
+                    precision=args.precision)
 
 
 if __name__ == "__main__":

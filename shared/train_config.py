@@ -42,8 +42,8 @@ class SelfPlayConfig:
     precision: str = "auto"
     """Dtype of a worker's own network, on the CPU (``nets.names.PRECISIONS``;
     inference servers follow ``inference.precision``): ``"auto"`` is float32; ``"fast"``
-    is bfloat16 on a CPU with AMX, where the small net ran 2.0-2.9x faster at batch 128
-    and up, and float32 elsewhere. Outputs are float32 either way."""
+    is bfloat16 on a CPU with AMX or AVX-512 BF16, where the small net ran 2.0-2.9x (AMX)
+    and 1.7x (AVX-512 BF16) faster at batch 128, and float32 elsewhere. Outputs are float32 either way."""
     backend: str = "torch"
     """How a worker runs its own network (``zeroforge.shared.nets.backends``; inference servers
     follow ``inference.backend``): ``"torch"`` (in ``selfplay.precision``), or
@@ -136,7 +136,8 @@ class LearnerConfig:
     """Dtype of the forward pass in training (``nets.names.PRECISIONS``): under
     ``"bfloat16"`` it runs in bfloat16 autocast (weights, optimizer state and the losses
     stay float32); ``"fast"`` is bfloat16 where the device runs it natively (CUDA, or a
-    CPU with AMX, where a step of the small net took 0.44-0.54x the time) and float32
+    CPU with AMX or AVX-512 BF16, where a step of the small net took 0.44-0.57x the time)
+    and float32
     elsewhere; ``"auto"`` is float32. ``"float16"`` is not offered (it needs loss scaling)."""
     seed: int = 0
     """Seed of the sampling RNG and of the initial weights."""
@@ -236,7 +237,8 @@ class InferenceServerConfig:
     """``torch.compile`` the network (GPUs; slow first calls, pays off for small batches)."""
     precision: str = "auto"
     """Dtype of the server's network (``nets.names.PRECISIONS``): ``"auto"``
-    (bfloat16 on a GPU, float32 on the CPU), ``"fast"`` (bfloat16 also on a CPU with AMX),
+    (bfloat16 on a GPU, float32 on the CPU), ``"fast"`` (bfloat16 also on a CPU with AMX
+    or AVX-512 BF16),
     ``"float32"``, ``"bfloat16"`` or ``"float16"``; outputs are float32 either way."""
     num_threads: int = 1
     """torch intra-op threads of the server process (0: torch's default). One is fastest

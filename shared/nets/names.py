@@ -7,7 +7,7 @@ from __future__ import annotations
 PRECISIONS: tuple[str, ...] = ("auto", "fast", "float32", "bfloat16", "float16")
 """The precision names the configs accept: ``"auto"`` is bfloat16 on CUDA and float32 on
 the CPU (exact outputs); ``"fast"`` is bfloat16 wherever the device runs it natively (CUDA,
-or a CPU with AMX) and float32 elsewhere; the others are the dtype they name, on any
+or a CPU with AMX or AVX-512 BF16) and float32 elsewhere; the others are the dtype they name, on any
 device."""
 
 BACKENDS: tuple[str, ...] = ("torch", "onnxruntime", "openvino", "openvino-bf16", "torch-int8")

@@ -11,7 +11,8 @@ The defaults come from measurements (``benchmarks/bench_nets.py``, CPU and an H2
 folding batch norm gained 5-25 % and channels-last another 5-70 % on CPU and GPU alike;
 bfloat16 on CUDA doubled large-batch throughput of the big towers at ~1e-3 logit error,
 and on a CPU with AMX made the nets 2.0-2.9x faster at batch 128 and up but 0.5-0.75x
-at batch 1 (without AMX the CPU emulates it);
+at batch 1; AVX-512 BF16 without AMX (AMD Zen 4) 1.7x at batch 128, 0.5x at batch 1 (a CPU
+with neither emulates it);
 ``torch.compile`` gave no consistent CPU gain (5-55 s to compile), while on CUDA its
 ``"reduce-overhead"`` mode (CUDA graphs) tripled small-batch throughput: opt-in, since
 it costs seconds of compilation and shares dynamo's per-process recompile limit.
@@ -41,14 +42,16 @@ assert set(PRECISIONS) == {"auto", "fast", *_PRECISIONS}, "names.PRECISIONS out 
 
 
 def native_bfloat16(device: torch.device) -> bool:
-    """Whether ``device`` runs bfloat16 natively: CUDA, or a CPU with AMX tiles. Other
-    CPUs emulate bfloat16 convolutions, slower than float32."""
+    """Whether ``device`` runs bfloat16 natively: CUDA, or a CPU with AMX tiles or the
+    AVX-512 BF16 dot-product instructions (Intel Cooper Lake and later, AMD Zen 4 and
+    later). Other CPUs emulate bfloat16 convolutions, slower than float32."""
     if device.type == "cuda":
         return True
     if device.type != "cpu":
         return False
-    is_amx = getattr(torch.cpu, "_is_amx_tile_supported", None)  # private; may move
-    return bool(is_amx is not None and is_amx())
+    # private probes of torch's CPU dispatch; a torch that drops them falls back to float32
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
@@ -82,7 +85,7 @@ class InferenceConfig:
     elsewhere, 2 threads ran 10-50x slower than 1 (OpenMP threads wait on each other)."""
     precision: str = "auto"
     """Inference dtype (``PRECISIONS``): ``"auto"`` is bfloat16 on CUDA and float32 on
-    the CPU; ``"fast"`` bfloat16 also on a CPU with AMX. Outputs are float32 either way."""
+    the CPU; ``"fast"`` bfloat16 also on a CPU with AMX or AVX-512 BF16. Outputs are float32 either way."""
 
     def __post_init__(self) -> None:
         check_precision("InferenceConfig.precision", self.precision)
