@@ -1,5 +1,6 @@
 """The tables ``report.py`` generates, one builder a marker name, each from the JSON the
-benchmark writes (the time-to-strength ones in ``report_tts.py``)."""
+benchmark writes (the time-to-strength ones in ``report_tts.py``, the before/after
+rounds of ``compare_trees.py`` in ``report_compare.py``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import report_compare
 import report_tts
 from report_layout import DataDir, Table, nbytes, sig2, thousands
 
@@ -163,6 +165,8 @@ TABLES: dict[str, Builder] = {
     "scale-sim-bare": scale_sim_bare,
     "scale-sim-controller": scale_sim_controller,
     "scale-sim-bed": scale_sim_bed,
+    "namespace-selfplay": report_compare.namespace_selfplay,
+    "namespace-learner": report_compare.namespace_learner,
     # docs/reliability.md, "An hour of faults on the bed": each in the order its doc lists
     "soak-heavy": partial(soak, name="soak-bed-1.json", order=(
         "worker", "node", "link", "redis", "learner", "sigstop", "controller", "driver",
