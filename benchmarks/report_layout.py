@@ -29,13 +29,13 @@ class DataDir:
         shown = f"{SHOWN_DATA}/{name}"
         if shown not in self.used:
             self.used.append(shown)
-        path = self.root / name
+        path = self.root / name  # errors name the file where it was looked for
         if not path.is_file():
-            raise ReportError(f"{shown}: no such data file")
+            raise ReportError(f"{path}: no such data file")
         try:
             return json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise ReportError(f"{shown}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+            raise ReportError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
 
 
 @dataclass(frozen=True)

@@ -94,13 +94,13 @@ TTS_RIGHT = frozenset(range(2, 8))
 
 
 def _gumbel_runs(data: DataDir) -> dict[tuple[str, str], dict[int, Seed]]:
-    # 8×8 before's seed 2 ran after the presets changed, from its own file.
-    before8 = seeds(data, "tts-gumbel-8-before.json") | seeds(
-        data, "tts-gumbel-8-before-seed2.json")
-    return {("gomoku 6×6", "before"): seeds(data, "tts-gumbel-6-before.json"),
+    runs = {("gomoku 6×6", "before"): seeds(data, "tts-gumbel-6-before.json"),
             ("gomoku 6×6", "after"): seeds(data, "tts-gumbel-6-after.json"),
-            ("gomoku 8×8", "before"): before8,
-            ("gomoku 8×8", "after"): seeds(data, "tts-gumbel-8-after.json")}
+            ("gomoku 8×8", "before"): seeds(data, "tts-gumbel-8-before.json")}
+    # 8×8 before's seed 2 ran after the presets changed, from its own file.
+    runs[("gomoku 8×8", "before")] |= seeds(data, "tts-gumbel-8-before-seed2.json")
+    runs[("gomoku 8×8", "after")] = seeds(data, "tts-gumbel-8-after.json")
+    return runs
 
 
 def gumbel(data: DataDir) -> Table:

@@ -103,7 +103,7 @@ def test_missing_data_file_is_one_line(tree, capsys):
     doc, data = tree
     (data / "learner-replicas-cpu.json").unlink()
     err = _error(doc, data, capsys)
-    assert "docs/data/learner-replicas-cpu.json: no such data file" in err
+    assert f"{data / 'learner-replicas-cpu.json'}: no such data file" in err
     assert doc.read_text() == STALE
 
 
