@@ -1,0 +1,178 @@
+"""The tables ``report.py`` generates, one builder a marker name, each from the JSON the
+benchmark writes (the time-to-strength ones in ``report_tts.py``, the before/after
+rounds of ``compare_trees.py`` in ``report_compare.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import report_compare
+import report_tts
+from report_layout import DataDir, Table, nbytes, sig2, thousands
+
+Builder = Callable[[DataDir], Table]
+
+
+def learner_replicas(data: DataDir) -> Table:
+    """Learner steps/s of R data-parallel replicas against one (``bench_learner_replicas``)."""
+    doc = data.load("learner-replicas-cpu.json")
+    batch = doc["args"]["batch"]
+    first = doc["rows"][0]["median"]
+    rows = [[str(r["replicas"]), f"{r['median']:.2f}", thousands(r["median"] * batch),
+             f"{r['median'] / first:.2f}"] for r in doc["rows"]]
+    return Table(("replicas", "steps/s (median of rounds)", "positions/s", "x R=1 (first)"),
+                 rows, frozenset(range(4)))
+
+
+GPU_RUNS = (("gpu-run-go9.json", None), ("gpu-run-gomoku15.json", None),
+            ("gpu-run-go9-one-server.json", "go9-gpu, one server (0.8 GPU)"))
+
+
+def gpu_runs(data: DataDir) -> Table:
+    """The whole job on a lent H200 (``gpu_run.sh``), in ``gpu_run_report``'s own columns."""
+    import gpu_run_report  # the script's own row, so the two tables cannot drift apart
+
+    rows = []
+    for name, label in GPU_RUNS:
+        row = gpu_run_report.row(data.load(name))
+        rows.append([label or row[0], *row[1:]])
+    cols = gpu_run_report.COLUMNS
+    return Table(cols, rows, frozenset(range(4, len(cols))))
+
+
+def _games(doc: dict[str, Any]) -> str:
+    return (f"{thousands(doc['games_appended'])} / {thousands(doc['games_received'])} / "
+            f"{thousands(doc['lost_games'])}")
+
+
+def _publish(doc: dict[str, Any]) -> str:
+    blobs = doc["redis_bytes_per_publish_in_blobs"]
+    shown = thousands(blobs) if blobs >= 100 else f"{blobs:.2f}"
+    return f"{nbytes(doc['redis_bytes_per_publish'])} ({shown} blobs)"
+
+
+def scale_sim_bare(data: DataDir) -> Table:
+    """A thousand virtual workers, transport only (``scale_sim_bare.py``)."""
+    rows = []
+    for name in ("scale-sim-100.json", "scale-sim-1000.json", "scale-sim-1000-direct.json"):
+        d = data.load(name)
+        rows.append([thousands(d["workers"]),
+                     "per node" if d["node_cache"] else "each worker from Redis",
+                     _games(d), thousands(d["positions_per_s_received"]), _publish(d),
+                     f"{d['weights_p50_s']:.2f} / {d['weights_p99_s']:.2f} / "
+                     f"{d['weights_all_workers_max_s']:.2f} s",
+                     sig2(d["simulator_cores"]), sig2(d["learner_and_publisher_cores"])])
+    header = ("workers", "weights", "games appended / received / lost",
+              "positions/s received", "Redis bytes out a publish",
+              "weights p50 / p99 / all workers", "simulator cores",
+              "learner + publisher cores")
+    return Table(header, rows, frozenset({0, 2, 3, 4, 6, 7}))
+
+
+def _ms(x: float) -> str:
+    """12.0, 409: a tenth of a millisecond below 100 ms."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def _upto(x: float) -> str:
+    return f"≤ {x:g}"  # the upper bound of a histogram bucket
+
+
+CONTROLLER_RUNS = ((1000, 1), (100, 1), (1000, 2), (100, 2))  # the order they ran in
+
+
+def scale_sim_controller(data: DataDir) -> Table:
+    """The controller at a thousand virtual workers (``scale_sim.py``)."""
+    rows = []
+    for workers, seed in CONTROLLER_RUNS:
+        d = data.load(f"scale-sim-controller-{workers}-seed{seed}.json")
+        rows.append([
+            f"{thousands(d['workers'])}, {seed}", _games(d),
+            thousands(d["positions_per_s_received"]),
+            f"**{d['controller_cores']:.3f}** ({d['controller_only_cores']:.3f} / "
+            f"{d['driver_cores']:.3f})",
+            f"{_ms(d['status_ms_p50'])} / {_ms(d['status_ms_max'])} ms",
+            f"{_ms(d['api_status_ms_p50'])} / {_ms(d['api_status_ms_max'])} ms",
+            f"{d['metrics_scrape_ms_p50']:.1f} ms, {nbytes(d['metrics_scrape_bytes'])}",
+            _publish(d),
+            f"{_upto(d['weights_p50_s'])} / {_upto(d['weights_p99_s'])} / "
+            f"{_upto(d['weights_max_s'])} s"])
+    header = ("workers, seed", "games appended / received / lost", "positions/s received",
+              "controller + driver cores (controller / driver)", "status call p50 / max",
+              "dashboard `/api/status` p50 / max", "`/metrics` scrape", "Redis out a publish",
+              "weights delivered p50 / p99 / max")
+    return Table(header, rows, frozenset({1, 2}))
+
+
+def scale_sim_bed(data: DataDir) -> Table:
+    """A thousand virtual workers on the multi-host bed (``scale_sim_bed.py``)."""
+    d = data.load("scale-sim-bed-1000-seed1.json")
+    ledger = "the auditors' ledger over both shards" if not d["ledger_problems"] else (
+        f"ledger problems: {len(d['ledger_problems'])}")
+    fetches = d["weight_fetches"]
+    row = [f"{_games(d)} ({ledger})", str(d["publishes"]), nbytes(d["blob_bytes"]),
+           f"{nbytes(d['redis_bytes_per_publish'])} "
+           f"(**{d['redis_bytes_per_publish_in_blobs']:.2f} blobs** on {d['nodes']} nodes)",
+           f"{thousands(fetches['node_cache'])} / {thousands(fetches['redis'])}",
+           f"{_upto(d['weights_p50_s'])} / {_upto(d['weights_p99_s'])} s",
+           f"{d['controller_cores']:.3f}",
+           f"{d['api_status_ms_p50']:.0f} / {d['api_status_ms_max']:.0f} ms"]
+    header = ("games appended / trained / lost", "publishes", "blob",
+              "run's Redis out a publish", "fetches from the node cache / from Redis",
+              "delivery p50 / p99", "controller + driver cores",
+              "dashboard `/api/status` p50 / max")
+    return Table(header, [row], frozenset({1, 2}))
+
+
+def _recoveries(times: list[float | None], cap: float) -> str:
+    """``15.7, 13.9``, with ``over 120`` for a fault not recovered from before the next."""
+    shown = [f"over {cap:g}" if t is None else f"{t:.1f}" for t in times]
+    if len(set(shown)) == 1 and len(shown) > 1 and times[0] is None:
+        return f"{shown[0]} ({['', 'once', 'twice', 'three times'][len(shown)]})"
+    return ", ".join(shown)
+
+
+SOAK_FAULTS = {"worker": "worker", "node": "node (all of its processes)",
+               "link": "link cut 10 s", "redis": "redis-server", "learner": "learner",
+               "sigstop": "SIGSTOP of the learner, 30 s", "controller": "controller",
+               "driver": "driver", "head": "head"}
+
+
+def soak(data: DataDir, name: str, order: tuple[str, ...]) -> Table:
+    """Recovery after each kind of fault in an hour's soak (``soak.py``), in ``order``."""
+    doc = data.load(name)
+    cap = doc["every_s"]  # a recovery not seen before the next fault is recorded as None
+    by_kind: dict[str, list[float | None]] = {}
+    for f in doc["faults"]:
+        by_kind.setdefault(f["fault"], []).append(f["recovery_s"])
+    unknown = set(by_kind) - set(order)
+    if unknown:
+        raise ValueError(f"fault kinds the table does not list: {sorted(unknown)}")
+    rows = [[SOAK_FAULTS[k], _recoveries(by_kind[k], cap)] for k in order]
+    return Table(("fault", "recovery, s (each time)"), rows)
+
+
+TABLES: dict[str, Builder] = {
+    "tts-rate-limit": report_tts.rate_limit,
+    "tts-bf16": report_tts.bf16,
+    "tts-bf16-extra": report_tts.bf16_extra,
+    "tts-gumbel": report_tts.gumbel,
+    "tts-playout-cap": report_tts.playout_cap,
+    "gpu-runs": gpu_runs,
+    "learner-replicas": learner_replicas,
+    "scale-sim-bare": scale_sim_bare,
+    "scale-sim-controller": scale_sim_controller,
+    "scale-sim-bed": scale_sim_bed,
+    "namespace-selfplay": report_compare.namespace_selfplay,
+    "namespace-learner": report_compare.namespace_learner,
+    # docs/reliability.md, "An hour of faults on the bed": each in the order its doc lists
+    "soak-heavy": partial(soak, name="soak-bed-1.json", order=(
+        "worker", "node", "link", "redis", "learner", "sigstop", "controller", "driver",
+        "head")),
+    "soak-light": partial(soak, name="soak-bed-1-light.json", order=(
+        "worker", "controller", "driver", "redis", "learner", "node", "head", "link",
+        "sigstop")),
+}
+"""Marker name -> builder; ``report.py --list`` prints each with its data files."""

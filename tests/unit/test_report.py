@@ -1,0 +1,159 @@
+"""benchmarks/report.py: a marked table is rebuilt from its raw rows in place, --check names
+a table that drifted from its data, bad input is a one-line error, and the repository's own
+docs match docs/data."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(_DIR))  # the script imports its neighbours by plain name
+_spec = importlib.util.spec_from_file_location("benchmarks_report", _DIR / "report.py")
+assert _spec and _spec.loader
+report = importlib.util.module_from_spec(_spec)
+sys.modules["benchmarks_report"] = report  # dataclasses look their module up there
+_spec.loader.exec_module(report)
+
+from report_layout import Table, nbytes, span  # noqa: E402
+from report_tts import Seed, median  # noqa: E402
+
+ROWS = {"args": {"batch": 100},
+        "rows": [{"replicas": 1, "median": 10.0}, {"replicas": 2, "median": 5.0}]}
+STALE = """# Doc
+
+Prose before.
+
+<!-- report:learner-replicas begin -->
+| replicas | old |
+|---|---|
+| 1 | 9.99 |
+<!-- report:learner-replicas end -->
+
+Prose after.
+"""
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A doc with one stale marked table, and the data it is built from."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "learner-replicas-cpu.json").write_text(json.dumps(ROWS))
+    doc = tmp_path / "doc.md"
+    doc.write_text(STALE)
+    return doc, data
+
+
+def run(doc: Path, data: Path, *extra: str) -> int:
+    return report.main(["--doc", str(doc), "--data", str(data), *extra])
+
+
+def test_regenerates_the_marked_table_and_nothing_else(tree, capsys):
+    doc, data = tree
+    assert run(doc, data) == 0
+    text = doc.read_text()
+    assert text.startswith("# Doc\n\nProse before.\n\n<!-- report:learner-replicas begin -->\n")
+    assert text.endswith("<!-- report:learner-replicas end -->\n\nProse after.\n")
+    assert "| 1 | 10.00 | 1,000 | 1.00 |" in text
+    assert "| 2 | 5.00 | 500 | 0.50 |" in text
+    assert "9.99" not in text
+    assert "from `docs/data/learner-replicas-cpu.json`" in text  # says where it came from
+    assert "regenerated: learner-replicas" in capsys.readouterr().out
+    assert run(doc, data) == 0 and doc.read_text() == text  # a second run changes nothing
+
+
+def test_check_names_each_stale_table_and_writes_nothing(tree, capsys):
+    doc, data = tree
+    assert run(doc, data, "--check") == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("stale: learner-replicas (") and ":5)" in out[0]
+    assert doc.read_text() == STALE
+    assert run(doc, data) == 0
+    capsys.readouterr()
+    assert run(doc, data, "--check") == 0 and capsys.readouterr().out == ""
+    # the data changes under a fresh table: stale again
+    (data / "learner-replicas-cpu.json").write_text(json.dumps(
+        {**ROWS, "rows": [{"replicas": 1, "median": 11.0}]}))
+    assert run(doc, data, "--check") == 1
+
+
+def test_an_indented_block_keeps_its_indentation(tree):
+    doc, data = tree
+    doc.write_text("- item:\n\n  <!-- report:learner-replicas begin -->\n"
+                   "  <!-- report:learner-replicas end -->\n")
+    assert run(doc, data) == 0
+    body = doc.read_text().splitlines()[3:-1]
+    assert body and all(line == "" or line.startswith("  |") or line.startswith("  *")
+                        for line in body)
+
+
+def _error(doc: Path, data: Path, capsys) -> str:
+    assert run(doc, data) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("report.py: error: ")
+    return err
+
+
+def test_missing_data_file_is_one_line(tree, capsys):
+    doc, data = tree
+    (data / "learner-replicas-cpu.json").unlink()
+    err = _error(doc, data, capsys)
+    assert f"{data / 'learner-replicas-cpu.json'}: no such data file" in err
+    assert doc.read_text() == STALE
+
+
+def test_invalid_json_is_one_line(tree, capsys):
+    doc, data = tree
+    (data / "learner-replicas-cpu.json").write_text('{"rows": [\n')
+    assert "learner-replicas-cpu.json: not valid JSON (" in _error(doc, data, capsys)
+
+
+def test_a_document_without_the_fields_is_one_line(tree, capsys):
+    doc, data = tree
+    (data / "learner-replicas-cpu.json").write_text(json.dumps({"args": {"batch": 1}}))
+    err = _error(doc, data, capsys)
+    assert "table learner-replicas: malformed data in docs/data/learner-replicas-cpu.json" in err
+    assert "no field 'rows'" in err
+
+
+def test_unknown_marker_is_one_line(tree, capsys):
+    doc, data = tree
+    doc.write_text("x\n<!-- report:no-such-table begin -->\n<!-- report:no-such-table end -->\n")
+    assert f"{doc}:2: unknown table 'no-such-table'" in _error(doc, data, capsys)
+
+
+def test_unpaired_markers_are_one_line(tree, capsys):
+    doc, data = tree
+    doc.write_text("<!-- report:learner-replicas begin -->\n| a |\n")
+    assert "learner-replicas begins and never ends" in _error(doc, data, capsys)
+    doc.write_text("<!-- report:learner-replicas end -->\n")
+    assert "end of learner-replicas without its begin" in _error(doc, data, capsys)
+
+
+def test_table_layer():
+    t = Table(("a", "b"), [["x", "1"]], frozenset({1}))
+    assert t.markdown() == "| a | b |\n|---|---:|\n| x | 1 |"
+    with pytest.raises(ValueError):
+        Table(("a", "b"), [["x"]]).markdown()
+    assert span([62.1, 68.4, 64.0], "{:.0f}") == "62–68"
+    assert span([37.2], "{:.0f}") == "37"
+    assert (nbytes(483_180), nbytes(1_855_165), nbytes(514e6)) == ("483 kB", "1.86 MB", "514 MB")
+
+
+def test_median_ranks_a_run_that_never_got_there_last():
+    def s(m):
+        return Seed(m, 15.0, (), None, None)
+
+    assert median([s(3.6), s(None), s(2.1)]) == "3.6"
+    assert median([s(None), s(None), s(2.1)]) == ">15"
+    assert median([s(1.0), s(2.0), s(3.0), s(4.0)]) == "2.0"  # lower middle
+
+
+def test_the_repository_docs_match_their_data(capsys):
+    """CI's guard: a table in docs/ edited by hand, or data replaced under it, fails here."""
+    assert report.main(["--check"]) == 0, capsys.readouterr().out
