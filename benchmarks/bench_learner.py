@@ -4,8 +4,8 @@ Each row is one ``Learner.step`` setup on a full replay window of random positio
 (``batch_size`` positions a step, symmetry augmentation on, AdamW): the forward pass in
 float32 with the NCHW layout (the learner before channels-last), float32 channels-last
 (today's float32), and bfloat16 autocast channels-last (``learner.precision: bfloat16``,
-what ``fast`` picks on CUDA or a CPU with AMX or AVX-512 BF16). Cells are milliseconds a step, the median of
-``--rounds`` interleaved rounds, and the ratio to the NCHW row.
+what ``fast`` picks on CUDA or a CPU with AMX or AVX-512 BF16). Cells are milliseconds a
+step, the median of ``--rounds`` interleaved rounds, and the ratio to the NCHW row.
 
     python benchmarks/bench_learner.py
     python benchmarks/bench_learner.py --case small:gomoku8 --batch 256 --rounds 5
