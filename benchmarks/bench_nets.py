@@ -2,8 +2,8 @@
 
 Prints one table per (net preset, game) case: rows are inference variants (batch-norm
 folding, channels-last, torch.compile, thread count, bfloat16 on CUDA or a CPU with AMX or
-AVX-512 BF16), columns are batch sizes, cells are positions evaluated per second (uint8 observations in,
-numpy float32 out, so conversion and transfer are included).
+AVX-512 BF16), columns are batch sizes, cells are positions evaluated per second (uint8
+observations in, numpy float32 out, so conversion and transfer are included).
 
     python benchmarks/bench_nets.py --quick
     python benchmarks/bench_nets.py --threads 1,2 --compile

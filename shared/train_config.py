@@ -43,7 +43,8 @@ class SelfPlayConfig:
     """Dtype of a worker's own network, on the CPU (``nets.names.PRECISIONS``;
     inference servers follow ``inference.precision``): ``"auto"`` is float32; ``"fast"``
     is bfloat16 on a CPU with AMX or AVX-512 BF16, where the small net ran 2.0-2.9x (AMX)
-    and 1.7x (AVX-512 BF16) faster at batch 128, and float32 elsewhere. Outputs are float32 either way."""
+    and 1.7x (AVX-512 BF16) faster at batch 128, and float32 elsewhere. Outputs are
+    float32 either way."""
     backend: str = "torch"
     """How a worker runs its own network (``zeroforge.shared.nets.backends``; inference servers
     follow ``inference.backend``): ``"torch"`` (in ``selfplay.precision``), or

@@ -85,7 +85,8 @@ class InferenceConfig:
     elsewhere, 2 threads ran 10-50x slower than 1 (OpenMP threads wait on each other)."""
     precision: str = "auto"
     """Inference dtype (``PRECISIONS``): ``"auto"`` is bfloat16 on CUDA and float32 on
-    the CPU; ``"fast"`` bfloat16 also on a CPU with AMX or AVX-512 BF16. Outputs are float32 either way."""
+    the CPU; ``"fast"`` bfloat16 also on a CPU with AMX or AVX-512 BF16. Outputs are
+    float32 either way."""
 
     def __post_init__(self) -> None:
         check_precision("InferenceConfig.precision", self.precision)
