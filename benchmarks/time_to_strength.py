@@ -17,9 +17,18 @@ headline is the median over seeds.
         --set search.full_search_prob=0.25 --set search.reuse_tree=true
 
 On a 2-core machine give the run one core and the evaluation the other (``--train-cpus 1
---eval-cpus 0``): the evaluation then takes nothing from the run it measures. Rows already
-in the ``--json`` file (same measurement) are not run again, so an interrupted table goes on
-where it stopped.
+--eval-cpus 0``): the evaluation then takes nothing from the run it measures. Or run two
+seeds side by side, a core each, each judging its snapshots once its run has ended
+(``--eval-after``; the run then lasts its whole ``--minutes``, and its time to strength is
+still the first snapshot at the target):
+
+    python benchmarks/time_to_strength.py --config go9 --seeds 0 --minutes 40 --eval-after \\
+        --train-cpus 0 --json runs/tts-go9-seed0.json &
+    python benchmarks/time_to_strength.py --config go9 --seeds 1 --minutes 40 --eval-after \\
+        --train-cpus 1 --json runs/tts-go9-seed1.json
+
+Rows already in the ``--json`` file (same measurement) are not run again, so an interrupted
+table goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -131,8 +140,11 @@ def start_run(args, config_name: str, seed: int, run_dir: Path) -> subprocess.Po
     Ray run of its own with its own Redis, no evaluator actor), its output in
     ``run_dir/train.log``."""
     mode = ["--set", "distributed.evaluator=false"] if args.distributed else ["--local"]
+    # --eval-after stops the run itself at --minutes (Ctrl-C: no final evaluation); the
+    # run's own limit, a little later, is only a backstop
+    run_minutes = args.minutes + (1 if getattr(args, "eval_after", False) else 0)
     cmd = [sys.executable, "-m", "zeroforge", "train", *mode, "--config", config_name,
-           "--seed", str(seed), "--run-dir", str(run_dir), "--minutes", str(args.minutes),
+           "--seed", str(seed), "--run-dir", str(run_dir), "--minutes", str(run_minutes),
            "--set", f"learner.snapshot_every_s={args.snapshot_every}",
            "--set", "evaluation.every_s=0"]
     for override in args.overrides:
@@ -161,6 +173,12 @@ def stop_run(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def wait_for_limit(proc: subprocess.Popen, deadline: float) -> None:
+    """Until the run ends by itself or ``deadline`` (``time.monotonic``) passes."""
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+
+
 def agent_config(config_name: str, args: argparse.Namespace) -> TrainConfig:
     """The config the evaluated agent searches with: the preset's search as PUCT (Gumbel
     off, whatever the preset's self-play uses) plus ``--eval-set``. The run's
@@ -183,6 +201,10 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
     proc = start_run(args, config_name, seed, run_dir)
     seen: set[Path] = set()
     try:
+        if args.eval_after:
+            # the whole run first, its snapshots judged afterwards on the same cores
+            wait_for_limit(proc, start + args.minutes * 60)
+            stop_run(proc)
         while True:
             alive = proc.poll() is None
             fresh = [(s, p) for s, p in snapshot_files(run_dir) if p not in seen]
@@ -244,6 +266,10 @@ def main(argv: list[str] | None = None) -> None:
                         "count from the learner's start, after Ray and the actors are up")
     parser.add_argument("--train-cpus", type=int, nargs="*", default=None)
     parser.add_argument("--eval-cpus", type=int, nargs="*", default=None)
+    parser.add_argument("--eval-after", action="store_true",
+                        help="judge the snapshots after the run's --minutes instead of "
+                        "while it runs: the run and its judging then share --train-cpus "
+                        "in turn, so two seeds can run side by side, a core each")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="KEY=VALUE override of the run's config (repeatable)")
     parser.add_argument("--eval-set", dest="eval_overrides", action="append", default=[],
@@ -252,6 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not 0 < args.target <= 1:
         parser.error("--target must be in (0, 1]")
+    if args.eval_after and args.eval_cpus is None:
+        args.eval_cpus = args.train_cpus
     if args.eval_cpus:
         os.sched_setaffinity(0, args.eval_cpus)
     torch.set_num_threads(1)
@@ -260,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
               "target": args.target, "minutes": args.minutes,
               "snapshot_every": args.snapshot_every, "overrides": args.overrides,
               "eval_overrides": args.eval_overrides,
+              **({"eval_after": True} if args.eval_after else {}),
               # only when set: files measured before the flag existed stay comparable
               **({"distributed": True} if args.distributed else {})}
     rows = earlier_rows(args.json, header, prog="time_to_strength")

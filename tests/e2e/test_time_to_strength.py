@@ -55,3 +55,25 @@ def test_a_target_never_reached_counts_as_more_than_the_limit(tmp_path):
     again, _ = run_bench(tmp_path, "--minutes", "0.5", "--anchor", "minimax",
                          "--target", "0.9")
     assert "seed 0:" not in again and "| tictactoe | >0.5 | >0.5 |" in again
+
+
+def test_eval_after_judges_the_snapshots_once_the_whole_run_has_ended(tmp_path):
+    """--eval-after: the run lasts its --minutes (no stop at the target), is stopped by
+    Ctrl-C without a final evaluation, and then the first snapshot at the target counts."""
+    out, data = run_bench(tmp_path, "--minutes", "1.5", "--anchor", "random",
+                          "--target", "0.75", "--eval-after", "--train-cpus", "0")
+    assert data["eval_after"] is True
+    (row,) = data["rows"]
+    run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
+    snapshots = [s / 60 for s, _ in snapshot_files(run_dir)]
+    # every snapshot was written before judging began: the run was not cut short
+    assert row["run_minutes"] >= 1.5 and len(snapshots) >= 2
+    assert "stopping (final checkpoint)" in (run_dir / "train.log").read_text()
+    judged = [p["minutes"] for p in row["points"]]
+    assert judged == snapshots[:len(judged)]
+    if row["minutes_to_target"] is not None:
+        assert row["points"][-1]["minutes"] == row["minutes_to_target"]
+        assert row["points"][-1]["score"] >= 0.75
+        assert all(p["score"] < 0.75 for p in row["points"][:-1])
+    else:
+        assert len(judged) == len(snapshots) and all(p["score"] < 0.75 for p in row["points"])
