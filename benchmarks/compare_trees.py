@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,13 +31,39 @@ from machine import machine_line  # benchmarks/machine.py (scripts run from here
 HERE = Path(__file__).resolve().parent
 
 
-def run_side(tree: Path | None, command: list[str], cpus: str | None) -> str:
+NAMESPACE_PARTS = ("shared", "actors", "learner", "deploy")
+"""The folders that ``pyproject.toml``'s package-dir maps into ``zeroforge``."""
+
+
+def import_root(tree: Path, scratch: Path) -> Path:
+    """The folder to put first on ``PYTHONPATH`` so that ``tree``'s modules win over the
+    installed ones. A tree from before the ``zeroforge`` namespace imports its top-level
+    folders: the tree itself. A later tree keeps ``zeroforge.shared`` & co. in top-level
+    folders that only an install maps in, so on ``PYTHONPATH`` alone ``zeroforge.shared``
+    would still come from this checkout: ``scratch/zeroforge`` gets the tree's
+    ``zeroforge`` files plus a link per mapped folder, and ``scratch`` is the root."""
+    if not (tree / "zeroforge" / "__init__.py").is_file():
+        return tree
+    package = scratch / "zeroforge"
+    package.mkdir(parents=True, exist_ok=True)
+    for item in (tree / "zeroforge").iterdir():
+        if item.suffix == ".py" and not (package / item.name).exists():
+            (package / item.name).symlink_to(item.resolve())
+    for part in NAMESPACE_PARTS:
+        if (tree / part).is_dir() and not (package / part).exists():
+            (package / part).symlink_to((tree / part).resolve())
+    return scratch
+
+
+def run_side(tree: Path | None, command: list[str], cpus: str | None,
+             scratch: Path | None = None) -> str:
     """One run of ``command`` (a benchmarks/ script and its flags) in ``tree`` (None: this
     checkout as installed); returns its stdout. A failing run stops the comparison."""
     env = dict(os.environ)
     bench_dir = HERE if tree is None else tree / "benchmarks"
     if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+        root = import_root(tree, scratch or Path(tempfile.mkdtemp(prefix="zf-tree-")))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     argv = [sys.executable, *command]
     if cpus:
         argv = ["taskset", "-c", cpus, *argv]
@@ -63,12 +90,14 @@ def main() -> None:
     if not (args.before / "benchmarks" / command[0]).is_file():
         parser.error(f"{args.before}/benchmarks/{command[0]} does not exist")
     print(machine_line())
+    scratch = Path(tempfile.mkdtemp(prefix="zf-tree-"))
     rounds: dict[str, list[dict]] = {"before": [], "after": []}
     for r in range(args.rounds):
         order = ("before", "after") if r % 2 == 0 else ("after", "before")
         for side in order:
             start = time.time()
-            out = run_side(args.before if side == "before" else None, command, args.cpus)
+            out = run_side(args.before if side == "before" else None, command, args.cpus,
+                           scratch)
             rounds[side].append({"round": r, "started": start, "load_avg": os.getloadavg()[0],
                                  "stdout": out})
             print(f"--- round {r} {side} (load {os.getloadavg()[0]:.2f})\n{out}", flush=True)
