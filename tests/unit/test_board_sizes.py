@@ -6,6 +6,7 @@ of 5x5 and 7x7 (the evaluation size), played by a uniform evaluator."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from functools import cache
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.actors.selfplay_sizes import MixedSizeWorker
 from zeroforge.deploy.config import load_train_config
@@ -24,6 +26,7 @@ from zeroforge.learner.replay_sizes import MixedReplayWindow, split_capacity
 from zeroforge.learner.sample_checks import REJECTION_REASONS, rejection
 from zeroforge.shared import config as cfg
 from zeroforge.shared.board_sizes import SizeMix, size_mix
+from zeroforge.shared.formats.weight_blob import weights_to_bytes
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.go_features import OPP, OWN
 from zeroforge.shared.nets.model import NetConfig, build_net
@@ -275,3 +278,43 @@ def test_a_worker_deals_its_moves_to_the_sizes_in_their_shares():
         assert g.ownership is not None and g.ownership.shape == (size, size)
         assert rejection(make_game(g.game), decode(encode(g))) == ("", None)
     assert by_size[5] > 0 and by_size[7] > 0, by_size
+
+
+# --- inference server -----------------------------------------------------------------------
+@pytest.mark.parametrize("cache_entries", [0, 1000])
+def test_an_inference_server_serves_every_size_one_board_per_network_call(cache_entries,
+                                                                          caplog):
+    assert MIX is not None
+    net = build_net(NET, make_game(EVAL).spec)
+    reference = TorchEvaluator(net)
+    rng = np.random.default_rng(0)
+    requests = []
+    for k in range(16):  # the sizes interleaved, as workers of both send them
+        size = (5, 7)[k % 2]
+        c = make_game(EVAL).spec.obs_shape[0]
+        requests.append(((rng.random((3, c, size, size)) < 0.2).astype(np.uint8),
+                         rng.random((3, size * size + 1)) < 0.8))
+
+    async def main() -> tuple[list, InferenceServer]:
+        server = InferenceServer(EVAL, NET, InferenceServerConfig(
+            device="cpu", max_wait_ms=100, cache_entries=cache_entries), None, "unit",
+            size_specs=MIX.specs)
+        await server.load_weights(weights_to_bytes(net), 2)
+        answers = await asyncio.gather(*(server.evaluate(o, m) for o, m in requests))
+        server.close()
+        return answers, server
+
+    answers, server = asyncio.run(main())
+    for (logits, value, version), (obs, legal) in zip(answers, requests, strict=True):
+        want = reference.evaluate(obs, legal)
+        np.testing.assert_allclose(logits, want.policy_logits, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(value, want.value, rtol=1e-4, atol=1e-5)
+        assert version == 2
+    [[_, hist]] = server.stats()["hists"]["inference_batch_size"]
+    assert sum(hist[:-1]) == 2  # one call per board shape, nothing retried alone
+    assert not [r for r in caplog.records if "one by one" in r.getMessage()]
+    # a server of one size refuses another's positions, for that caller only
+    plain = InferenceServer(EVAL, NET, InferenceServerConfig(device="cpu"), None, "unit")
+    with pytest.raises(ValueError, match="observations of shape"):
+        asyncio.run(plain.evaluate(*requests[0]))
+    plain.close()
