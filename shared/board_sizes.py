@@ -52,7 +52,7 @@ class SizeMix:
 def board_size_of(spec: str) -> int | None:
     """The ``size`` of a sized game's spec string (Go's default 9 when it has none); None
     for a game that has no board size to vary."""
-    name, options = parse_spec(spec)
+    name, _ = parse_spec(spec)
     if name not in SIZED_GAMES:
         return None
     return int(make_game(spec).spec.board_shape[0])
