@@ -97,3 +97,43 @@ def test_a_run_of_one_size_calls_another_size_wrong_game(redis_server, run_id, t
     assert "replay_positions_by_size" not in learner.status()
     learner.stop()
 
+
+
+def test_a_distributed_run_serves_both_sizes_from_its_inference_server(
+        local_ray, redis_server, run_id, tmp_path):
+    """Real Ray: the controller hands the server the run's sizes, the workers' 5x5 and
+    7x7 leaf batches share it (one board shape per network call), the learner trains
+    both, and the run's status shows the mix."""
+    import ray
+
+    from tests.integration.test_distributed import SETTINGS, wait_for
+    from zeroforge.deploy.config import load_train_config
+    from zeroforge.deploy.ray.handle import start_run
+
+    c = load_train_config(None, [
+        *SETTINGS, "game=go:size=7,obs=features", "net=go_cpu", "search.num_simulations=4",
+        "selfplay.games_in_parallel=4", "selfplay.board_sizes=[5,7]",
+        "learner.batch_size=16", "learner.min_replay=32",
+        "distributed.inference=server", "distributed.inference_servers=1",
+        "inference.num_cpus=0.25"])
+    ctx = dataclasses.replace(c.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    controller = start_run(c, ctx).actor
+    try:
+        def mixed() -> dict | None:
+            st = ray.get(controller.status.remote())
+            sizes = st["batches_by_size"]
+            return st if sizes.get("5", 0) > 0 and sizes.get("7", 0) > 0 else None
+
+        st = wait_for(mixed, timeout=300)
+        assert st["inference"] == "server" and not any(st["restarts"].values())
+        assert set(st["replay_by_size"]) == {"5", "7"}
+        assert st["rejected"].get("wrong_size", 0) == 0
+        [server] = ray.get(controller.actor_handles.remote("inference"))
+        snap = ray.get(server.stats.remote())
+        [[_, requests]] = snap["values"]["inference_requests_total"]
+        assert requests > 0
+        final = ray.get(controller.stop.remote())
+        assert final["games_received"] == final["games"]
+    finally:
+        ray.get(controller.shutdown.remote())
+        ray.kill(controller)
