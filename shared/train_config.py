@@ -61,12 +61,14 @@ class SelfPlayConfig:
     """Games a simulating worker appends per minute (``simulate_from``)."""
     board_sizes: tuple[int, ...] = ()
     """Board sizes self-play plays, e.g. ``[7, 9]`` (Go only; ``shared.board_sizes``):
-    each worker keeps ``games_in_parallel`` games of every size and deals its moves out
-    in the sizes' shares (``board_size_weights``), the learner keeps them in one replay
-    window and trains one fully convolutional net (``net.heads: pooled``) on batches of
-    one size each. The run's ``game`` stays the evaluation size (evaluation, snapshots,
-    checkpoints, ``play``, ``gtp``) and need not be in the list. Empty (the default), or
-    the run's own size alone: that size only, exactly as without the field."""
+    each worker keeps ``games_in_parallel`` games of every size (and an evaluation cache
+    of ``eval_cache_entries`` per size) and deals its moves out in the sizes' shares
+    (``board_size_weights``; one evaluator call is of one size), the learner keeps them
+    in one replay window and trains one fully convolutional net (``net.heads: pooled``)
+    on batches of one size each. The run's ``game`` stays the evaluation size
+    (evaluation, snapshots, checkpoints, ``play``, ``gtp``) and need not be in the list.
+    Empty (the default), or the run's own size alone: that size only, exactly as without
+    the field."""
     board_size_weights: tuple[float, ...] = ()
     """Share of each of ``board_sizes`` in the self-play positions, hence in the replay
     window and the training batches (one weight > 0 per size, normalised). Empty: equal
