@@ -95,7 +95,7 @@ def test_a_config_that_cannot_mix_sizes_is_one_line(flags, says):
     with pytest.raises(cfg.ConfigError) as err:
         load_train_config(None, flags)
     assert says in str(err.value) and "\n" not in str(err.value)
-    assert str(err.value).startswith("config: selfplay.") or "selfplay" in str(err.value)
+    assert str(err.value).startswith("config: ") and "selfplay." in str(err.value)
 
 
 # --- replay window --------------------------------------------------------------------------
