@@ -75,8 +75,12 @@ class InferenceServer:
     """
 
     def __init__(self, game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
-                 redis_url: str | None, run_id: str, server: str = "0") -> None:
-        """``server``: the ``server`` label of this server's metrics (its index)."""
+                 redis_url: str | None, run_id: str, server: str = "0",
+                 size_specs: tuple[str, ...] = ()) -> None:
+        """``server``: the ``server`` label of this server's metrics (its index);
+        ``size_specs``: the games of the run's other board sizes (``selfplay.board_sizes``,
+        a fully convolutional net), whose requests it takes too, each network call of
+        one board shape."""
         from zeroforge.shared.nets.backends import make_evaluator
         from zeroforge.shared.nets.model import build_net
         from zeroforge.shared.nets.torch_evaluator import InferenceConfig
@@ -85,6 +89,10 @@ class InferenceServer:
         spec = make_game(game_spec).spec
         self.obs_shape: tuple[int, ...] = tuple(spec.obs_shape)
         self.num_actions = int(spec.num_actions)
+        self.shapes: dict[tuple[int, ...], int] = {self.obs_shape: self.num_actions}
+        """Observation shape -> actions, of every board size served."""
+        for other in (make_game(s).spec for s in size_specs):
+            self.shapes[tuple(other.obs_shape)] = int(other.num_actions)
         # inference.backend: "torch" unless a CPU backend is asked for (off by default).
         self._evaluator = make_evaluator(
             build_net(net_config, spec), config.backend,
@@ -92,10 +100,11 @@ class InferenceServer:
             config=InferenceConfig(device=config.device, compile=config.compile,
                                    precision=config.precision))
         self.device = str(self._evaluator.device)
-        # One cache for every worker's requests; used on the network thread only, like the
-        # network, so a weights swap and the cache's invalidation follow the same order.
-        self._cache = (CachedEvaluator(self._evaluator, config.cache_entries)
-                       if config.cache_entries else None)
+        # One cache for every worker's requests (one per board shape: a table holds one
+        # game's positions); used on the network thread only, like the network, so a
+        # weights swap and the cache's invalidation follow the same order.
+        self._caches = ({shape: CachedEvaluator(self._evaluator, config.cache_entries)
+                         for shape in self.shapes} if config.cache_entries else {})
         self.recorder = Recorder()
         self._server = server
         """The ``server`` label of this server's metrics."""
@@ -205,16 +214,19 @@ class InferenceServer:
     # -- requests --------------------------------------------------------------------------
     def _checked(self, obs: np.ndarray, legal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         obs, legal = np.asarray(obs), np.asarray(legal)
-        if obs.ndim != 4 or obs.shape[1:] != self.obs_shape:
+        if obs.ndim != 4 or obs.shape[1:] not in self.shapes:
             raise ValueError(f"InferenceServer: observations of shape {obs.shape}, expected "
-                             f"[b, {', '.join(map(str, self.obs_shape))}]")
+                             f"[b, {', '.join(map(str, self.obs_shape))}]"
+                             + (f" or another of {list(self.shapes)[1:]}"
+                                if len(self.shapes) > 1 else ""))
+        actions = self.shapes[obs.shape[1:]]
         if obs.dtype.kind not in "biuf":
             raise ValueError(f"InferenceServer: observations of dtype {obs.dtype}, expected "
                              "uint8 planes (or bool/float)")
-        if legal.shape != (obs.shape[0], self.num_actions):
+        if legal.shape != (obs.shape[0], actions):
             raise ValueError(f"InferenceServer: legal masks of shape {legal.shape} for "
                              f"{obs.shape[0]} observations, expected "
-                             f"[{obs.shape[0]}, {self.num_actions}]")
+                             f"[{obs.shape[0]}, {actions}]")
         return obs, legal
 
     def _start(self) -> None:
@@ -240,12 +252,8 @@ class InferenceServer:
         batch: list[_Request] = []
         size, limit = 0, self.config.max_batch
         while True:
-            while self._queue and (not batch or size + self._queue[0].size <= limit):
-                request = self._queue.popleft()
-                if not request.future.done():  # else its caller was cancelled while it waited
-                    batch.append(request)
-                    size += request.size
-            if size >= limit or (batch and self._queue):
+            size, full = self._gather(batch, size, limit)
+            if size >= limit or full:
                 return batch  # full, or the next request would not fit: it leads the next batch
             left = deadline - loop.time()
             if left <= 0:
@@ -255,6 +263,29 @@ class InferenceServer:
                 await asyncio.wait_for(self._arrived.wait(), left)
             except TimeoutError:
                 return batch
+
+    def _gather(self, batch: list[_Request], size: int, limit: int) -> tuple[int, bool]:
+        """Move queued requests into ``batch`` while they fit ``limit`` positions; returns
+        the batch's positions and whether a request of its shape did not fit. One
+        network call is of one board shape: requests of another (a run with several
+        board sizes) keep their places in the queue for a later batch."""
+        others: list[_Request] = []
+        full = False
+        while self._queue:
+            request = self._queue.popleft()
+            if request.future.done():
+                continue  # its caller was cancelled while it waited
+            if batch and request.obs.shape[1:] != batch[0].obs.shape[1:]:
+                others.append(request)
+                continue
+            if batch and size + request.size > limit:
+                others.append(request)
+                full = True
+                break
+            batch.append(request)
+            size += request.size
+        self._queue.extendleft(reversed(others))
+        return size, full
 
     async def _batch_loop(self) -> None:
         while True:
@@ -274,8 +305,7 @@ class InferenceServer:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        cache = self._cache.stats if self._cache is not None else None
-        before = (cache.lookups, cache.hits, cache.evaluated) if cache is not None else None
+        before = self._cache_counts()
         try:
             ev = await loop.run_in_executor(self._net_thread, self._forward,
                                             [r.obs for r in batch], [r.legal for r in batch])
@@ -293,10 +323,11 @@ class InferenceServer:
             return
         size = sum(r.size for r in batch)
         rec, server = self.recorder, self._server
-        if cache is not None and before is not None:
-            rec.inc("eval_cache_lookups_total", cache.lookups - before[0], source="server")
-            rec.inc("eval_cache_hits_total", cache.hits - before[1], source="server")
-            rec.inc("nn_evaluations_total", cache.evaluated - before[2], source="server")
+        after = self._cache_counts()
+        if after is not None and before is not None:
+            rec.inc("eval_cache_lookups_total", after[0] - before[0], source="server")
+            rec.inc("eval_cache_hits_total", after[1] - before[1], source="server")
+            rec.inc("nn_evaluations_total", after[2] - before[2], source="server")
         else:
             rec.inc("nn_evaluations_total", size, source="server")
         rec.inc("inference_requests_total", len(batch), server=server)
@@ -319,10 +350,21 @@ class InferenceServer:
                                            ev.value[start:end].copy(), ev.weights_version))
             start = end
 
+    def _cache_counts(self) -> tuple[int, int, int] | None:
+        """(lookups, hits, evaluated) of the caches, summed over board shapes; None
+        without a cache."""
+        if not self._caches:
+            return None
+        stats = [c.stats for c in self._caches.values()]
+        return (sum(s.lookups for s in stats), sum(s.hits for s in stats),
+                sum(s.evaluated for s in stats))
+
     def _forward(self, obs: list[np.ndarray], legal: list[np.ndarray]) -> Evaluation:
-        """On the network thread: concatenate and evaluate. The concatenation also copies
-        Ray's read-only argument buffers into one writable array torch can take."""
-        evaluator = self._cache if self._cache is not None else self._evaluator
+        """On the network thread: concatenate and evaluate (one board shape: ``_gather``).
+        The concatenation also copies Ray's read-only argument buffers into one writable
+        array torch can take."""
+        cache = self._caches.get(obs[0].shape[1:])
+        evaluator = cache if cache is not None else self._evaluator
         return evaluator.evaluate(np.concatenate(obs), np.concatenate(legal))
 
     # -- weights ---------------------------------------------------------------------------

@@ -28,7 +28,8 @@ import torch
 
 from zeroforge.actors.game_records import RecordWriter, selfplay_writer
 from zeroforge.actors.selfplay import SelfPlayWorker
-from zeroforge.shared.games import make_game
+from zeroforge.actors.selfplay_sizes import MixedSizeWorker
+from zeroforge.shared.games import Game, make_game
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.nets.backends import ExportedEvaluator, make_evaluator
 from zeroforge.shared.nets.model import NetConfig, build_net
@@ -36,7 +37,7 @@ from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluato
 from zeroforge.shared.pace import PACE_READ_S, selfplay_should_pause
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.eval_cache import CachedEvaluator
-from zeroforge.shared.search.evaluator import VersionedEvaluator
+from zeroforge.shared.search.evaluator import Evaluator, VersionedEvaluator
 from zeroforge.shared.train_config import RunContext, SelfPlayConfig
 from zeroforge.shared.transport import PaceSignal, SampleSink, TransportError, WeightSource
 from zeroforge.shared.transport.weight_store import publish_age_s
@@ -102,15 +103,33 @@ class SelfPlayService(WorkerBasics):
                 config=InferenceConfig(device="cpu", precision=selfplay.precision))
         self.evaluator: VersionedEvaluator = evaluator
         # The cache sits in front of either evaluator (own network or inference servers);
-        # self.evaluator stays the bare one, which weights are loaded into.
-        self.cache = (CachedEvaluator(evaluator, selfplay.eval_cache_entries)
-                      if selfplay.eval_cache_entries else None)
-        searched = self.cache if self.cache is not None else evaluator
-        self.worker = SelfPlayWorker(self.game, searched, search, selfplay, seed=seed,
-                                     worker_id=worker_id, run_id=ctx.run_id)
+        # self.evaluator stays the bare one, which weights are loaded into. One cache per
+        # board size: a table holds one game's positions.
+        self.caches: list[CachedEvaluator] = []
+        mix = ctx.size_mix()
+
+        def worker_for(game: Game, index: int) -> SelfPlayWorker:
+            searched: Evaluator = evaluator
+            if selfplay.eval_cache_entries:
+                self.caches.append(CachedEvaluator(evaluator, selfplay.eval_cache_entries))
+                searched = self.caches[-1]
+            # the first (or only) size plays from the worker's own seed
+            return SelfPlayWorker(game, searched, search, selfplay,
+                                  seed=seed if not index else seed_for(seed, index),
+                                  worker_id=worker_id, run_id=ctx.run_id)
+
+        self.worker: SelfPlayWorker | MixedSizeWorker
+        if mix is None:
+            self.worker = worker_for(self.game, 0)
+        else:
+            self.worker = MixedSizeWorker([make_game(s) for s in mix.specs], mix.shares,
+                                          worker_for)
+        self.cache = self.caches[0] if self.caches else None
+        """The (first size's) evaluation cache, or None."""
         # A sample of games as SGF in the run dir, once it exists (a run writes its config
         # there at its start, so a test's default run_dir is not filled by accident).
-        self.records: RecordWriter | None = None
+        self.records: dict[str, RecordWriter] = {}
+        """A writer per board size's game (spec string)."""
         self._run_dir = ctx.run_dir
         self.recorder = Recorder()
         self._stop = threading.Event()
@@ -178,26 +197,24 @@ class SelfPlayService(WorkerBasics):
         kind = {"worker_kind": "selfplay", "worker": self.worker_label}
         stats = self.worker.stats
         before = (stats.positions, stats.simulations, stats.policy_targets)
-        cache = self.cache.stats if self.cache is not None else None
-        cached = (cache.lookups, cache.hits, cache.evaluated) if cache is not None else None
+        cached = self._cache_counts()
         games = self.worker.play_moves(moves)
         self.recorder.inc("selfplay_positions_total", stats.positions - before[0], **kind)
         self.recorder.inc("selfplay_simulations_total", stats.simulations - before[1], **kind)
         self.recorder.inc("selfplay_policy_targets_total", stats.policy_targets - before[2],
                           **kind)
-        if cache is not None and cached is not None:
-            self.recorder.inc("eval_cache_lookups_total", cache.lookups - cached[0],
-                              source="worker")
-            self.recorder.inc("eval_cache_hits_total", cache.hits - cached[1], source="worker")
+        if cached is not None:
+            lookups, hits, evaluated = (a - b for a, b in zip(self._cache_counts() or cached,
+                                                              cached, strict=True))
+            self.recorder.inc("eval_cache_lookups_total", lookups, source="worker")
+            self.recorder.inc("eval_cache_hits_total", hits, source="worker")
             if self.own_network:
-                self.recorder.inc("nn_evaluations_total", cache.evaluated - cached[2],
-                                  source="local")
+                self.recorder.inc("nn_evaluations_total", evaluated, source="local")
         elif self.own_network:
             # one network evaluation per simulation (terminal leaves included: close enough)
             self.recorder.inc("nn_evaluations_total", stats.simulations - before[1],
                               source="local")
-        if self.worker.records:
-            self._write_records()
+        self._write_records()
         if games:
             self._append(games)
             self.appended_ids.extend(g.game_id for g in games)
@@ -267,17 +284,33 @@ class SelfPlayService(WorkerBasics):
         self._pace_pauses = selfplay_should_pause(pace)
         return self._pace_pauses
 
+    def _cache_counts(self) -> tuple[int, int, int] | None:
+        """(lookups, hits, evaluated) of the evaluation caches, summed; None without."""
+        if not self.caches:
+            return None
+        return (sum(c.stats.lookups for c in self.caches),
+                sum(c.stats.hits for c in self.caches),
+                sum(c.stats.evaluated for c in self.caches))
+
     def _write_records(self) -> None:
-        """The sampled games as SGF (``actors.game_records``; errors are logged, counted)."""
-        sampled, self.worker.records = self.worker.records, []
-        if self.records is None:
-            if not (self._run_dir and Path(self._run_dir).is_dir()):
-                return
-            self.records = selfplay_writer(self._run_dir, self.game)
-        player = f"zeroforge v{int(getattr(self.evaluator, 'weights_version', 0))}"
-        for game_id, moves in sampled:
-            self.records.write(game_id, moves, black=player, white=player,
-                               comment=f"self-play game {game_id} of run {self.worker.run_id}")
+        """The sampled games as SGF (``actors.game_records``; errors are logged, counted),
+        each with its own board size's writer."""
+        parts = (self.worker.parts.values() if isinstance(self.worker, MixedSizeWorker)
+                 else [self.worker])
+        for part in parts:
+            sampled, part.records = part.records, []
+            if not sampled:
+                continue
+            spec = part.game.spec.spec_string
+            if spec not in self.records:
+                if not (self._run_dir and Path(self._run_dir).is_dir()):
+                    continue
+                self.records[spec] = selfplay_writer(self._run_dir, part.game)
+            player = f"zeroforge v{int(getattr(self.evaluator, 'weights_version', 0))}"
+            for game_id, moves in sampled:
+                self.records[spec].write(game_id, moves, black=player, white=player,
+                                         comment=f"self-play game {game_id} of run "
+                                                 f"{self.worker.run_id}")
 
     def _append(self, games: list) -> None:
         """Append ``games``, retrying while the transport is away (``append_held``)."""

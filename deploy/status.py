@@ -45,6 +45,8 @@ class RunStatus:
     lost: dict[str, float] = field(default_factory=dict)
     actors: list[dict[str, Any]] = field(default_factory=list)
     throttled_s: dict[str, float] = field(default_factory=dict)
+    replay_by_size: dict[str, float] = field(default_factory=dict)
+    batches_by_size: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_metrics(cls, merged: Mapping, received_before: float | None = None,
@@ -77,6 +79,8 @@ class RunStatus:
             rejected=by("rejected_entries_total", "reason"),
             scores=by("evaluator_score_ratio", "anchor"),
             losses=by("learner_loss", "part"),
+            replay_by_size=by("replay_window_positions_by_size", "board_size"),
+            batches_by_size=by("learner_batches_by_size_total", "board_size"),
             throttled_s={
                 "selfplay": metrics.total(merged, "selfplay_throttled_seconds_total",
                                           worker_kind="selfplay"),
@@ -148,6 +152,10 @@ class RunStatus:
         lines.append(f"learner: {self.learner_steps:.0f} steps, {self.games_received:.0f} "
                      f"games received, samples/insert {self.samples_per_insert:.2f}, replay "
                      f"{self.replay_positions:.0f} positions, weights v{self.weights_version:.0f}")
+        if self.replay_by_size:
+            lines.append("board sizes: " + ", ".join(
+                f"{k}x{k} {n:.0f} positions ({self.batches_by_size.get(k, 0):.0f} batches)"
+                for k, n in sorted(self.replay_by_size.items(), key=lambda kv: int(kv[0]))))
         if self.losses:
             lines.append("loss: " + ", ".join(f"{k} {v:.3f}" for k, v in self.losses.items()))
         if self.throttled_s:

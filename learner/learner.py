@@ -28,9 +28,12 @@ from zeroforge.learner.losses import (
     total_loss,
 )
 from zeroforge.learner.replay import ReplayBatch, ReplayWindow
+from zeroforge.learner.replay_sizes import MixedReplayWindow
 from zeroforge.learner.replica_group import ReplicaGroup
+from zeroforge.learner.sample_checks import rejection, size_rejection
+from zeroforge.shared.board_sizes import SizeMix
 from zeroforge.shared.config import to_dict
-from zeroforge.shared.games import make_game
+from zeroforge.shared.games import Game, make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import resolve_dtype
 from zeroforge.shared.samples import GameSamples
@@ -54,9 +57,19 @@ class CheckpointError(ValueError):
 class Learner:
     """Trains a policy-value net for one game from finished self-play games."""
 
-    def __init__(self, config: LearnerConfig, game_spec: str, net_config: NetConfig) -> None:
+    def __init__(self, config: LearnerConfig, game_spec: str, net_config: NetConfig,
+                 sizes: SizeMix | None = None) -> None:
+        """``sizes``: the board sizes the run trains (``selfplay.board_sizes``); None: the
+        game's own only. The net is built once, for ``game_spec`` (the evaluation size),
+        and trains on every size's batches (a fully convolutional net)."""
         self.config = config
         self.game = make_game(game_spec)
+        self.sizes = sizes
+        self.games: dict[str, Game] = {self.game.spec.spec_string: self.game}
+        """The games this learner takes samples of, by spec string (one per size)."""
+        if sizes is not None:
+            self.games = {spec: (self.game if spec == self.game.spec.spec_string
+                                 else make_game(spec)) for spec in sizes.specs}
         self.net_config = net_config
         self.device = pick_device(config.device)
         torch.manual_seed(config.seed)
@@ -72,9 +85,20 @@ class Learner:
         self.aux = net_config.ownership_head or net_config.score_head
         """The net has an auxiliary head: the window keeps ownership and score targets."""
         self.points = int(np.prod(self.game.spec.obs_shape[1:]))
-        self.replay = ReplayWindow(config.replay_capacity, self.game.spec.obs_shape,
-                                   self.game.spec.num_actions, self.game.symmetries(),
-                                   aux=self.aux)
+        """Board points of the evaluation size (a batch's own: ``batch_points``)."""
+        self.replay: ReplayWindow | MixedReplayWindow
+        if sizes is None:
+            self.replay = ReplayWindow(config.replay_capacity, self.game.spec.obs_shape,
+                                       self.game.spec.num_actions, self.game.symmetries(),
+                                       aux=self.aux)
+        else:
+            self.replay = MixedReplayWindow(config.replay_capacity, sizes.specs,
+                                            sizes.shares, self.game.spec.board_shape[0],
+                                            aux=self.aux)
+        self.batches_by_size: dict[int, int] = {}
+        """Training batches taken per board size (a run with several sizes; run totals,
+        checkpointed)."""
+        self._batches_reported: dict[int, int] = {}
         self.rng = np.random.default_rng(config.seed)
         self.steps = 0
         self.samples_trained = 0
@@ -102,7 +126,22 @@ class Learner:
                 self.replay.add(dataclasses.replace(g, policy=policy))
         self.games_seen += len(games)
 
+    def rejection(self, samples: GameSamples) -> tuple[str, str | None]:
+        """``(reason, why)`` if ``samples`` must not enter the replay window (the intake
+        checks of ``sample_checks``, against the game of the samples' board size in a run
+        of several), else ``("", None)``."""
+        if self.sizes is None:
+            return rejection(self.game, samples)
+        return size_rejection(self.games, self.game, samples)
+
     # --- training --------------------------------------------------------------------------
+    def new_batches_by_size(self) -> dict[int, int]:
+        """Batches per board size taken since the last call (for a counter's
+        increments; the restored totals count as reported)."""
+        new = {k: v - self._batches_reported.get(k, 0) for k, v in self.batches_by_size.items()}
+        self._batches_reported = dict(self.batches_by_size)
+        return {k: v for k, v in new.items() if v}
+
     def can_train(self) -> bool:
         """Enough data, and the samples-per-insert budget is not used up."""
         if len(self.replay) < max(self.config.min_replay, 1):
@@ -128,14 +167,19 @@ class Learner:
         batch = self.replay.sample_batch(self.config.batch_size, self.rng,
                                          augment=self.config.augment)
         lr = self.lr_at(self.steps)
+        if self.sizes is not None:
+            size = int(batch.obs.shape[2])
+            self.batches_by_size[size] = self.batches_by_size.get(size, 0) + 1
         if self.group is not None:
             losses = self.group.step(batch, lr)
         else:
             targets, aux_n = batch.target_counts()
+            # the ownership loss is a mean per point of the batch's own board
+            points = batch_points(batch)
             sums = self.train_on(batch, lr, step_scales(1, self.config.batch_size, targets,
-                                                        aux_n, self.points))
+                                                        aux_n, points))
             losses = losses_from_sums(sums.tolist(), targets, self.config.batch_size,
-                                      self.points, lr, self.config)
+                                      points, lr, self.config)
         self.steps += 1
         self.samples_trained += self.config.batch_size
         return losses
@@ -237,7 +281,11 @@ class Learner:
             "optimizer": self.optimizer.state_dict(),
             "replay": replay,
             "counters": {"steps": self.steps, "samples_trained": self.samples_trained,
-                         "games_seen": self.games_seen, "version": self.version},
+                         "games_seen": self.games_seen, "version": self.version,
+                         # only with several sizes: a one-size checkpoint stays as it was
+                         **({"batches_by_size": {str(k): v for k, v in
+                                                 self.batches_by_size.items()}}
+                            if self.sizes is not None else {})},
             "rng": torch.from_numpy(_rng_state(self.rng)),
             "saved_at": time.time(),
             "extra": dict(extra or {}),
@@ -270,6 +318,10 @@ class Learner:
         c = blob["counters"]
         self.steps, self.samples_trained = int(c["steps"]), int(c["samples_trained"])
         self.games_seen, self.version = int(c["games_seen"]), int(c["version"])
+        if self.sizes is not None:
+            self.batches_by_size = {int(k): int(v)
+                                    for k, v in dict(c.get("batches_by_size", {})).items()}
+            self._batches_reported = dict(self.batches_by_size)
         self.rng = _rng_from_state(blob["rng"].numpy())
         extra = blob.get("extra", {})
         if not isinstance(extra, dict):
@@ -284,6 +336,11 @@ class Learner:
         if c.optimizer == "adamw":
             return torch.optim.AdamW(self.net.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         raise ValueError(f"learner.optimizer must be 'sgd' or 'adamw', not {c.optimizer!r}")
+
+
+def batch_points(batch: ReplayBatch) -> int:
+    """H x W of a batch's board (every position of a batch has one board size)."""
+    return int(batch.obs.shape[2] * batch.obs.shape[3])
 
 
 def _write_file(path: Path, blob: dict) -> None:

@@ -53,7 +53,12 @@ from zeroforge.shared.metrics import Recorder
 log = logging.getLogger(__name__)
 
 STEP, PING, STOP = 1.0, 2.0, 3.0
-"""Header commands (a float64 tensor ``[command, lr, policy_targets]``)."""
+"""Header commands (a float64 tensor ``[command, lr, policy_targets, aux_positions, H, W,
+A]``, ``_Member.header``)."""
+Board = tuple[int, int, int]
+"""A step's board height, width and actions (H, W, A)."""
+Header = tuple[float, float, float, float, Board]
+"""What ``_Member.header`` returns: command, lr, policy targets, aux positions, board."""
 HEARTBEAT_S = 1.0
 """Seconds between a replica's heartbeats in the store."""
 
@@ -172,19 +177,22 @@ class _Member:
         return self.device if self.device.type == "cuda" else torch.device("cpu")
 
     def header(self, command: float = 0.0, lr: float = 0.0, targets: float = 0.0,
-               aux_positions: float = 0.0) -> tuple[float, float, float, float]:
-        """Rank 0 sends ``[command, lr, policy_targets, aux_positions]``; every rank
-        returns it."""
-        t = self._broadcast(torch.tensor([command, lr, targets, aux_positions],
+               aux_positions: float = 0.0, board: Board = (0, 0, 0)) -> Header:
+        """Rank 0 sends ``[command, lr, policy_targets, aux_positions, H, W, A]`` (H x W
+        and A: the board and actions of the step's batch, which vary in a run with
+        several board sizes); every rank returns it."""
+        t = self._broadcast(torch.tensor([command, lr, targets, aux_positions, *board],
                                          dtype=torch.float64))
-        c, lr_, tg, aux = t.cpu().tolist()
-        return c, lr_, tg, aux
+        c, lr_, tg, aux, h, w, a = t.cpu().tolist()
+        return c, lr_, tg, aux, (int(h), int(w), int(a))
 
-    def scatter_batch(self, batch: ReplayBatch | None) -> ReplayBatch:
-        """Rank 0 splits the global ``batch`` into R shards; every rank returns its own
-        (as tensors, which ``Learner.train_on`` takes as it takes arrays)."""
-        spec, n = self.learner.game.spec, self.shard
-        board = tuple(spec.obs_shape[1:])
+    def scatter_batch(self, batch: ReplayBatch | None, board: Board) -> ReplayBatch:
+        """Rank 0 splits the global ``batch`` (of ``board``: H, W, A) into R shards;
+        every rank returns its own (as tensors, which ``Learner.train_on`` takes as it
+        takes arrays)."""
+        n = self.shard
+        h, w, a = board
+        obs_shape = (self.learner.game.spec.obs_shape[0], h, w)
 
         def part(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> Any:
             full = None if batch is None else getattr(batch, name)
@@ -192,11 +200,11 @@ class _Member:
                 full = full.astype(np.uint8)  # gloo has no bool
             return self.scatter(full, (n, *shape), dtype)
 
-        out = ReplayBatch(part("obs", tuple(spec.obs_shape), torch.uint8),
-                          part("policy", (spec.num_actions,), torch.float32),
+        out = ReplayBatch(part("obs", obs_shape, torch.uint8),
+                          part("policy", (a,), torch.float32),
                           part("value", (), torch.float32))
         if self.learner.aux:
-            out.ownership = part("ownership", board, torch.int8)
+            out.ownership = part("ownership", (h, w), torch.int8)
             out.score = part("score", (), torch.float32)
             out.has_aux = part("has_aux", (), torch.uint8).bool()
         return out
@@ -241,11 +249,13 @@ class _Member:
               ) -> dict[str, float]:
         """One synchronous step on this replica's shard; the global batch's losses."""
         learner, batch = self.learner, self.learner.config.batch_size
-        scales = step_scales(self.replicas, batch, targets, aux_positions, learner.points)
+        # the ownership loss is a mean per point of the step's board (its size may vary)
+        points = int(shard.obs.shape[2] * shard.obs.shape[3])
+        scales = step_scales(self.replicas, batch, targets, aux_positions, points)
         sums = learner.train_on(shard, lr, scales, module=self.ddp)
         totals = sums.to(self._comm_device())
         dist.all_reduce(totals)
-        return losses_from_sums(totals.cpu().tolist(), targets, batch, learner.points, lr,
+        return losses_from_sums(totals.cpu().tolist(), targets, batch, points, lr,
                                 learner.config)
 
     def close(self) -> None:
@@ -336,9 +346,10 @@ class ReplicaGroup:
         """One group step on the global ``batch``; returns the global batch's losses."""
         m = self._formed()
         targets, aux_positions = batch.target_counts()
+        board = (int(batch.obs.shape[2]), int(batch.obs.shape[3]), int(batch.policy.shape[1]))
         try:
-            m.header(STEP, lr, targets, aux_positions)
-            losses = m.train(m.scatter_batch(batch), lr, targets, aux_positions)
+            m.header(STEP, lr, targets, aux_positions, board)
+            losses = m.train(m.scatter_batch(batch, board), lr, targets, aux_positions)
         except ReplicaGroupError:
             raise
         except Exception as err:
@@ -448,12 +459,12 @@ class LearnerReplica:
                 f"{address.port} ({_first_line(err)})") from None
         try:
             while True:
-                command, lr, targets, aux_positions = member.header()
+                command, lr, targets, aux_positions, board = member.header()
                 if command == STOP:
                     return self.steps
                 if command != STEP:
                     continue
-                member.train(member.scatter_batch(None), lr, targets, aux_positions)
+                member.train(member.scatter_batch(None, board), lr, targets, aux_positions)
                 self.steps += 1
                 self.recorder.inc("learner_replica_steps_total", replica=str(self.rank))
         except ReplicaGroupError:

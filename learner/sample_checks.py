@@ -42,8 +42,11 @@ position only), so all positions are checked; ``docs/benchmarks.md`` has the cos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
+from zeroforge.shared.board_sizes import differs_only_in_size
 from zeroforge.shared.games.base import Game
 from zeroforge.shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
 from zeroforge.shared.games.fivestone import FiveStone
@@ -67,8 +70,8 @@ DECODE_REASONS = ("no_data", "oversized", "not_msgpack", "not_a_map", "unknown_s
                   "missing_field", "bad_field", "bad_shape", "bad_length", "bad_outcome",
                   "bad_policy", "bad_to_play")
 """Reasons the stream's decoding gives (``shared.samples.SampleFormatError``)."""
-REJECTION_REASONS = tuple(dict.fromkeys((*DECODE_REASONS, "wrong_game", "duplicate",
-                                         *REASONS)))
+REJECTION_REASONS = tuple(dict.fromkeys((*DECODE_REASONS, "wrong_game", "wrong_size",
+                                         "duplicate", *REASONS)))
 """Every ``rejected_entries_total`` reason the learner knows (a test checks the list)."""
 
 
@@ -335,6 +338,23 @@ def mismatch(game: Game, samples: GameSamples) -> str | None:
     if samples.policy.shape[1] != spec.num_actions:
         return f"{samples.policy.shape[1]} actions, expected {spec.num_actions}"
     return None
+
+
+def size_rejection(games: Mapping[str, Game], run_game: Game, samples: GameSamples
+                   ) -> tuple[str, str | None]:
+    """``rejection`` in a run that plays several board sizes (``selfplay.board_sizes``):
+    ``games`` are its games by spec string, one per size. A game of one of them is checked
+    against that size's rules; the run's game at a size it does not play is
+    ``wrong_size``; anything else is checked against ``run_game`` (so ``wrong_game``)."""
+    game = games.get(samples.game)
+    if game is not None:
+        return rejection(game, samples)
+    if differs_only_in_size(samples.game, run_game.spec.spec_string):
+        sizes = ", ".join(f"{g.spec.board_shape[0]}x{g.spec.board_shape[1]}"
+                          for g in games.values())
+        return "wrong_size", (f"a game of {samples.game!r}, a board size this run does not "
+                              f"play (it plays {sizes})")
+    return rejection(run_game, samples)
 
 
 def rejection(game: Game, samples: GameSamples) -> tuple[str, str | None]:

@@ -32,9 +32,9 @@ Weights versions
 
 Bad input
     Entries the stream cannot decode are rejected by the stream (mirrored here into
-    ``rejected_entries_total{reason}``); decoded games of another game or shape
-    (``wrong_game``) or not possible under the run's rules (``sample_checks.check_game``'s
-    reasons) are acknowledged, counted and logged in one line, never fatal.
+    ``rejected_entries_total{reason}``); decoded games of another game, board size or
+    shape (``wrong_game``, ``wrong_size``) or not possible under the run's rules
+    (``check_game``'s reasons) are acknowledged, counted and logged in one line.
 """
 
 from __future__ import annotations
@@ -52,11 +52,12 @@ from zeroforge.learner.game_id_window import GameIdWindow
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.replica_group import ReplicaGroup
-from zeroforge.learner.sample_checks import REJECTION_REASONS, rejection
+from zeroforge.learner.sample_checks import REJECTION_REASONS
 from zeroforge.learner.service_metrics import (
     count_restored_totals,
     new_recorder,
     record_training,
+    replay_by_size,
     set_gauges,
 )
 from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
@@ -118,7 +119,7 @@ class LearnerService:
         if ctx.torch_threads:
             # Process-wide; the service owns its process in a distributed run.
             torch.set_num_threads(ctx.torch_threads)
-        self.learner = Learner(learner, ctx.game, net)
+        self.learner = Learner(learner, ctx.game, net, ctx.size_mix())
         self.recorder = new_recorder()
 
         self.cursor: str | None = None
@@ -217,7 +218,7 @@ class LearnerService:
         entries = self._drop_duplicates(entries)
         added, wrong_ids = 0, []
         for entry_id, game in entries:
-            reason, problem = rejection(self.learner.game, game)
+            reason, problem = self.learner.rejection(game)
             if problem:
                 wrong_ids.append(entry_id)
                 self.rejected[reason] += 1
@@ -573,6 +574,7 @@ class LearnerService:
             "positions_received": self.positions_received,
             "weights_version": self.learner.version,
             "replay_positions": len(self.learner.replay),
+            **replay_by_size(self.learner),
             "samples_per_insert": round(self.samples_per_insert(), 3),
             "samples_per_insert_target": self.config.samples_per_insert,
             "samples_per_insert_tolerance": self.config.samples_per_insert_tolerance,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from zeroforge.learner.learner import Learner
+from zeroforge.learner.replay_sizes import MixedReplayWindow
 from zeroforge.learner.sample_checks import REJECTION_REASONS
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.pace import pause_floor
@@ -41,6 +42,8 @@ def count_restored_totals(recorder: Recorder, learner: Learner, games_received: 
     recorder.inc("learner_throttled_seconds_total", throttled_s)
     for reason, n in rejected.items():
         recorder.inc("rejected_entries_total", n, reason=reason)
+    for size, n in learner.batches_by_size.items():
+        recorder.inc("learner_batches_by_size_total", n, board_size=str(size))
 
 
 def record_training(recorder: Recorder, learner: Learner,
@@ -48,6 +51,8 @@ def record_training(recorder: Recorder, learner: Learner,
     """A turn's training steps (``metrics``: each step's losses, at least one)."""
     recorder.inc("learner_steps_total", len(metrics))
     recorder.inc("learner_samples_trained_total", len(metrics) * learner.config.batch_size)
+    for size, n in learner.new_batches_by_size().items():
+        recorder.inc("learner_batches_by_size_total", n, board_size=str(size))
     last = metrics[-1]
     for part, key in LOSS_PARTS + (AUX_LOSS_PARTS if learner.aux else ()):
         recorder.set("learner_loss", last[key], part=part)
@@ -64,5 +69,19 @@ def set_gauges(recorder: Recorder, learner: Learner, samples_per_insert: float,
     recorder.set("learner_samples_per_insert_floor",
                  pause_floor(c.samples_per_insert, c.samples_per_insert_tolerance))
     recorder.set("replay_window_positions", len(learner.replay))
+    if isinstance(learner.replay, MixedReplayWindow):
+        for size, n in learner.replay.positions_by_size().items():
+            recorder.set("replay_window_positions_by_size", n, board_size=str(size))
     recorder.set("stream_lag_entries", backlog)
     recorder.set("weights_version", learner.version, component="learner")
+
+
+def replay_by_size(learner: Learner) -> dict[str, dict[str, int]]:
+    """The status keys of a run with several board sizes (``replay_positions_by_size``:
+    positions held per size, ``batches_by_size``: training batches per size); none for
+    a run of one."""
+    if not isinstance(learner.replay, MixedReplayWindow):
+        return {}
+    return {"replay_positions_by_size": {str(k): v for k, v in
+                                         learner.replay.positions_by_size().items()},
+            "batches_by_size": {str(k): v for k, v in sorted(learner.batches_by_size.items())}}

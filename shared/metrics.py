@@ -121,6 +121,12 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            "Learner writes to the run directory that failed (a full or read-only disk), by "
            "file: checkpoint (the last good one stays) or snapshot (skipped).", ("file",)),
     Metric("replay_window_positions", "gauge", "Positions held in the replay window."),
+    Metric("replay_window_positions_by_size", "gauge",
+           "Positions held in the replay window per board size (runs with "
+           "selfplay.board_sizes only).", ("board_size",)),
+    Metric("learner_batches_by_size_total", "counter",
+           "Training batches the learner took per board size (runs with "
+           "selfplay.board_sizes only; a batch is of one size).", ("board_size",)),
     Metric("stream_lag_entries", "gauge",
            "Sample-stream entries written but not yet acknowledged by the learner."),
     Metric("weights_version", "gauge", "Weights version held by a component.",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zeroforge.shared import config as cfg
+from zeroforge.shared.board_sizes import SizeMix, check_board_sizes, check_mix, size_mix
 from zeroforge.shared.nets.names import BACKENDS, PRECISIONS, check_precision
 from zeroforge.shared.nets.net_config import NetConfig
 from zeroforge.shared.search.config import SearchConfig
@@ -59,8 +60,23 @@ class SelfPlayConfig:
     does (fetched and verified, not loaded into a net). "" (the default): real self-play."""
     simulate_games_per_min: float = 6.0
     """Games a simulating worker appends per minute (``simulate_from``)."""
+    board_sizes: tuple[int, ...] = ()
+    """Board sizes self-play plays, e.g. ``[7, 9]`` (Go only; ``shared.board_sizes``):
+    each worker keeps ``games_in_parallel`` games of every size (and an evaluation cache
+    of ``eval_cache_entries`` per size) and deals its moves out in the sizes' shares
+    (``board_size_weights``; one evaluator call is of one size), the learner keeps them
+    in one replay window and trains one fully convolutional net (``net.heads: pooled``)
+    on batches of one size each. The run's ``game`` stays the evaluation size
+    (evaluation, snapshots, checkpoints, ``play``, ``gtp``) and need not be in the list.
+    Empty (the default), or the run's own size alone: that size only, exactly as without
+    the field."""
+    board_size_weights: tuple[float, ...] = ()
+    """Share of each of ``board_sizes`` in the self-play positions, hence in the replay
+    window and the training batches (one weight > 0 per size, normalised). Empty: equal
+    shares."""
 
     def __post_init__(self) -> None:
+        check_board_sizes(self.board_sizes, self.board_size_weights)
         if self.simulate_games_per_min <= 0:
             raise ValueError(f"selfplay.simulate_games_per_min must be > 0, got "
                              f"{self.simulate_games_per_min}")
@@ -458,6 +474,14 @@ class TrainConfig:
     inference: InferenceServerConfig = field(default_factory=InferenceServerConfig)
     """Inference servers (used when ``distributed.inference`` is ``server``)."""
 
+    def __post_init__(self) -> None:
+        if self.selfplay.board_sizes:
+            # a worker's own net follows selfplay.backend; inference servers
+            # inference.backend (used by distributed runs on GPUs)
+            check_mix(self.game, self.selfplay.board_sizes, self.selfplay.board_size_weights,
+                      self.net.heads, {"selfplay.backend": self.selfplay.backend,
+                                       "inference.backend": self.inference.backend})
+
     def context(self, run_id: str = "", transport: str = "memory://") -> RunContext:
         """The run context handed to each service of this config."""
         r = self.run
@@ -466,7 +490,9 @@ class TrainConfig:
                           torch_threads=r.torch_threads, minutes=r.minutes,
                           max_learner_steps=r.max_learner_steps, max_games=r.max_games,
                           stream_shards=self.distributed.stream_shards,
-                          weights_cache="auto" if self.distributed.weights_per_node else "")
+                          weights_cache="auto" if self.distributed.weights_per_node else "",
+                          board_sizes=self.selfplay.board_sizes,
+                          board_size_weights=self.selfplay.board_size_weights)
 
 
 @dataclass(frozen=True)
@@ -498,6 +524,14 @@ class RunContext:
     weights_cache: str = ""
     """Root of the per-node weight caches (``auto``: ``/dev/shm`` where there is one); ""
     reads weights straight from Redis."""
+    board_sizes: tuple[int, ...] = ()
+    """``selfplay.board_sizes``: the sizes self-play plays and the learner trains."""
+    board_size_weights: tuple[float, ...] = ()
+    """``selfplay.board_size_weights``: their shares (empty: equal)."""
+
+    def size_mix(self) -> SizeMix | None:
+        """The run's sizes and their games (None: the game's own size only)."""
+        return size_mix(self.game, self.board_sizes, self.board_size_weights)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, to cross a process boundary without pickling our classes."""

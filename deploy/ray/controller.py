@@ -134,9 +134,11 @@ class Controller:
         # (a kill -9 of it), and its successor finds and adopts it (``_adopt``).
         named = actor_name(self.run_id, name, index)
         if kind.is_server:
+            mix = self.ctx.size_mix()
             handle = make_inference_actor(c.game, c.net, c.inference, self.ctx.transport,
                                           self.run_id, index=index, name=named,
-                                          detached=True, lease_s=c.distributed.lease_s)
+                                          detached=True, lease_s=c.distributed.lease_s,
+                                          size_specs=mix.specs if mix is not None else ())
         else:
             # a replacement learner resumes from the checkpoint its predecessor wrote, and
             # so does a learner group formed anew at another size

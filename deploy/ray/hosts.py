@@ -118,10 +118,11 @@ class InferenceServerActor(InferenceServer):
     so none of our classes is pickled across the process boundary."""
 
     def __init__(self, game_spec: str, net_config: dict, config: dict, redis_url: str | None,
-                 run_id: str, index: int = 0, lease_s: float = 0.0) -> None:
+                 run_id: str, index: int = 0, lease_s: float = 0.0,
+                 size_specs: tuple[str, ...] = ()) -> None:
         super().__init__(game_spec, cfg.from_dict(NetConfig, net_config, "net"),
                          cfg.from_dict(InferenceServerConfig, config, "inference"),
-                         redis_url, run_id, server=str(index))
+                         redis_url, run_id, server=str(index), size_specs=tuple(size_specs))
         self._resources = ResourceReporter("inference", str(index), _node_label())
         self.lease = Lease(lease_s, lambda idle: _end_actor(
             f"inference server {index} of run {run_id}", idle)).start()
@@ -143,7 +144,8 @@ class InferenceServerActor(InferenceServer):
 
 def make_inference_actor(game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
                          redis_url: str | None, run_id: str, *, name: str | None = None,
-                         index: int = 0, detached: bool = False, lease_s: float = 0.0) -> Any:
+                         index: int = 0, detached: bool = False, lease_s: float = 0.0,
+                         size_specs: tuple[str, ...] = ()) -> Any:
     """Start one InferenceServer as an async Ray actor; returns its handle.
 
     It takes ``config.num_gpus`` of a GPU when ``config.device`` asks for CUDA, or is
@@ -152,7 +154,8 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
     ``index`` labels its metrics.
     ``detached``: the actor outlives its creator (a run's controller), in ``NAMESPACE``
     under ``name``; someone must kill it, or its lease (``lease_s`` without a ``stats``
-    call, ``deploy/ray/lease.py``) ends it.
+    call, ``deploy/ray/lease.py``) ends it. ``size_specs``: the games of the run's other
+    board sizes (``selfplay.board_sizes``), which it serves too.
     """
     gpus = ray.cluster_resources().get("GPU", 0.0)
     wants_gpu = config.device.startswith("cuda") or (config.device == "auto" and gpus >= 1)
@@ -169,7 +172,7 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
         options.update(lifetime="detached", namespace=NAMESPACE)
     actor_cls = ray.remote(InferenceServerActor).options(**options)
     return actor_cls.remote(game_spec, cfg.to_dict(net_config), cfg.to_dict(config),
-                            redis_url, run_id, index, lease_s)
+                            redis_url, run_id, index, lease_s, list(size_specs))
 
 
 # ------------------------------------------------------------------------------------------

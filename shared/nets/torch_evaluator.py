@@ -146,6 +146,10 @@ class TorchEvaluator:
         self.dtype = resolve_dtype(config.precision, self.device)
         self.obs_shape: tuple[int, ...] | None = getattr(net, "obs_shape", None)
         self.num_actions: int | None = getattr(net, "num_actions", None)
+        self.any_board = getattr(getattr(net, "config", None), "heads", None) == "pooled"
+        """A fully convolutional net: it also takes boards other than its spec's (of the
+        same planes), with H W + ``extra_actions`` actions (``selfplay.board_sizes``)."""
+        self._extra_actions = int(getattr(net, "extra_actions", 0))
         self.weights_version = int(weights_version)
         self._lock = threading.Lock()
         self._source = copy.deepcopy(net).cpu()
@@ -184,7 +188,11 @@ class TorchEvaluator:
         """Evaluate obs [B, C, H, W] with legal [B, A] bool (the mask is not applied:
         search ignores illegal logits)."""
         obs = np.asarray(obs)
-        empty = check_batch("TorchEvaluator", obs, legal, self.obs_shape, self.num_actions,
+        shape, actions = self.obs_shape, self.num_actions
+        if self.any_board and shape is not None and obs.ndim == 4 and obs.shape[1] == shape[0]:
+            shape = tuple(obs.shape[1:])
+            actions = obs.shape[2] * obs.shape[3] + self._extra_actions
+        empty = check_batch("TorchEvaluator", obs, legal, shape, actions,
                             self.weights_version)
         if empty is not None:
             return empty

@@ -24,6 +24,7 @@ import pytest
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import ReplicaGroup, ReplicaGroupError
 from zeroforge.shared import config as cfg
+from zeroforge.shared.board_sizes import size_mix
 from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.train_config import LearnerConfig
 
@@ -134,6 +135,49 @@ def test_two_replicas_make_the_update_of_one(optimizer, game, net):
         assert min(m["score_loss"] for m in alone_losses) > 0.1
     # and the group did train: the weights moved from the start
     assert max_diff(alone, filled(config, game, net)) > 1e-3
+
+
+def filled_mixed(config: LearnerConfig) -> Learner:
+    """A learner of ``AUX_GAME`` at 7x7 that also trains 5x5 (``selfplay.board_sizes``),
+    its window holding the same made-up positions of both sizes in every call."""
+    mix = size_mix("go:size=7", (5, 7))
+    learner = Learner(config, "go:size=7", AUX_NET, mix)
+    rng = np.random.default_rng(12)
+    for size, n in ((5, 150), (7, 200)):
+        spec = learner.games[mix.spec_for(size)].spec
+        policy = rng.random((n, spec.num_actions)).astype(np.float32)
+        policy /= policy.sum(axis=1, keepdims=True)
+        learner.replay.add_arrays(
+            rng.integers(0, 2, size=(n, *spec.obs_shape), dtype=np.uint8), policy,
+            rng.choice([-1.0, 1.0], size=n).astype(np.float32),
+            rng.integers(-1, 2, size=(n, size, size)).astype(np.int8),
+            rng.normal(0, 8, size=n).astype(np.float32))
+    return learner
+
+
+def test_two_replicas_make_the_update_of_one_on_mixed_board_sizes():
+    """Each step's board (5x5 or 7x7) reaches the replica in the header: the group makes
+    one learner's update, the ownership mean over the step's own points."""
+    config = learner_config(optimizer="adamw")
+    alone, grouped = filled_mixed(config), filled_mixed(config)
+    alone_losses = [alone.step() for _ in range(8)]
+    group = ReplicaGroup(2, timeout_s=30)
+    peer = Peer(group, config, 30, "go:size=7", AUX_NET)
+    try:
+        grouped.join_group(group)
+        grouped_losses = [grouped.step() for _ in range(8)]
+        group.stop()
+        code, out, err = peer.finish()
+    finally:
+        peer.kill()
+    assert code == 0, err
+    assert set(grouped.batches_by_size) == {5, 7}, grouped.batches_by_size
+    assert grouped.batches_by_size == alone.batches_by_size
+    diff = max_diff(alone, grouped)
+    assert diff < TOLERANCE, f"R=2 weights differ from R=1 by {diff:g}"
+    for mine, theirs in zip(grouped_losses, alone_losses, strict=True):
+        for key in ("loss", "policy_loss", "value_loss", "ownership_loss", "score_loss"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6), key
 
 
 def test_the_batch_must_split_evenly():
