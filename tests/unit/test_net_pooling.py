@@ -366,11 +366,11 @@ def test_inference_server_serves_a_go_preset_from_the_config() -> None:
     np.testing.assert_allclose(value, want_v.numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("preset", ["go_cpu", "go_gpu"])
+@pytest.mark.parametrize("preset", ["go_small", "go_cpu", "go_gpu"])
 def test_go_presets_build_with_every_part(preset: str) -> None:
     config = PRESETS[preset]
     with torch.device("meta"):
         net = build_net(preset, make_game("go9").spec)
     pool_blocks = sum(isinstance(b, PoolResBlock) for b in net.trunk)
-    assert pool_blocks == config.blocks // config.global_pool_every >= 2
+    assert pool_blocks == config.blocks // config.global_pool_every >= 1
     assert config.heads == "pooled" and net.ownership_conv is not None and net.score_fc is not None
