@@ -66,6 +66,14 @@ def namespace_selfplay(data: DataDir) -> Table:
     return Table(table.header, table.rows, table.right | {0})
 
 
+def selfplay_bf16_zen4(data: DataDir) -> Table:
+    """Self-play positions/s with ``precision: fast`` before (float32 on a CPU without
+    AMX) and after (bfloat16 on AVX-512 BF16), issue 26's throughput goal."""
+    setups = [(str(b), _markdown_cell(f"zeroforge B={b}", 1)) for b in (64, 128)]
+    table = compare(data, "selfplay-bf16-zen4.json", "B", setups, "after ÷ before")
+    return Table(table.header, table.rows, table.right | {0})
+
+
 def namespace_learner(data: DataDir) -> Table:
     """Learner ms a step before and after the ``zeroforge`` namespace (issue 22)."""
     setups = [("float32, NCHW", _text_column("float32 nchw")),
