@@ -26,6 +26,35 @@ def learner_replicas(data: DataDir) -> Table:
                  rows, frozenset(range(4)))
 
 
+GO9_SCREENS = ("go9-screen-round1.json", "go9-screen-round2.json")
+"""The go9 preset's screening rounds (seed 100), in order."""
+
+
+def _screen_cell(evaluation: dict, minutes: float) -> str:
+    """``95% (+19 -1)`` of the judged point nearest ``minutes`` (within half a minute),
+    or "—" where that snapshot was not judged."""
+    for row in evaluation["rows"]:
+        if abs(row["minutes"] - minutes) < 0.5:
+            r = row["results"]["uct:1000"]
+            return f"{r['score']:.0%} (+{r['wins']} ={r['draws']} −{r['losses']})"
+    return "—"
+
+
+def go9_screen(data: DataDir) -> Table:
+    """Each screening run of the go9 preset: its settings, totals and judged snapshots."""
+    rows = []
+    for rnd, name in enumerate(GO9_SCREENS, start=1):
+        for run in data.load(name)["runs"].values():
+            t = run["totals"]
+            rows.append([str(rnd), f"`{run['net']}`", run["precision"],
+                         " + ".join(f"{n}×{n}" for n in run["board_sizes"]),
+                         thousands(t["games"]), thousands(t["learner_steps"]),
+                         _screen_cell(run["eval"], 7.5), _screen_cell(run["eval"], 15.0)])
+    return Table(("round", "net", "precision", "board sizes", "games in 30 min",
+                  "learner steps", "vs `uct:1000` at 7.5 min", "at 15 min"),
+                 rows, frozenset({4, 5}))
+
+
 GPU_RUNS = (("gpu-run-go9.json", None), ("gpu-run-gomoku15.json", None),
             ("gpu-run-go9-one-server.json", "go9-gpu, one server (0.8 GPU)"))
 
@@ -161,6 +190,7 @@ TABLES: dict[str, Builder] = {
     "tts-gumbel": report_tts.gumbel,
     "tts-playout-cap": report_tts.playout_cap,
     "gpu-runs": gpu_runs,
+    "go9-screen": go9_screen,
     "learner-replicas": learner_replicas,
     "scale-sim-bare": scale_sim_bare,
     "scale-sim-controller": scale_sim_controller,
