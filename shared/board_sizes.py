@@ -130,8 +130,8 @@ def check_mix(game: str, sizes: Sequence[int], weights: Sequence[float], heads: 
         return
     if heads != "pooled":
         raise ValueError(f"selfplay.board_sizes {list(sizes)} needs a fully convolutional "
-                         f"net (net.heads: pooled, as the go_cpu and go_gpu presets), not "
-                         f"heads {heads!r}, whose layers are sized by the board")
+                         f"net (net.heads: pooled, as the go_small, go_cpu and go_gpu "
+                         f"presets), not heads {heads!r}, whose layers are sized by the board")
     for key, backend in backends.items():
         if backend != "torch":
             raise ValueError(f"selfplay.board_sizes needs {key}: torch (an exported "
