@@ -31,7 +31,7 @@ import numpy as np
 
 from zeroforge.shared.games import make_game
 from zeroforge.shared.metrics import Recorder
-from zeroforge.shared.search.eval_cache import CachedEvaluator
+from zeroforge.shared.search.eval_cache import CachedEvaluator, cache_counts
 from zeroforge.shared.search.evaluator import Evaluation
 from zeroforge.shared.train_config import InferenceServerConfig
 
@@ -305,7 +305,7 @@ class InferenceServer:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        before = self._cache_counts()
+        before = cache_counts(self._caches.values())
         try:
             ev = await loop.run_in_executor(self._net_thread, self._forward,
                                             [r.obs for r in batch], [r.legal for r in batch])
@@ -323,7 +323,7 @@ class InferenceServer:
             return
         size = sum(r.size for r in batch)
         rec, server = self.recorder, self._server
-        after = self._cache_counts()
+        after = cache_counts(self._caches.values())
         if after is not None and before is not None:
             rec.inc("eval_cache_lookups_total", after[0] - before[0], source="server")
             rec.inc("eval_cache_hits_total", after[1] - before[1], source="server")
@@ -349,15 +349,6 @@ class InferenceServer:
                 request.future.set_result((ev.policy_logits[start:end].copy(),
                                            ev.value[start:end].copy(), ev.weights_version))
             start = end
-
-    def _cache_counts(self) -> tuple[int, int, int] | None:
-        """(lookups, hits, evaluated) of the caches, summed over board shapes; None
-        without a cache."""
-        if not self._caches:
-            return None
-        stats = [c.stats for c in self._caches.values()]
-        return (sum(s.lookups for s in stats), sum(s.hits for s in stats),
-                sum(s.evaluated for s in stats))
 
     def _forward(self, obs: list[np.ndarray], legal: list[np.ndarray]) -> Evaluation:
         """On the network thread: concatenate and evaluate (one board shape: ``_gather``).

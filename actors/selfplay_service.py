@@ -36,7 +36,7 @@ from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
 from zeroforge.shared.pace import PACE_READ_S, selfplay_should_pause
 from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.eval_cache import CachedEvaluator
+from zeroforge.shared.search.eval_cache import CachedEvaluator, cache_counts
 from zeroforge.shared.search.evaluator import Evaluator, VersionedEvaluator
 from zeroforge.shared.train_config import RunContext, SelfPlayConfig
 from zeroforge.shared.transport import PaceSignal, SampleSink, TransportError, WeightSource
@@ -197,15 +197,15 @@ class SelfPlayService(WorkerBasics):
         kind = {"worker_kind": "selfplay", "worker": self.worker_label}
         stats = self.worker.stats
         before = (stats.positions, stats.simulations, stats.policy_targets)
-        cached = self._cache_counts()
+        cached = cache_counts(self.caches)
         games = self.worker.play_moves(moves)
         self.recorder.inc("selfplay_positions_total", stats.positions - before[0], **kind)
         self.recorder.inc("selfplay_simulations_total", stats.simulations - before[1], **kind)
         self.recorder.inc("selfplay_policy_targets_total", stats.policy_targets - before[2],
                           **kind)
-        if cached is not None:
-            lookups, hits, evaluated = (a - b for a, b in zip(self._cache_counts() or cached,
-                                                              cached, strict=True))
+        after = cache_counts(self.caches)
+        if cached is not None and after is not None:
+            lookups, hits, evaluated = (a - b for a, b in zip(after, cached, strict=True))
             self.recorder.inc("eval_cache_lookups_total", lookups, source="worker")
             self.recorder.inc("eval_cache_hits_total", hits, source="worker")
             if self.own_network:
@@ -283,14 +283,6 @@ class SelfPlayService(WorkerBasics):
         self._pace_failing = False
         self._pace_pauses = selfplay_should_pause(pace)
         return self._pace_pauses
-
-    def _cache_counts(self) -> tuple[int, int, int] | None:
-        """(lookups, hits, evaluated) of the evaluation caches, summed; None without."""
-        if not self.caches:
-            return None
-        return (sum(c.stats.lookups for c in self.caches),
-                sum(c.stats.hits for c in self.caches),
-                sum(c.stats.evaluated for c in self.caches))
 
     def _write_records(self) -> None:
         """The sampled games as SGF (``actors.game_records``; errors are logged, counted),

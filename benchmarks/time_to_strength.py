@@ -142,7 +142,7 @@ def start_run(args, config_name: str, seed: int, run_dir: Path) -> subprocess.Po
     mode = ["--set", "distributed.evaluator=false"] if args.distributed else ["--local"]
     # --eval-after stops the run itself at --minutes (Ctrl-C: no final evaluation); the
     # run's own limit, a little later, is only a backstop
-    run_minutes = args.minutes + (1 if getattr(args, "eval_after", False) else 0)
+    run_minutes = args.minutes + (1 if args.eval_after else 0)
     cmd = [sys.executable, "-m", "zeroforge", "train", *mode, "--config", config_name,
            "--seed", str(seed), "--run-dir", str(run_dir), "--minutes", str(run_minutes),
            "--set", f"learner.snapshot_every_s={args.snapshot_every}",

@@ -84,8 +84,6 @@ class Learner:
         self.optimizer = self._make_optimizer()
         self.aux = net_config.ownership_head or net_config.score_head
         """The net has an auxiliary head: the window keeps ownership and score targets."""
-        self.points = int(np.prod(self.game.spec.obs_shape[1:]))
-        """Board points of the evaluation size (a batch's own: ``batch_points``)."""
         self.replay: ReplayWindow | MixedReplayWindow
         if sizes is None:
             self.replay = ReplayWindow(config.replay_capacity, self.game.spec.obs_shape,
@@ -175,7 +173,7 @@ class Learner:
         else:
             targets, aux_n = batch.target_counts()
             # the ownership loss is a mean per point of the batch's own board
-            points = batch_points(batch)
+            points = batch.board_points()
             sums = self.train_on(batch, lr, step_scales(1, self.config.batch_size, targets,
                                                         aux_n, points))
             losses = losses_from_sums(sums.tolist(), targets, self.config.batch_size,
@@ -336,11 +334,6 @@ class Learner:
         if c.optimizer == "adamw":
             return torch.optim.AdamW(self.net.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         raise ValueError(f"learner.optimizer must be 'sgd' or 'adamw', not {c.optimizer!r}")
-
-
-def batch_points(batch: ReplayBatch) -> int:
-    """H x W of a batch's board (every position of a batch has one board size)."""
-    return int(batch.obs.shape[2] * batch.obs.shape[3])
 
 
 def _write_file(path: Path, blob: dict) -> None:

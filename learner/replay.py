@@ -35,6 +35,11 @@ class ReplayBatch:
         aux = float(self.has_aux.sum()) if self.has_aux is not None else 0.0
         return float((self.policy.sum(axis=1) > 0).sum()), aux
 
+    def board_points(self) -> int:
+        """H x W of the batch's board (one board size a batch, also in a run of several):
+        the ownership loss's points a position."""
+        return int(self.obs.shape[2] * self.obs.shape[3])
+
 
 class ReplayWindow:
     """A ring buffer of the last ``capacity`` positions as (s, pi, z) arrays.

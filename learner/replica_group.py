@@ -250,7 +250,7 @@ class _Member:
         """One synchronous step on this replica's shard; the global batch's losses."""
         learner, batch = self.learner, self.learner.config.batch_size
         # the ownership loss is a mean per point of the step's board (its size may vary)
-        points = int(shard.obs.shape[2] * shard.obs.shape[3])
+        points = shard.board_points()
         scales = step_scales(self.replicas, batch, targets, aux_positions, points)
         sums = learner.train_on(shard, lr, scales, module=self.ddp)
         totals = sums.to(self._comm_device())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any, cast
 
 import numpy as np
@@ -79,6 +80,16 @@ class CacheStats:
     def hit_ratio(self) -> float:
         """hits / lookups (0 before the first lookup)."""
         return self.hits / self.lookups if self.lookups else 0.0
+
+
+def cache_counts(caches: Iterable[CachedEvaluator]) -> tuple[int, int, int] | None:
+    """(lookups, hits, evaluated) summed over ``caches`` (one per board size where a run
+    plays several); None for no cache at all."""
+    stats = [c.stats for c in caches]
+    if not stats:
+        return None
+    return (sum(s.lookups for s in stats), sum(s.hits for s in stats),
+            sum(s.evaluated for s in stats))
 
 
 class EvalCache:
