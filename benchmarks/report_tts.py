@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from report_layout import DataDir, Table, span
+from tts_rule import median_cell, minutes_cell
 
 SEEDS = (0, 1, 2)
 NOT_KEPT = "not kept"
@@ -27,7 +28,7 @@ class Seed:
     steps_per_s: float | None
 
     def cell(self, scores: bool = True) -> str:
-        m = f">{self.limit:g}" if self.minutes is None else f"{self.minutes:.1f}"
+        m = minutes_cell(self.minutes, self.limit)
         return f"{m} [{', '.join(map(str, self.scores))}]" if scores else m
 
 
@@ -46,13 +47,10 @@ def seeds(data: DataDir, name: str, config: str | None = None) -> dict[int, Seed
 
 
 def median(runs: Iterable[Seed]) -> str:
-    """The rule of ``time_to_strength.median_minutes``: a run that never reached the target
-    ranks above every run that did; an even count takes the lower middle."""
+    """The seeds' median by ``time_to_strength``'s rule (``tts_rule.median_cell``), under
+    the longest of their limits."""
     runs = list(runs)
-    ranked = sorted(s.minutes if s.minutes is not None else float("inf") for s in runs)
-    mid = statistics.median_low(ranked) if len(ranked) % 2 == 0 else statistics.median(ranked)
-    limit = max(s.limit for s in runs)
-    return f">{limit:g}" if mid == float("inf") else f"{mid:.1f}"
+    return median_cell((s.minutes for s in runs), max(s.limit for s in runs))
 
 
 def versus(figure: str, base: str) -> str:

@@ -51,6 +51,7 @@ from learn_vs_uct import (  # benchmarks/ (scripts run from here)
     match_table,
 )
 from machine import machine_line
+from tts_rule import median_cell, minutes_cell
 
 from zeroforge.deploy.config import TrainConfig, load_train_config
 from zeroforge.shared.games import make_game
@@ -121,18 +122,12 @@ def ratio_summary(run_dir: Path) -> dict | None:
 
 def cells(result: SeedResult, limit: float) -> str:
     """``12.0`` or ``>60`` for the table."""
-    if result.minutes_to_target is None:
-        return f">{limit:g}"
-    return f"{result.minutes_to_target:.1f}"
+    return minutes_cell(result.minutes_to_target, limit)
 
 
 def median_minutes(results: list[SeedResult], limit: float) -> str:
-    """Median of the seeds' minutes, a run that never reached the target counting as more
-    than any that did; ``>limit`` when the median itself is such a run."""
-    ranked = sorted(r.minutes_to_target if r.minutes_to_target is not None else float("inf")
-                    for r in results)
-    mid = statistics.median_low(ranked) if len(ranked) % 2 == 0 else statistics.median(ranked)
-    return f">{limit:g}" if mid == float("inf") else f"{mid:.1f}"
+    """Median of the seeds' minutes (``tts_rule.median_cell``)."""
+    return median_cell((r.minutes_to_target for r in results), limit)
 
 
 def start_run(args, config_name: str, seed: int, run_dir: Path) -> subprocess.Popen:
