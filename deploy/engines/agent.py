@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zeroforge.shared.board_sizes import SIZED_GAMES
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.search.config import SearchConfig
@@ -61,11 +62,16 @@ def checkpoint_game(path: str | Path) -> str | None:
     return game if isinstance(game, str) else None
 
 
-def compatible(game: Game, net_game: Game) -> bool:
+def compatible(game: Game, net_game: Game, any_size: bool = False) -> bool:
     """True if a net made for ``net_game`` can play ``game`` (same inputs and outputs;
-    e.g. Go with another komi, gomoku with exact-five)."""
-    return (game.spec.name == net_game.spec.name
-            and game.spec.obs_shape == net_game.spec.obs_shape
+    e.g. Go with another komi, gomoku with exact-five). ``any_size``: the net is fully
+    convolutional (``heads: pooled``), so a sized game (Go) at another board size fits too
+    if its input planes are the same."""
+    if game.spec.name != net_game.spec.name:
+        return False
+    if any_size and game.spec.name in SIZED_GAMES:
+        return game.spec.obs_shape[0] == net_game.spec.obs_shape[0]
+    return (game.spec.obs_shape == net_game.spec.obs_shape
             and game.spec.num_actions == net_game.spec.num_actions)
 
 
@@ -76,7 +82,8 @@ class Agent:
     (``SearchConfig.leaf_batch``); 1 is the lock-step search.
 
     ``net_game`` is the game the net was trained on; ``choose`` accepts any game
-    ``compatible`` with it (the engines rebuild the game when the komi or rule changes).
+    ``compatible`` with it (the engines rebuild the game when the komi or rule changes,
+    and, for a fully convolutional net, the board size: ``any_size``).
     """
 
     def __init__(self, checkpoint: str | Path, game_spec: str | None = None,
@@ -91,14 +98,16 @@ class Agent:
                              "give --game")
         self.net_game = make_game(named or game_spec)  # type: ignore[arg-type]
         self.game = make_game(game_spec) if game_spec else self.net_game
-        if not compatible(self.game, self.net_game):
-            raise ValueError(f"{checkpoint}: a net for {self.net_game.spec.spec_string} "
-                             f"cannot play {self.game.spec.spec_string}")
         if simulations < 1 or max_simulations < simulations:
             raise ValueError("simulations must be >= 1 and at most max_simulations")
         if leaf_batch < 1:
             raise ValueError(f"leaf_batch must be >= 1, got {leaf_batch}")
         net = load_net(checkpoint, self.net_game)
+        self.any_size = getattr(getattr(net, "config", None), "heads", None) == "pooled"
+        """The net is fully convolutional: it plays its game at any board size."""
+        if not compatible(self.game, self.net_game, self.any_size):
+            raise ValueError(f"{checkpoint}: a net for {self.net_game.spec.spec_string} "
+                             f"cannot play {self.game.spec.spec_string}")
         self.evaluator = TorchEvaluator(net, config=InferenceConfig(device=device))
         self.search = SearchConfig(num_simulations=simulations, add_noise=False,
                                    temperature_moves=0, reuse_tree=False,

@@ -293,9 +293,15 @@ class GtpEngine:
         return self.game.step(state, np.array([action]))
 
     def _rebuild(self, size: int, komi: float) -> None:
-        game = Go(size=size, komi=komi, ko=self.game.ko, history=self.game.history,
-                  obs=self.game.obs, max_moves=self.game.max_moves)
-        if not compatible(game, self.agent.net_game):
+        # a move cap that is the old size's default (2 N^2) becomes the new size's
+        cap = self.game.max_moves
+        default_cap = cap == 2 * self.game.size ** 2
+        try:
+            game = Go(size=size, komi=komi, ko=self.game.ko, history=self.game.history,
+                      obs=self.game.obs, max_moves=None if default_cap else cap)
+        except ValueError as err:
+            raise GtpFailure(f"unacceptable size ({err})") from None
+        if not compatible(game, self.agent.net_game, self.agent.any_size):
             raise GtpFailure("unacceptable size")
         self.game = game
 
@@ -314,7 +320,7 @@ class GtpEngine:
             raise GtpFailure("syntax error (boardsize takes one integer)")
         size = int(args[0])
         net_size = self.agent.net_game.spec.board_shape[0]
-        if size != net_size:
+        if size != net_size and not self.agent.any_size:
             raise GtpFailure(f"unacceptable size (this net plays {net_size}x{net_size} only)")
         if size != self.game.size:
             self._rebuild(size, self.game.komi)

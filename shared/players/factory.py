@@ -199,14 +199,15 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
         raise ValueError(f"{path}: no such checkpoint or weights file")
     checkpoint = _read_checkpoint(path)
     if checkpoint is not None:
-        if checkpoint.get("game") not in (None, game.spec.spec_string):
-            raise ValueError(f"{path}: a checkpoint of game {checkpoint['game']!r}, "
-                             f"not {game.spec.spec_string!r}")
         if isinstance(checkpoint.get("net_config"), dict):
             try:
                 net_config = from_dict(NetConfig, checkpoint["net_config"], f"{path}: net")
             except ConfigError as err:
                 raise ValueError(str(err)) from None
+        trained = checkpoint.get("game")
+        if trained is not None and not plays_game(trained, game, net_config):
+            raise ValueError(f"{path}: a checkpoint of game {trained!r}, "
+                             f"not {game.spec.spec_string!r}")
         state_dict = checkpoint["model"]
     else:
         state_dict = load_weights(path)
@@ -245,20 +246,38 @@ def _run_net_config(path: Path, game: Game) -> NetConfig | None:
                          ) from None
     if not isinstance(data, dict):
         return None
-    if isinstance(data.get("game"), str):
-        played = make_game(data["game"]).spec.spec_string
-        if played != game.spec.spec_string:
-            raise ValueError(f"{path}: a snapshot of game {played!r}, "
-                             f"not {game.spec.spec_string!r}")
     net = data.get("net")
+    net_config = None
     try:
         if isinstance(net, str):
-            return NetConfig.preset(net)
-        if isinstance(net, dict):
-            return from_dict(NetConfig, net, f"{config_path}: net")
+            net_config = NetConfig.preset(net)
+        elif isinstance(net, dict):
+            net_config = from_dict(NetConfig, net, f"{config_path}: net")
     except (ConfigError, ValueError, KeyError) as err:
         raise ValueError(str(err).splitlines()[0]) from None
-    return None
+    if isinstance(data.get("game"), str):
+        played = make_game(data["game"]).spec.spec_string
+        if not plays_game(played, game, net_config):
+            raise ValueError(f"{path}: a snapshot of game {played!r}, "
+                             f"not {game.spec.spec_string!r}")
+    return net_config
+
+
+def plays_game(trained: str, game: Game, net_config: NetConfig | str | None) -> bool:
+    """Whether a net trained on the game ``trained`` (a spec string) plays ``game``: the
+    same game, or, for a fully convolutional net (``heads: pooled``), the same sized game
+    (Go) at another board size, as a ``selfplay.board_sizes`` run trains it to."""
+    from zeroforge.shared.board_sizes import differs_only_in_size
+
+    wanted = game.spec.spec_string
+    if trained == wanted:
+        return True
+    if isinstance(net_config, str):
+        from zeroforge.shared.nets.model import NetConfig
+
+        net_config = NetConfig.preset(net_config)
+    pooled = net_config is not None and net_config.heads == "pooled"
+    return pooled and differs_only_in_size(trained, wanted)
 
 
 def _read_checkpoint(path: Path) -> dict | None:
