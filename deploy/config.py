@@ -64,7 +64,11 @@ def load_train_config(path: str | None = None, overrides: list[str] | tuple[str,
     if path:
         file = preset_path(path)
         data, where = cfg.read_file(file), str(file)
-    data = cfg.apply_overrides(data, overrides)
+    for item in overrides:
+        if item.strip().startswith("net.") and isinstance(data.get("net"), str):
+            # a preset name takes field overrides too: --set net.blocks=2 on ``net: small``
+            data = {**data, "net": {"preset": data["net"]}}
+        data = cfg.apply_overrides(data, [item])
     data, notes = migrate_legacy_keys(data)
     if warn:
         for note in notes:

@@ -6,6 +6,7 @@ import pytest
 
 from zeroforge.deploy.config import TrainConfig, load_train_config
 from zeroforge.shared.config import ConfigError
+from zeroforge.shared.nets.model import NetConfig
 
 
 def test_defaults_and_overrides():
@@ -25,6 +26,18 @@ def test_yaml_and_toml_files(tmp_path):
     t = tmp_path / "b.toml"
     t.write_text('game = "tictactoe"\n[search]\nnum_simulations = 33\n')
     assert load_train_config(str(t)).search.num_simulations == 33
+
+
+def test_a_net_preset_name_takes_field_overrides():
+    """``net: go_small`` in a preset, ``--set net.score_head=false``: the preset with one
+    field changed (how the go9 ablation removes a lever), also after ``--set net=NAME``."""
+    c = load_train_config("go9", ["net.score_head=false", "net.global_pool_every=0"])
+    small = NetConfig.preset("go_small")
+    assert c.net == small.replace(score_head=False, global_pool_every=0)
+    c = load_train_config("go9", ["net=go_cpu", "net.blocks=2"])
+    assert c.net == NetConfig.preset("go_cpu").replace(blocks=2)
+    with pytest.raises(ConfigError, match="unknown net preset 'nope'"):
+        load_train_config("go9", ["net=nope", "net.blocks=2"])
 
 
 def test_every_shipped_preset_loads():
