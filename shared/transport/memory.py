@@ -145,6 +145,20 @@ class MemorySampleStream:
     # --- consumer side -------------------------------------------------------------------
     def skip_through(self, cursor: str | None) -> None:
         self._skip_through = None if cursor is None else parse_id(cursor)
+        if self._skip_through is None:
+            return
+        with self._data.cond:
+            d = self._data
+            if self._skip_through[0] >= d.next_seq:
+                # A cursor past every id this stream has given is an earlier process's (a
+                # local run resumed from its checkpoint): this stream began empty, so
+                # nothing in it is a re-delivery. Its ids go on after the cursor, as a new
+                # Redis stream's time-based ids would; restarted at 1, every game up to
+                # the cursor's number was dropped as "already in the window".
+                # (Entries appended before this call keep their lower ids and are
+                # delivered first, in order.)
+                d.next_seq = self._skip_through[0] + 1
+                self._skip_through = None
 
     def read(self, max_count: int = 64, block_ms: int = 0) -> list[tuple[str, GameSamples]]:
         if max_count < 1:

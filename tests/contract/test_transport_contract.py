@@ -36,7 +36,8 @@ from zeroforge.shared.transport import (
 )
 from zeroforge.shared.transport.memory import MemoryTransport
 from zeroforge.shared.transport.redis_transport import RedisTransport
-from zeroforge.shared.transport.shards import shard_of
+from zeroforge.shared.transport.shards import parse_cursor, shard_of
+from zeroforge.shared.transport.stream import parse_id
 
 GAME = "gomoku:size=6,k=4"
 
@@ -184,6 +185,33 @@ def test_the_checkpoint_cursor_skips_redelivered_entries(streams):
     again.skip_through(cursor)
     assert sorted(ids(drain(again))) == sorted(ids(taken[5:]))
     assert again.skipped_duplicates == 5
+
+
+@pytest.mark.parametrize("shards", [1, SHARDS])
+def test_a_new_memory_stream_goes_on_after_an_earlier_process_s_cursor(shards):
+    """A local run resumed from its checkpoint: the cursor is from the stream of the
+    process that wrote it, and this process's memory stream starts empty. Its games are
+    all new, and their ids come after the cursor (as a new Redis stream's time-based ids
+    do), so the next checkpoint's cursor moves on. Ids restarting at 1 had every game up
+    to the cursor's number dropped as already in the window."""
+    earlier = MemoryTransport("resumed", stream_shards=shards)
+    earlier.samples().append(make_games(40))
+    cursor = None
+    for entry_id, _ in drain(earlier.samples()):
+        cursor = advance_cursor(cursor, entry_id)
+    now = MemoryTransport("resumed", stream_shards=shards)
+    source = now.samples()
+    source.skip_through(cursor)
+    now.samples().append(make_games(6, start=40))
+    got = drain(source)
+    assert sorted(ids(got)) == [f"g{i}" for i in range(40, 46)]
+    assert source.skipped_duplicates == 0
+    later = cursor
+    for entry_id, _ in got:
+        later = advance_cursor(later, entry_id)
+    before, after = parse_cursor(cursor), parse_cursor(later)
+    moved = [k for k in after if parse_id(after[k]) > parse_id(before.get(k, "0-0"))]
+    assert sorted(moved) == sorted({shard_of(f"g{i}", shards) for i in range(40, 46)})
 
 
 def test_deliveries_whose_reply_was_lost_are_recovered(streams):
