@@ -55,6 +55,27 @@ def go9_screen(data: DataDir) -> Table:
                  rows, frozenset({4, 5}))
 
 
+GO9_GNUGO = (("go9-gnugo1-seed0.json", 0),)
+"""The go9 preset's reported runs judged against GnuGo level 1: (file, seed)."""
+
+
+def go9_gnugo(data: DataDir) -> Table:
+    """The reported go9 runs' snapshots against GnuGo 3.8 level 1 (``learn_vs_uct.py
+    --curve``, 40 games a snapshot): one column a seed, one row a point of training."""
+    by_seed = {seed: {round(r["minutes"]): next(iter(r["results"].values()))
+                      for r in data.load(name)["rows"]} for name, seed in GO9_GNUGO}
+    minutes = sorted({m for points in by_seed.values() for m in points})
+    rows = []
+    for m in minutes:
+        cells = []
+        for points in by_seed.values():
+            r = points.get(m)
+            cells.append("—" if r is None else
+                         f"{r['score']:.0%} (+{r['wins']} ={r['draws']} −{r['losses']})")
+        rows.append([f"{m} min", *cells])
+    return Table(("training", *(f"seed {s}" for s in by_seed)), rows, frozenset({0}))
+
+
 GPU_RUNS = (("gpu-run-go9.json", None), ("gpu-run-gomoku15.json", None),
             ("gpu-run-go9-one-server.json", "go9-gpu, one server (0.8 GPU)"))
 
@@ -191,6 +212,8 @@ TABLES: dict[str, Builder] = {
     "tts-playout-cap": report_tts.playout_cap,
     "gpu-runs": gpu_runs,
     "go9-screen": go9_screen,
+    "go9-gnugo": go9_gnugo,
+    "tts-go9": report_tts.go9,
     "learner-replicas": learner_replicas,
     "scale-sim-bare": scale_sim_bare,
     "scale-sim-controller": scale_sim_controller,

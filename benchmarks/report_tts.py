@@ -184,3 +184,16 @@ def rate_limit(data: DataDir) -> Table:
     header = ("variant", "seed 0", "seed 1", "seed 2", "median", "positions/s",
               "learner steps/s", "samples per insert after 2 min (min–max, median)")
     return Table(header, rows, frozenset(range(1, 7)))
+
+
+GO9_SEEDS = tuple(f"tts-go9-seed{s}.json" for s in SEEDS)
+"""The go9 preset's reported runs, one file a seed (two ran side by side, a core each)."""
+
+
+def go9(data: DataDir) -> Table:
+    """The go9 preset from scratch to 90% against ``uct:1000`` (issue 26's goal: a median
+    within 40 minutes), seeds 0–2, each snapshot judged until the first at the target."""
+    runs: dict[int, Seed] = {}
+    for name in GO9_SEEDS:
+        runs |= seeds(data, name)
+    return Table(TTS_HEADER, [_row(("go 9×9", "`go9` preset"), runs)], TTS_RIGHT)
