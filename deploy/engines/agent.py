@@ -102,13 +102,13 @@ class Agent:
             raise ValueError("simulations must be >= 1 and at most max_simulations")
         if leaf_batch < 1:
             raise ValueError(f"leaf_batch must be >= 1, got {leaf_batch}")
-        net = load_net(checkpoint, self.net_game)
-        self.any_size = getattr(getattr(net, "config", None), "heads", None) == "pooled"
+        self.evaluator = TorchEvaluator(load_net(checkpoint, self.net_game),
+                                        config=InferenceConfig(device=device))
+        self.any_size = self.evaluator.any_board
         """The net is fully convolutional: it plays its game at any board size."""
         if not compatible(self.game, self.net_game, self.any_size):
             raise ValueError(f"{checkpoint}: a net for {self.net_game.spec.spec_string} "
                              f"cannot play {self.game.spec.spec_string}")
-        self.evaluator = TorchEvaluator(net, config=InferenceConfig(device=device))
         self.search = SearchConfig(num_simulations=simulations, add_noise=False,
                                    temperature_moves=0, reuse_tree=False,
                                    leaf_batch=leaf_batch)
