@@ -283,10 +283,10 @@ def _serve_finished(run_dir: str, port: int, args: argparse.Namespace) -> int:
         status = RunStatus(run_id=history.run_id, state="ended",
                            elapsed_s=history.t[-1] if history.t else 0.0)
     server = RunServer(lambda: status, history, "127.0.0.1", port).start()
-    print(f"run {history.run_id} (finished): dashboard at {server.url} (Ctrl-C to stop)",
-          flush=True)
-    _open(args, server.url)
-    try:
+    try:  # a Ctrl-C just after the URL is printed is still a clean stop
+        print(f"run {history.run_id} (finished): dashboard at {server.url} (Ctrl-C to stop)",
+              flush=True)
+        _open(args, server.url)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

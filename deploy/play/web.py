@@ -450,12 +450,14 @@ def serve(args: argparse.Namespace) -> int:
     """``zeroforge play --web``: serve until Ctrl-C."""
     service = PlayService(args.game, args.first, args.second, seed=args.seed)
     server = BoardServer(service, host=args.host, port=args.port)
-    if server.token_path is not None:
-        print(f"board at {server.url} (needs its token: open {server.url}?token=TOKEN with "
-              f"TOKEN from {server.token_path})", flush=True)
-    else:
-        print(f"board at {server.url}", flush=True)
+    # The URL is printed inside the try: a Ctrl-C that lands just after it (a script
+    # reads the line and signals at once) is still a clean stop, not an error exit.
     try:
+        if server.token_path is not None:
+            print(f"board at {server.url} (needs its token: open {server.url}?token=TOKEN "
+                  f"with TOKEN from {server.token_path})", flush=True)
+        else:
+            print(f"board at {server.url}", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         print("board closed")
