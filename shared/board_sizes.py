@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zeroforge.shared.games import make_game, parse_spec
+from zeroforge.shared.games.base import Game
 
 SIZED_GAMES = ("go",)
 """Games whose spec strings take another ``size=`` for ``selfplay.board_sizes``: Go's
@@ -75,6 +76,20 @@ def differs_only_in_size(spec: str, other: str) -> bool:
     options.pop("size", None)
     other_options.pop("size", None)
     return options == other_options and spec != other
+
+
+def net_plays(game: Game, net_game: Game, any_size: bool = False) -> bool:
+    """Whether a net made for ``net_game`` plays ``game``: the same game with the same
+    inputs and outputs (so another komi or rule variant fits: Go with komi 6.5, gomoku
+    with exact-five), or, for a fully convolutional net (``any_size``: ``heads: pooled``),
+    the same sized game (Go) at another board size with the same input planes. The one
+    rule for ``net:`` players, ``play``, GTP and Gomocup."""
+    if game.spec.name != net_game.spec.name:
+        return False
+    if any_size and game.spec.name in SIZED_GAMES:
+        return game.spec.obs_shape[0] == net_game.spec.obs_shape[0]
+    return (game.spec.obs_shape == net_game.spec.obs_shape
+            and game.spec.num_actions == net_game.spec.num_actions)
 
 
 def size_mix(game: str, sizes: Sequence[int], weights: Sequence[float] = ()

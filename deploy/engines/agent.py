@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zeroforge.shared.board_sizes import SIZED_GAMES
+from zeroforge.shared.board_sizes import net_plays
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, State
 from zeroforge.shared.search.config import SearchConfig
@@ -62,28 +62,15 @@ def checkpoint_game(path: str | Path) -> str | None:
     return game if isinstance(game, str) else None
 
 
-def compatible(game: Game, net_game: Game, any_size: bool = False) -> bool:
-    """True if a net made for ``net_game`` can play ``game`` (same inputs and outputs;
-    e.g. Go with another komi, gomoku with exact-five). ``any_size``: the net is fully
-    convolutional (``heads: pooled``), so a sized game (Go) at another board size fits too
-    if its input planes are the same."""
-    if game.spec.name != net_game.spec.name:
-        return False
-    if any_size and game.spec.name in SIZED_GAMES:
-        return game.spec.obs_shape[0] == net_game.spec.obs_shape[0]
-    return (game.spec.obs_shape == net_game.spec.obs_shape
-            and game.spec.num_actions == net_game.spec.num_actions)
-
-
 class Agent:
     """A trained net with PUCT search (no noise, most visited move), for one game at a time.
 
     ``leaf_batch`` leaves go to the net per call, kept apart by virtual loss
     (``SearchConfig.leaf_batch``); 1 is the lock-step search.
 
-    ``net_game`` is the game the net was trained on; ``choose`` accepts any game
-    ``compatible`` with it (the engines rebuild the game when the komi or rule changes,
-    and, for a fully convolutional net, the board size: ``any_size``).
+    ``net_game`` is the game the net was trained on; ``choose`` accepts any game that
+    ``board_sizes.net_plays`` allows (the engines rebuild the game when the komi or rule
+    changes, and, for a fully convolutional net, the board size: ``any_size``).
     """
 
     def __init__(self, checkpoint: str | Path, game_spec: str | None = None,
@@ -106,7 +93,7 @@ class Agent:
                                         config=InferenceConfig(device=device))
         self.any_size = self.evaluator.any_board
         """The net is fully convolutional: it plays its game at any board size."""
-        if not compatible(self.game, self.net_game, self.any_size):
+        if not net_plays(self.game, self.net_game, self.any_size):
             raise ValueError(f"{checkpoint}: a net for {self.net_game.spec.spec_string} "
                              f"cannot play {self.game.spec.spec_string}")
         self.search = SearchConfig(num_simulations=simulations, add_noise=False,

@@ -43,7 +43,8 @@ from typing import TextIO
 import numpy as np
 
 from zeroforge import __version__
-from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent, compatible
+from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent
+from zeroforge.shared.board_sizes import net_plays
 from zeroforge.shared.games.base import IllegalMoveError
 from zeroforge.shared.games.go import Go, GoState
 
@@ -301,7 +302,7 @@ class GtpEngine:
                       obs=self.game.obs, max_moves=None if default_cap else cap)
         except ValueError as err:
             raise GtpFailure(f"unacceptable size ({err})") from None
-        if not compatible(game, self.agent.net_game, self.agent.any_size):
+        if not net_plays(game, self.agent.net_game, self.agent.any_size):
             raise GtpFailure("unacceptable size")
         self.game = game
 

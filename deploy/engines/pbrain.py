@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 from zeroforge import __version__
-from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent, compatible
+from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent
+from zeroforge.shared.board_sizes import net_plays
 from zeroforge.shared.games.base import Game, IllegalMoveError
 from zeroforge.shared.games.gomoku import Gomoku
 from zeroforge.shared.games.session import GameSession
@@ -266,7 +267,7 @@ class Brain:
         if exact != self.game.exact:
             game: Game = Gomoku(width=self.game.width, height=self.game.height,
                                 k=self.game.k, exact=exact)
-            if not compatible(game, self.agent.net_game):
+            if not net_plays(game, self.agent.net_game):
                 return [*out, "MESSAGE the net cannot play that rule; keeping the old one"]
             moves = self.session.moves if self.session is not None else []
             self.game = game  # type: ignore[assignment]

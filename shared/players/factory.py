@@ -264,20 +264,19 @@ def _run_net_config(path: Path, game: Game) -> NetConfig | None:
 
 
 def plays_game(trained: str, game: Game, net_config: NetConfig | str | None) -> bool:
-    """Whether a net trained on the game ``trained`` (a spec string) plays ``game``: the
-    same game, or, for a fully convolutional net (``heads: pooled``), the same sized game
-    (Go) at another board size, as a ``selfplay.board_sizes`` run trains it to."""
-    from zeroforge.shared.board_sizes import differs_only_in_size
+    """Whether a net trained on the game ``trained`` (a spec string) plays ``game``, by the
+    engines' rule (``board_sizes.net_plays``): another komi or rule variant with the same
+    inputs, and, for a fully convolutional net (``heads: pooled``), another board size of
+    Go, as a ``selfplay.board_sizes`` run trains it to."""
+    from zeroforge.shared.board_sizes import net_plays
+    from zeroforge.shared.games import make_game
 
-    wanted = game.spec.spec_string
-    if trained == wanted:
-        return True
     if isinstance(net_config, str):
         from zeroforge.shared.nets.model import NetConfig
 
         net_config = NetConfig.preset(net_config)
     pooled = net_config is not None and net_config.heads == "pooled"
-    return pooled and differs_only_in_size(trained, wanted)
+    return net_plays(game, make_game(trained), any_size=pooled)
 
 
 def _read_checkpoint(path: Path) -> dict | None:

@@ -102,3 +102,30 @@ def test_an_agent_for_another_size(pooled_checkpoint, tmp_path):
     with pytest.raises(ValueError, match="cannot play go:size=9"):
         Agent(checkpoint(tmp_path, SIZE_BOUND), "go:size=9,obs=features", simulations=4,
               device="cpu")
+
+
+def test_one_rule_decides_which_games_a_net_plays():
+    """``board_sizes.net_plays``, shared by ``net:`` players, ``play``, GTP and Gomocup."""
+    from zeroforge.shared.board_sizes import net_plays
+
+    go9 = make_game("go:size=9,obs=features")
+    assert net_plays(make_game("go:size=9,obs=features,komi=6.5"), go9)  # komi: same inputs
+    assert not net_plays(make_game("go:size=7,obs=features"), go9)  # size-bound heads
+    assert net_plays(make_game("go:size=7,obs=features"), go9, any_size=True)
+    assert not net_plays(make_game("go:size=7"), go9, any_size=True)  # other planes
+    six = make_game("gomoku:size=6,k=4")
+    assert net_plays(make_game("gomoku:size=6,k=4,exact=true"), six)
+    assert not net_plays(make_game("gomoku:size=8,k=5"), six, any_size=True)  # not sized
+    assert not net_plays(make_game("tictactoe"), six)
+
+
+def test_a_net_player_takes_another_komi_as_the_engines_do(tmp_path):
+    """Before, ``net:`` refused a komi that GTP's ``komi`` command accepted."""
+    bound = checkpoint(tmp_path, SIZE_BOUND)
+    komi = make_game(f"{TRAINED},komi=6.5")
+    player = make_player(f"net:{bound}:4", komi)
+    state = komi.init(1)
+    assert komi.legal_mask(state)[0, int(player.select(komi, state,
+                                                          np.random.default_rng(0))[0])]
+    agent = Agent(bound, komi.spec.spec_string, simulations=4)
+    assert agent.game.spec.spec_string == komi.spec.spec_string
