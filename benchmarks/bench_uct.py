@@ -1,7 +1,9 @@
-"""Pure-UCT throughput on gomoku 6x6 k=4 and the time of a 100-game UCT-1000 match.
+"""Pure-UCT throughput (gomoku 6x6 k=4 unless ``--game``) and the time of a 100-game
+UCT-1000 match.
 
     python benchmarks/bench_uct.py            # playouts/s table + projected match time
     python benchmarks/bench_uct.py --full     # also play the whole 100-game match
+    python benchmarks/bench_uct.py --game go9 --batches 1 20 --no-match   # Go's playouts
 
 Playouts/s counts playouts summed over the batch (B trees x playouts per tree). The match
 projection plays the first plies of the real 100-game match (every game is still running
@@ -72,16 +74,23 @@ def main() -> None:
     parser.add_argument("--length-games", type=int, default=16,
                         help="games of the match that measures the mean game length")
     parser.add_argument("--full", action="store_true", help="also play the whole match")
+    parser.add_argument("--game", default="gomoku6", help="a game spec")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 100],
+                        help="roots searched together")
+    parser.add_argument("--no-match", dest="match", action="store_false",
+                        help="the playouts/s table only")
     args = parser.parse_args()
-    game = make_game("gomoku6")
+    game = make_game(args.game)
     rng = np.random.default_rng(0)
     cfg = UCTConfig(playouts=args.playouts)
 
-    print(f"gomoku 6x6 k=4, {args.playouts} playouts per move, from the empty board")
+    print(f"{game.spec.spec_string}, {args.playouts} playouts per move, from the empty board")
     print(f"{'batch':>6} {'playouts/s':>11} {'s per move (batch)':>19}")
-    for batch in (1, 16, 64, 100):
+    for batch in args.batches:
         rate = playouts_per_second(game, game.init(batch), cfg, repeats=3 if batch == 1 else 1)
         print(f"{batch:>6} {rate:>11,.0f} {batch * args.playouts / rate:>19.2f}")
+    if not args.match:
+        return
 
     print("\nvariants at batch 64, 8 random moves in (deeper trees)")
     roots = midgame(game, 64, 8, rng)

@@ -208,6 +208,13 @@ class Game(Generic[S]):
         games without territory (the default)."""
         return None
 
+    def random_playout(self, state: S, rng: np.random.Generator) -> np.ndarray | None:
+        """[B] int8 final outcomes (first player's view) of playing every game of ``state``
+        to its end with uniformly random legal moves, in one compiled loop; None where the
+        game has no such fast path (the default: ``search.rollout`` then steps the batch a
+        ply at a time). ``state`` is not modified."""
+        return None
+
     def piece_planes(self) -> tuple[int, int]:
         """Indices of the observation planes with the mover's and the opponent's pieces now."""
         return (0, 1)

@@ -234,6 +234,27 @@ class Go(Game[GoState]):
                       self._rev_pt)
         return s
 
+    def random_playout(self, state: GoState, rng: np.random.Generator) -> np.ndarray:
+        """Uniformly random play to the end in one kernel call (``go_kernels``): the pure
+        UCT baseline spends its time on the moves of its playouts, not on a state copy and
+        a Python round trip per ply. The same move distribution as stepping the batch with
+        ``sampling.sample_legal``; another random stream."""
+        return self.random_playout_ends(state, rng)["outcome"]
+
+    def random_playout_ends(self, state: GoState, rng: np.random.Generator
+                            ) -> dict[str, np.ndarray]:
+        """The arrays of ``GoState`` but its history, [B, ...] each, where ``random_playout``
+        left them: every game over (for tests of the playouts' length and score)."""
+        s = {k: v.copy() for k, v in state.arrays().items() if k != "board_history"}
+        K.random_playout_kernel(int(rng.integers(2**32)), s["board"], s["group"],
+                                s["liberties"], s["zobrist"], s["position_hashes"],
+                                s["num_positions"], s["repeat_limit"], s["ko_point"],
+                                s["passes"], s["captures"], s["to_play"], s["ply"],
+                                s["terminal"], s["outcome"], s["legal"], s["last_action"],
+                                self.komi, self.max_moves, self.superko, self._nbr, self._deg,
+                                self._keys, self._rev_key, self._rev_pt)
+        return s
+
     def score(self, state: GoState) -> np.ndarray:
         """[B] float64: Tromp-Taylor black area - white area - komi (> 0: black ahead)."""
         out = np.empty(state.batch_size, np.float64)

@@ -568,3 +568,42 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
             tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], stones,
                               hashes[b], repeat_limit[b], ko_point[b], opp, superko, legal[b],
                               keys, rev_key, rev_pt, sc, tick)
+
+
+@numba.njit(cache=True)
+def random_playout_kernel(seed, board, group, libs, zhash, hashes, nhashes, repeat_limit,
+                          ko_point, passes, captures, to_play, ply, terminal, outcome, legal,
+                          last_action, komi, max_moves, superko, nbr, deg, keys, rev_key,
+                          rev_pt):
+    """Play every running game of the batch to its end in place, each move drawn uniformly
+    from the legal ones (as ``sampling.sample_legal`` draws them), and leave the outcomes
+    in ``outcome``. One call for the whole rollout: the pure-UCT baseline's playouts cost
+    the moves, not a Python round trip and a state copy per ply. The board history is not
+    kept (a playout's states are thrown away); ``seed`` seeds numba's own generator."""
+    np.random.seed(seed)
+    batch, n = board.shape
+    no_history = np.empty((batch, 0, n), np.int8)
+    actions = np.empty(batch, np.int32)
+    running = True
+    while running:
+        running = False
+        for b in range(batch):
+            actions[b] = -1
+            if terminal[b]:
+                continue
+            running = True
+            count = 0
+            for a in range(legal.shape[1]):
+                count += legal[b, a]
+            pick = min(int(np.random.random() * count), count - 1)
+            for a in range(legal.shape[1]):
+                if legal[b, a]:
+                    if pick == 0:
+                        actions[b] = a
+                        break
+                    pick -= 1
+        if running:
+            step_kernel(actions, board, group, libs, no_history, no_history, zhash, hashes,
+                        nhashes, repeat_limit, ko_point, passes, captures, to_play, ply,
+                        terminal, outcome, legal, last_action, komi, max_moves, superko, nbr,
+                        deg, keys, rev_key, rev_pt)

@@ -60,14 +60,24 @@ def rollout_outcomes(
             cur = cur.take(keep)
 
 
+def random_outcomes(game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
+    """[B] int8 final outcomes (first player's view) of uniformly random play from
+    ``states`` [B]: the game's compiled playout where it has one (``Game.random_playout``),
+    else ``rollout_outcomes`` a ply at a time. Both draw each move uniformly from the legal
+    ones."""
+    fast = game.random_playout(states, rng)
+    if fast is not None:
+        return fast
+    return rollout_outcomes(game, states, lambda s: sample_legal(game.legal_mask(s), rng))
+
+
 def random_rollout_values(game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
     """[B] float32 in {-1, 0, +1}: result of uniformly random play from ``states`` [B].
 
     Seen by the player to move in ``states`` (+1: that player wins). A game that is already
     over is scored as it stands, also from the view of its ``to_play``.
     """
-    outcome = rollout_outcomes(game, states, lambda s: sample_legal(game.legal_mask(s), rng))
-    return mover_view(outcome, states.to_play)
+    return mover_view(random_outcomes(game, states, rng), states.to_play)
 
 
 def sample_from_policy(

@@ -43,8 +43,7 @@ import numba
 import numpy as np
 
 from zeroforge.shared.games.base import Game, State
-from zeroforge.shared.games.sampling import sample_legal
-from zeroforge.shared.search.rollout import mover_view, rollout_outcomes
+from zeroforge.shared.search.rollout import mover_view, random_outcomes
 from zeroforge.shared.search.tactics import winning_actions
 from zeroforge.shared.search.tree import ILLEGAL, UNEXPANDED, Tree, TreeArrays, backup_kernel, flip
 
@@ -282,8 +281,7 @@ def uct_search(game: Game, roots: State, config: UCTConfig,
             play = np.flatnonzero(~ended)
             if play.size:
                 sub = child_states if play.size == grow.size else child_states.take(play)
-                outcome[grow[play]] = rollout_outcomes(
-                    game, sub, lambda s: sample_legal(game.legal_mask(s), rng))
+                outcome[grow[play]] = random_outcomes(game, sub, rng)
         # The new node's value (exact if the game ended there), from its mover's view.
         new_value = mover_view(outcome, new_to_play)
         _expand_and_backup(trees.packed, path, depth, expand, new_legal, new_to_play, new_terminal,

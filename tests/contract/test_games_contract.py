@@ -97,6 +97,23 @@ def test_random_games_end_with_an_outcome(game: Game):
         assert (nxt.outcome[~running] == prev.outcome[~running]).all()
 
 
+def test_random_rollouts_end_every_game_and_leave_their_input_alone(game: Game):
+    """``search.rollout.random_outcomes``: the game's compiled playout
+    (``Game.random_playout``; Go has one) or the ply-at-a-time rollout: finished games keep
+    their outcomes, running ones end with one, the input is not modified."""
+    from zeroforge.shared.search.rollout import random_outcomes
+
+    assert (game.random_playout(game.init(1), np.random.default_rng(0)) is None) == (
+        game.spec.name != "go")
+    states, _ = random_play(game, batch=8, seed=3, plies=6)
+    mid = states[-1]
+    before = mid.copy()
+    outcomes = random_outcomes(game, mid, np.random.default_rng(0))
+    assert_states_equal(before, mid)
+    assert outcomes.shape == (mid.batch_size,) and set(np.unique(outcomes)) <= {-1, 0, 1}
+    assert (outcomes[mid.terminal] == mid.outcome[mid.terminal]).all()
+
+
 def test_step_does_not_modify_its_input(game: Game):
     states, _ = random_play(game, batch=4, seed=2, plies=5)
     before = states[-1].copy()

@@ -823,3 +823,61 @@ def test_set_up_positions_and_with_to_play_recount_groups():
     check_groups_against_reference(game, t, 0, t.board[0].tolist())
     np.testing.assert_array_equal(t.liberties[0, t.group[0, t.board[0] > 0]],
                                   s.liberties[0, s.group[0, s.board[0] > 0]])
+
+
+# --- random playouts in one kernel call (the pure-UCT baseline's rollouts) --------------
+
+TWO_EYES = """
+.XXXX
+XXXXX
+XXXXX
+XXXXX
+XXXX.
+"""
+
+
+def test_a_random_playout_where_only_a_pass_is_left_ends_at_once():
+    """Black passed; White's only legal move is a pass (both points are suicide), so every
+    playout ends there: Black's 25 points against komi 7.5."""
+    game = Go(size=5, komi=7.5)
+    state = play(game, position(game, TWO_EYES), "pass")
+    assert state.legal[0].sum() == 1
+    before = {k: v.copy() for k, v in state.arrays().items()}
+    outcomes = game.random_playout(state.repeat(8), np.random.default_rng(0))
+    assert outcomes.tolist() == [1] * 8
+    assert all(np.array_equal(before[k], v) for k, v in state.arrays().items())  # untouched
+
+
+def test_a_random_playout_scores_finished_games_as_they_stand():
+    game = Go(size=5, komi=7.5)
+    over = play(game, position(game, TWO_EYES), "pass", "pass")
+    assert over.terminal[0]
+    assert game.random_playout(over, np.random.default_rng(0)).tolist() == [int(over.outcome[0])]
+
+
+def test_random_playouts_draw_like_stepping_with_sample_legal():
+    """The kernel's playouts and the batch stepped a ply at a time with ``sample_legal`` are
+    the same random process: from one 7x7 middle game, the playouts' lengths, final stone
+    counts and win rates agree within the sampling error of 2,000 playouts each (4.5
+    standard errors), and a seed repeats."""
+    game = Go(size=7, komi=7.5)
+    rng = np.random.default_rng(5)
+    state = game.init(1)
+    for _ in range(12):
+        state = game.step(state, sample_legal(game.legal_mask(state), rng))
+    batch = state.repeat(2000)
+    fast = game.random_playout_ends(batch, np.random.default_rng(1))
+    stepped = batch
+    while not stepped.terminal.all():
+        stepped = game.step(stepped, sample_legal(game.legal_mask(stepped), rng))
+    for name, a, b in (
+        ("length", fast["ply"], stepped.ply),
+        ("black stones", (fast["board"] == BLACK).sum(axis=1), (stepped.board == BLACK).sum(1)),
+        ("black wins", fast["outcome"] == 1, stepped.outcome == 1),
+    ):
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        error = np.sqrt((a.var() + b.var()) / 2000)
+        assert abs(a.mean() - b.mean()) < 4.5 * error, (name, a.mean(), b.mean(), error)
+    assert 0.05 < (stepped.outcome == 1).mean() < 0.95  # a position with something to decide
+    again = game.random_playout(batch, np.random.default_rng(1))
+    assert np.array_equal(fast["outcome"], again)
