@@ -4,6 +4,7 @@ rounds of ``compare_trees.py`` in ``report_compare.py``)."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -74,6 +75,26 @@ def go9_gnugo(data: DataDir) -> Table:
                          f"{r['score']:.0%} (+{r['wins']} ={r['draws']} −{r['losses']})")
         rows.append([f"{m} min", *cells])
     return Table(("training", *(f"seed {s}" for s in by_seed)), rows, frozenset({0}))
+
+
+def uct_go9(data: DataDir) -> Table:
+    """Pure UCT's playouts a second on go9 before and after the compiled playouts: the
+    median of the interleaved rounds a batch size, and the ratio of the medians."""
+    rows_in = data.load("uct-go9-playouts.json")["rows"]
+    rows = []
+    for batch in sorted({r["batch"] for r in rows_in}):
+        med = {v: statistics.median(r["playouts_per_s"] for r in rows_in
+                                    if r["batch"] == batch and r["variant"] == v)
+               for v in ("before", "after")}
+        runs = {v: ", ".join(f"{r['playouts_per_s']:,}" for r in rows_in
+                             if r["batch"] == batch and r["variant"] == v)
+                for v in ("before", "after")}
+        rows.append([str(batch), f"{med['before']:,.0f} ({runs['before']})",
+                     f"{med['after']:,.0f} ({runs['after']})",
+                     f"×{med['after'] / med['before']:.1f}"])
+    return Table(("roots searched together", "before: playouts/s (rounds)",
+                  "after: playouts/s (rounds)", "after / before"), rows,
+                 frozenset({0, 3}))
 
 
 GPU_RUNS = (("gpu-run-go9.json", None), ("gpu-run-gomoku15.json", None),
@@ -213,6 +234,7 @@ TABLES: dict[str, Builder] = {
     "gpu-runs": gpu_runs,
     "go9-screen": go9_screen,
     "go9-gnugo": go9_gnugo,
+    "uct-go9": uct_go9,
     "tts-go9": report_tts.go9,
     "learner-replicas": learner_replicas,
     "scale-sim-bare": scale_sim_bare,
