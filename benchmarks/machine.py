@@ -10,12 +10,17 @@ import os
 import platform
 
 
+def load_averages() -> str:
+    """``0.98, 1.20, 1.51``: the 1-, 5- and 15-minute load averages now."""
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def machine_line() -> str:
     """Processor, cores, load average, Python and torch (with its thread count)."""
     import torch
 
     machine = platform.processor() or platform.machine()
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"machine: {machine}, {os.cpu_count()} cores, load average {load} (1/5/15 min), "
+    return (f"machine: {machine}, {os.cpu_count()} cores, load average {load_averages()} "
+            "(1/5/15 min), "
             f"python {platform.python_version()}, torch {torch.__version__} "
             f"on CPU with {torch.get_num_threads()} thread")

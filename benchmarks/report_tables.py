@@ -236,6 +236,7 @@ TABLES: dict[str, Builder] = {
     "go9-gnugo": go9_gnugo,
     "uct-go9": uct_go9,
     "tts-go9": report_tts.go9,
+    "ablation-go9": report_tts.ablation_go9,
     "learner-replicas": learner_replicas,
     "scale-sim-bare": scale_sim_bare,
     "scale-sim-controller": scale_sim_controller,

@@ -197,3 +197,35 @@ def go9(data: DataDir) -> Table:
     for name in GO9_SEEDS:
         runs |= seeds(data, name)
     return Table(TTS_HEADER, [_row(("go 9×9", "`go9` preset"), runs)], TTS_RIGHT)
+
+
+ABLATION_SEEDS = (0, 1)
+ABLATION = (("full", "the `go9` preset"),
+            ("no-aux-targets", "no ownership and score targets (item 1)"),
+            ("no-global-pooling", "no global pooling (item 2)"),
+            ("no-go-features", "no Go input features (item 3)"),
+            ("no-mixed-sizes", "9×9 only, no 7×7 games (item 4)"),
+            ("no-forced-playouts", "no forced playouts (item 5)"))
+"""The go9 ablation's variants in the order they run (label, what it removes); each
+seed's run is ``docs/data/ablation-go9-LABEL-seedS.json``."""
+NOT_RUN = "not run yet"
+
+
+def ablation_go9(data: DataDir) -> Table:
+    """Time to 50% against ``uct:1000`` with one of issue 26's levers removed at a time,
+    two seeds each, runs capped at 40 minutes; a run whose file is not there yet shows as
+    such, and a variant gets its median once both seeds ran."""
+    rows: list[list[str]] = []
+    for label, removed in ABLATION:
+        runs: dict[int, Seed] = {}
+        for s in ABLATION_SEEDS:
+            name = f"ablation-go9-{label}-seed{s}.json"
+            if (data.root / name).is_file():
+                runs |= seeds(data, name)
+        cells = [runs[s].cell() if s in runs else NOT_RUN for s in ABLATION_SEEDS]
+        done = [runs[s] for s in ABLATION_SEEDS if s in runs]
+        med = median(done) if len(done) == len(ABLATION_SEEDS) else "—"
+        rows.append([removed, *cells, med, *(rates(done) if done else ["—", "—"])])
+    header = ("variant", *(f"seed {s}" for s in ABLATION_SEEDS), "median", "positions/s",
+              "learner steps/s")
+    return Table(header, rows, frozenset(range(1, 6)))

@@ -50,7 +50,7 @@ from learn_vs_uct import (  # benchmarks/ (scripts run from here)
     load_net,
     match_table,
 )
-from machine import machine_line
+from machine import load_averages, machine_line
 from tts_rule import median_cell, minutes_cell
 
 from zeroforge.deploy.config import TrainConfig, load_train_config
@@ -82,6 +82,12 @@ class SeedResult:
     """The learner's samples-per-insert ratio once it trained (``history.jsonl``): ``min``,
     ``median``, ``max``, ``final`` and ``below_floor`` (the share of samples under the
     target x (1 - tolerance)); None: no history."""
+    started: str = ""
+    """When the run started (UTC), so the load on the machine can be looked up."""
+    machine: str = ""
+    """``machine.machine_line()`` at the start: the CPU and the load averages then."""
+    load_end: str = ""
+    """The 1-, 5- and 15-minute load averages when the run and its judging ended."""
 
 
 def run_rates(run_dir: Path) -> tuple[float, float] | None:
@@ -191,7 +197,9 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
     judged = agent_config(config_name, args)
     game = make_game(config.game)
     run_dir = out_root / f"{Path(config_name).stem}-seed{seed}"
-    result = SeedResult(config_name, seed)
+    result = SeedResult(config_name, seed,
+                        started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        machine=machine_line())
     start = time.monotonic()
     proc = start_run(args, config_name, seed, run_dir)
     seen: set[Path] = set()
@@ -226,6 +234,7 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
     finally:
         stop_run(proc)
         result.run_minutes = (time.monotonic() - start) / 60
+        result.load_end = load_averages()
     result.samples_per_insert = ratio_summary(run_dir)
     if result.samples_per_insert:
         r = result.samples_per_insert

@@ -157,3 +157,26 @@ def test_median_ranks_a_run_that_never_got_there_last():
 def test_the_repository_docs_match_their_data(capsys):
     """CI's guard: a table in docs/ edited by hand, or data replaced under it, fails here."""
     assert report.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_the_ablation_table_shows_what_ran_and_what_did_not(tmp_path):
+    """A variant's median comes once both of its seeds ran; a missing run says so."""
+    from report_layout import DataDir
+    from report_tts import NOT_RUN, ablation_go9
+
+    def tts_file(label: str, seed: int, minutes: float | None, scores: list[float]) -> None:
+        row = {"config": "go9", "seed": seed, "minutes_to_target": minutes,
+               "points": [{"minutes": 2.0 * (i + 1), "score": sc} for i, sc in
+                          enumerate(scores)], "positions_per_s": 160.0, "steps_per_s": 5.0}
+        (tmp_path / f"ablation-go9-{label}-seed{seed}.json").write_text(
+            json.dumps({"minutes": 40.0, "rows": [row]}))
+
+    tts_file("full", 0, 4.0, [0.3, 0.55])
+    tts_file("full", 1, 2.0, [0.6])
+    tts_file("no-go-features", 0, None, [0.1, 0.2])
+    data = DataDir(tmp_path)
+    rows = {r[0]: r[1:] for r in ablation_go9(data).rows}
+    assert rows["the `go9` preset"][:3] == ["4.0 [30, 55]", "2.0 [60]", "2.0"]
+    assert rows["no Go input features (item 3)"][:3] == [">40 [10, 20]", NOT_RUN, "—"]
+    assert rows["no global pooling (item 2)"] == [NOT_RUN, NOT_RUN, "—", "—", "—"]
+    assert len(data.used) == 3  # the footer names the files read, and only those
