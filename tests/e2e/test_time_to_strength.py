@@ -39,6 +39,9 @@ def test_stops_the_run_at_the_first_snapshot_that_reaches_the_target(tmp_path):
     # stopped there, not at the 6-minute limit: Ctrl-C's clean stop (a run at its limit
     # does not say "stopping") with a final checkpoint
     assert row["run_minutes"] < 6
+    # when and under what load it ran, for the table's readers
+    assert row["started"].endswith(" UTC") and row["machine"].startswith("machine: ")
+    assert len(row["load_end"].split(", ")) == 3
     assert "stopping (final checkpoint)" in (run_dir / "train.log").read_text()
     assert (run_dir / "checkpoint.pt").exists()
     assert f"| tictactoe | {reached:.1f} | {reached:.1f} |" in out
