@@ -56,7 +56,7 @@ def go9_screen(data: DataDir) -> Table:
                  rows, frozenset({4, 5}))
 
 
-GO9_GNUGO = (("go9-gnugo1-seed0.json", 0),)
+GO9_GNUGO = (("go9-gnugo1-seed0.json", 0), ("go9-gnugo1-seed1.json", 1))
 """The go9 preset's reported runs judged against GnuGo level 1: (file, seed)."""
 
 

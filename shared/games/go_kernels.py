@@ -21,6 +21,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from zeroforge.shared.games.sampling import sample_legal_kernel
+
 EMPTY, BLACK, WHITE = 0, 1, 2
 
 ZOBRIST_SEED = 0x60_5EED
@@ -584,26 +586,19 @@ def random_playout_kernel(seed, board, group, libs, zhash, hashes, nhashes, repe
     batch, n = board.shape
     no_history = np.empty((batch, 0, n), np.int8)
     actions = np.empty(batch, np.int32)
-    running = True
-    while running:
+    uniforms = np.empty(batch)
+    while True:
+        for b in range(batch):
+            uniforms[b] = np.random.random()
+        sample_legal_kernel(legal, uniforms, actions)  # -1 for the games already over
         running = False
         for b in range(batch):
-            actions[b] = -1
-            if terminal[b]:
-                continue
-            running = True
-            count = 0
-            for a in range(legal.shape[1]):
-                count += legal[b, a]
-            pick = min(int(np.random.random() * count), count - 1)
-            for a in range(legal.shape[1]):
-                if legal[b, a]:
-                    if pick == 0:
-                        actions[b] = a
-                        break
-                    pick -= 1
-        if running:
-            step_kernel(actions, board, group, libs, no_history, no_history, zhash, hashes,
-                        nhashes, repeat_limit, ko_point, passes, captures, to_play, ply,
-                        terminal, outcome, legal, last_action, komi, max_moves, superko, nbr,
-                        deg, keys, rev_key, rev_pt)
+            if actions[b] >= 0:
+                running = True
+                break
+        if not running:
+            return
+        step_kernel(actions, board, group, libs, no_history, no_history, zhash, hashes,
+                    nhashes, repeat_limit, ko_point, passes, captures, to_play, ply, terminal,
+                    outcome, legal, last_action, komi, max_moves, superko, nbr, deg, keys,
+                    rev_key, rev_pt)

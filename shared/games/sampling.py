@@ -7,7 +7,10 @@ import numpy as np
 
 
 @numba.njit(cache=True)
-def _sample_legal(legal, uniforms, out):
+def sample_legal_kernel(legal, uniforms, out):
+    """``out[b]``: the legal action of row ``b`` of ``legal`` [B, A] that ``uniforms[b]``
+    in [0, 1) picks, all legal actions equally likely; -1 for a row with none (a finished
+    game). Shared by ``sample_legal`` and compiled playouts (``go_kernels``)."""
     for b in range(legal.shape[0]):
         count = 0
         for a in range(legal.shape[1]):
@@ -27,5 +30,5 @@ def _sample_legal(legal, uniforms, out):
 def sample_legal(legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """[B] int32: one uniformly chosen legal action per row of ``legal`` [B, A] (-1 if none)."""
     out = np.empty(legal.shape[0], np.int32)
-    _sample_legal(legal, rng.random(legal.shape[0]), out)
+    sample_legal_kernel(legal, rng.random(legal.shape[0]), out)
     return out
