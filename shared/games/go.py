@@ -33,6 +33,7 @@ from zeroforge.shared.games.base import (
     render_grid,
     square_symmetries,
 )
+from zeroforge.shared.games.go_playouts import random_playout_kernel
 
 EMPTY, BLACK, WHITE = K.EMPTY, K.BLACK, K.WHITE
 KO_RULES = ("superko", "simple")
@@ -235,7 +236,7 @@ class Go(Game[GoState]):
         return s
 
     def random_playout(self, state: GoState, rng: np.random.Generator) -> np.ndarray:
-        """Uniformly random play to the end in one kernel call (``go_kernels``): the pure
+        """Uniformly random play to the end in one kernel call (``go_playouts``): the pure
         UCT baseline spends its time on the moves of its playouts, not on a state copy and
         a Python round trip per ply. The same move distribution as stepping the batch with
         ``sampling.sample_legal``; another random stream."""
@@ -246,7 +247,7 @@ class Go(Game[GoState]):
         """The arrays of ``GoState`` but its history, [B, ...] each, where ``random_playout``
         left them: every game over (for tests of the playouts' length and score)."""
         s = {k: v.copy() for k, v in state.arrays().items() if k != "board_history"}
-        K.random_playout_kernel(int(rng.integers(2**32)), s["board"], s["group"],
+        random_playout_kernel(int(rng.integers(2**32)), s["board"], s["group"],
                                 s["liberties"], s["zobrist"], s["position_hashes"],
                                 s["num_positions"], s["repeat_limit"], s["ko_point"],
                                 s["passes"], s["captures"], s["to_play"], s["ply"],

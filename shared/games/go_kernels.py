@@ -21,8 +21,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from zeroforge.shared.games.sampling import sample_legal_kernel
-
 EMPTY, BLACK, WHITE = 0, 1, 2
 
 ZOBRIST_SEED = 0x60_5EED
@@ -570,35 +568,3 @@ def step_kernel(actions, board, group, libs, old_history, board_history, zhash, 
             tick = fill_legal(board[b], group[b], libs[b], nbr, deg, zhash[b], stones,
                               hashes[b], repeat_limit[b], ko_point[b], opp, superko, legal[b],
                               keys, rev_key, rev_pt, sc, tick)
-
-
-@numba.njit(cache=True)
-def random_playout_kernel(seed, board, group, libs, zhash, hashes, nhashes, repeat_limit,
-                          ko_point, passes, captures, to_play, ply, terminal, outcome, legal,
-                          last_action, komi, max_moves, superko, nbr, deg, keys, rev_key,
-                          rev_pt):
-    """Play every running game of the batch to its end in place, each move drawn uniformly
-    from the legal ones (as ``sampling.sample_legal`` draws them), and leave the outcomes
-    in ``outcome``. One call for the whole rollout: the pure-UCT baseline's playouts cost
-    the moves, not a Python round trip and a state copy per ply. The board history is not
-    kept (a playout's states are thrown away); ``seed`` seeds numba's own generator."""
-    np.random.seed(seed)
-    batch, n = board.shape
-    no_history = np.empty((batch, 0, n), np.int8)
-    actions = np.empty(batch, np.int32)
-    uniforms = np.empty(batch)
-    while True:
-        for b in range(batch):
-            uniforms[b] = np.random.random()
-        sample_legal_kernel(legal, uniforms, actions)  # -1 for the games already over
-        running = False
-        for b in range(batch):
-            if actions[b] >= 0:
-                running = True
-                break
-        if not running:
-            return
-        step_kernel(actions, board, group, libs, no_history, no_history, zhash, hashes,
-                    nhashes, repeat_limit, ko_point, passes, captures, to_play, ply, terminal,
-                    outcome, legal, last_action, komi, max_moves, superko, nbr, deg, keys,
-                    rev_key, rev_pt)

@@ -10,7 +10,7 @@ import numpy as np
 def sample_legal_kernel(legal, uniforms, out):
     """``out[b]``: the legal action of row ``b`` of ``legal`` [B, A] that ``uniforms[b]``
     in [0, 1) picks, all legal actions equally likely; -1 for a row with none (a finished
-    game). Shared by ``sample_legal`` and compiled playouts (``go_kernels``)."""
+    game). Shared by ``sample_legal`` and compiled playouts (``go_playouts``)."""
     for b in range(legal.shape[0]):
         count = 0
         for a in range(legal.shape[1]):
