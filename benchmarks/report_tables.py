@@ -83,15 +83,13 @@ def uct_go9(data: DataDir) -> Table:
     rows_in = data.load("uct-go9-playouts.json")["rows"]
     rows = []
     for batch in sorted({r["batch"] for r in rows_in}):
-        med = {v: statistics.median(r["playouts_per_s"] for r in rows_in
-                                    if r["batch"] == batch and r["variant"] == v)
-               for v in ("before", "after")}
-        runs = {v: ", ".join(f"{r['playouts_per_s']:,}" for r in rows_in
-                             if r["batch"] == batch and r["variant"] == v)
-                for v in ("before", "after")}
-        rows.append([str(batch), f"{med['before']:,.0f} ({runs['before']})",
-                     f"{med['after']:,.0f} ({runs['after']})",
-                     f"×{med['after'] / med['before']:.1f}"])
+        rounds = {v: [r["playouts_per_s"] for r in rows_in
+                      if r["batch"] == batch and r["variant"] == v]
+                  for v in ("before", "after")}
+        med = {v: statistics.median(runs) for v, runs in rounds.items()}
+        cells = [f"{med[v]:,.0f} ({', '.join(f'{x:,}' for x in runs)})"
+                 for v, runs in rounds.items()]
+        rows.append([str(batch), *cells, f"×{med['after'] / med['before']:.1f}"])
     return Table(("roots searched together", "before: playouts/s (rounds)",
                   "after: playouts/s (rounds)", "after / before"), rows,
                  frozenset({0, 3}))
