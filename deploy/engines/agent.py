@@ -11,7 +11,9 @@ survive between searches of the same root, which ``MCTS`` does not promise.)
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,3 +153,22 @@ class Agent:
         sims = int(min(self.max_simulations, max(1, (self.speed or 1.0) * left)))
         action, value, _ = self._search(game, state, sims, seed)
         return Choice(action, value, spent + sims, time.perf_counter() - start)
+
+
+def engine_agent(command: str, checkpoint: str, game: str | None, simulations: int,
+                 max_simulations: int, device: str, leaf_batch: int,
+                 verbose: bool) -> tuple[Agent, Callable[[str], None]]:
+    """The ``Agent`` an engine command (``zeroforge gtp``, ``zeroforge pbrain``) serves,
+    and its log: lines on stderr with ``verbose`` (stdout is the protocol's), nothing
+    otherwise; says how long the net took to load."""
+    start = time.perf_counter()
+    agent = Agent(checkpoint, game, simulations=simulations,
+                  max_simulations=max_simulations, device=device, leaf_batch=leaf_batch)
+
+    def log(text: str) -> None:
+        if verbose:
+            print(text, file=sys.stderr, flush=True)
+
+    log(f"zeroforge {command}: {agent.game.spec.spec_string} net loaded in "
+        f"{time.perf_counter() - start:.1f} s")
+    return agent, log

@@ -43,7 +43,7 @@ from typing import TextIO
 import numpy as np
 
 from zeroforge import __version__
-from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent
+from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent, engine_agent
 from zeroforge.shared.board_sizes import net_plays
 from zeroforge.shared.games.base import IllegalMoveError
 from zeroforge.shared.games.go import Go, GoState
@@ -489,16 +489,7 @@ def run(checkpoint: str, simulations: int = 200, game: str | None = None,
         verbose: bool = False, inp: TextIO | None = None, out: TextIO | None = None,
         leaf_batch: int = DEFAULT_LEAF_BATCH) -> int:
     """``zeroforge gtp``: loads the net, then answers GTP on stdin/stdout until ``quit``."""
-
-    start = time.perf_counter()
-    agent = Agent(checkpoint, game, simulations=simulations,
-                  max_simulations=max_simulations, device=device, leaf_batch=leaf_batch)
-
-    def log(text: str) -> None:
-        if verbose:
-            print(text, file=sys.stderr, flush=True)
-
+    agent, log = engine_agent("gtp", checkpoint, game, simulations, max_simulations, device,
+                              leaf_batch, verbose)
     engine = GtpEngine(agent, resign_below=resign_below, version=__version__, log=log)
-    log(f"zeroforge gtp: {agent.game.spec.spec_string} net loaded in "
-        f"{time.perf_counter() - start:.1f} s")
     return engine.serve(inp or sys.stdin, out or sys.stdout)

@@ -26,12 +26,11 @@ the simulations that fit the move's share of time (measured speed, ``agent.Agent
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from typing import TextIO
 
 from zeroforge import __version__
-from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent
+from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent, engine_agent
 from zeroforge.shared.board_sizes import net_plays
 from zeroforge.shared.games.base import Game, IllegalMoveError
 from zeroforge.shared.games.gomoku import Gomoku
@@ -292,18 +291,9 @@ def run(checkpoint: str, simulations: int = 200, game: str | None = None,
         inp: TextIO | None = None, out: TextIO | None = None,
         leaf_batch: int = DEFAULT_LEAF_BATCH) -> int:
     """``zeroforge pbrain``: loads the net, then speaks the brain protocol until ``END``."""
-
-    start = time.perf_counter()
-    agent = Agent(checkpoint, game, simulations=simulations,
-                  max_simulations=max_simulations, device=device, leaf_batch=leaf_batch)
-
-    def log(text: str) -> None:
-        if verbose:
-            print(text, file=sys.stderr, flush=True)
-
+    agent, log = engine_agent("pbrain", checkpoint, game, simulations, max_simulations,
+                              device, leaf_batch, verbose)
     brain = Brain(agent, version=__version__, log=log)
     if verbose:
         brain.info["debug"] = 1
-    log(f"zeroforge pbrain: {agent.game.spec.spec_string} net loaded in "
-        f"{time.perf_counter() - start:.1f} s")
     return brain.serve(inp or sys.stdin, out or sys.stdout)
