@@ -27,6 +27,11 @@ still the first snapshot at the target):
     python benchmarks/time_to_strength.py --config go9 --seeds 1 --minutes 40 --eval-after \\
         --train-cpus 1 --json runs/tts-go9-seed1.json
 
+With ``--eval-after --stages 10 20`` the run pauses at 10 and 20 minutes of training (its
+learner time), its snapshots so far are judged, and it goes on (``zeroforge train
+--resume``) only if none reached the target: a run that gets there early costs its stage,
+not the whole ``--minutes``.
+
 Rows already in the ``--json`` file (same measurement) are not run again, so an interrupted
 table goes on where it stopped.
 """
@@ -90,15 +95,25 @@ class SeedResult:
     """The 1-, 5- and 15-minute load averages when the run and its judging ended."""
 
 
+def run_counts(run_dir: Path) -> tuple[float, float, float] | None:
+    """(self-play positions, learner steps, seconds) of a stopped run's last invocation,
+    from its final ``status.json``; None if it wrote none. The positions and seconds are
+    that invocation's; the learner steps are the run's (a resumed learner restores them)."""
+    try:
+        status = json.loads((run_dir / "status.json").read_text())
+        return (float(status["positions"]), float(status["learner_steps"]),
+                float(status["elapsed_s"]))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def run_rates(run_dir: Path) -> tuple[float, float] | None:
     """(self-play positions/s, learner steps/s) over a stopped run, from its final
     ``status.json``; None if the run wrote none."""
-    try:
-        status = json.loads((run_dir / "status.json").read_text())
-        elapsed = float(status["elapsed_s"])
-        return float(status["positions"]) / elapsed, float(status["learner_steps"]) / elapsed
-    except (OSError, ValueError, KeyError, ZeroDivisionError):
+    counts = run_counts(run_dir)
+    if counts is None or counts[2] <= 0:
         return None
+    return counts[0] / counts[2], counts[1] / counts[2]
 
 
 def ratio_summary(run_dir: Path) -> dict | None:
@@ -136,22 +151,21 @@ def median_minutes(results: list[SeedResult], limit: float) -> str:
     return median_cell((r.minutes_to_target for r in results), limit)
 
 
-def start_run(args, config_name: str, seed: int, run_dir: Path) -> subprocess.Popen:
+def start_run(args, config_name: str, seed: int, run_dir: Path, minutes: float,
+              resume: bool = False) -> subprocess.Popen:
     """``zeroforge train --local`` for one seed (``--distributed``: ``zeroforge train``, a
-    Ray run of its own with its own Redis, no evaluator actor), its output in
-    ``run_dir/train.log``."""
+    Ray run of its own with its own Redis, no evaluator actor) for ``minutes``, its output
+    in ``run_dir/train.log``; ``resume``: ``--resume`` the run from its checkpoint (the
+    log goes on)."""
     mode = ["--set", "distributed.evaluator=false"] if args.distributed else ["--local"]
-    # --eval-after stops the run itself at --minutes (Ctrl-C: no final evaluation); the
-    # run's own limit, a little later, is only a backstop
-    run_minutes = args.minutes + (1 if args.eval_after else 0)
     cmd = [sys.executable, "-m", "zeroforge", "train", *mode, "--config", config_name,
-           "--seed", str(seed), "--run-dir", str(run_dir), "--minutes", str(run_minutes),
+           "--seed", str(seed), "--run-dir", str(run_dir), "--minutes", str(minutes),
            "--set", f"learner.snapshot_every_s={args.snapshot_every}",
-           "--set", "evaluation.every_s=0"]
+           "--set", "evaluation.every_s=0", *(["--resume"] if resume else [])]
     for override in args.overrides:
         cmd += ["--set", override]
     run_dir.mkdir(parents=True, exist_ok=True)
-    log = open(run_dir / "train.log", "w")  # noqa: SIM115 - closed when the run ends
+    log = open(run_dir / "train.log", "a" if resume else "w")  # noqa: SIM115 - closed when the run ends
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cpus = args.train_cpus
 
@@ -191,48 +205,113 @@ def agent_config(config_name: str, args: argparse.Namespace) -> TrainConfig:
                              kept + ["search.gumbel=false"] + list(args.eval_overrides))
 
 
+class SnapshotJudge:
+    """Judges a run's snapshots in the order they were written, each once, into a
+    ``SeedResult``, and says when one reached the target."""
+
+    def __init__(self, args, config_name: str, seed: int, run_dir: Path,
+                 result: SeedResult) -> None:
+        self.args, self.seed, self.run_dir, self.result = args, seed, run_dir, result
+        self.config = load_train_config(config_name, list(args.overrides))
+        self.judged = agent_config(config_name, args)
+        self.game = make_game(self.config.game)
+        self.seen: set[Path] = set()
+
+    def fresh(self) -> list[tuple[float, Path]]:
+        """The snapshots not judged yet, oldest first."""
+        return [(s, p) for s, p in snapshot_files(self.run_dir) if p not in self.seen]
+
+    def judge(self, seconds: float, path: Path) -> bool:
+        """Score one snapshot against the anchor; True if it reached the target (then it
+        is the run's time to strength)."""
+        a, r = self.args, self.result
+        self.seen.add(path)
+        evaluator = TorchEvaluator(load_net(self.game, self.config, path, self.seed))
+        match, _ = match_table(self.game, evaluator, self.judged, a.sims, a.anchor, a.games,
+                               self.seed)
+        minutes = seconds / 60
+        r.points.append({"minutes": minutes, "score": match.score, "wins": match.wins,
+                         "draws": match.draws, "losses": match.losses})
+        print(f"  {r.config} seed {self.seed}: {minutes:5.1f} min  score "
+              f"{match.score:.0%} (+{match.wins} ={match.draws} -{match.losses})", flush=True)
+        if match.score >= a.target:
+            r.minutes_to_target = minutes
+            return True
+        return False
+
+    def judge_written(self) -> bool:
+        """Judge every snapshot written so far, in order, up to the first at the target."""
+        return any(self.judge(seconds, path) for seconds, path in self.fresh())
+
+
+def stage_bounds(args) -> list[float]:
+    """The learner minutes at which an ``--eval-after`` run pauses to be judged: each of
+    ``--stages`` below ``--minutes``, then ``--minutes``."""
+    return sorted(m for m in set(args.stages) if 0 < m < args.minutes) + [args.minutes]
+
+
+def run_stages(args, config_name: str, seed: int, run_dir: Path, judge: SnapshotJudge,
+               counts: list[tuple[float, float, float]]) -> subprocess.Popen:
+    """``--eval-after --stages``: train to each bound in turn (``--resume`` after the
+    first), judging the snapshots after each; stops at the first snapshot at the target.
+    A stage ends at its first snapshot within half a snapshot interval of its bound, so
+    the pauses cost wall time but no learner time. Appends each stage's ``run_counts``;
+    returns the last stage's process (stopped)."""
+    trained_min = 0.0
+    proc = None
+    for bound in stage_bounds(args):
+        # the run's own limit, a minute past the bound, is only a backstop
+        proc = start_run(args, config_name, seed, run_dir, bound - trained_min + 1,
+                         resume=proc is not None)
+        due_s = bound * 60 - args.snapshot_every / 2
+        while proc.poll() is None and not any(s >= due_s for s, _ in judge.fresh()):
+            time.sleep(POLL_S)
+        stop_run(proc)
+        stage = run_counts(run_dir)
+        if stage is not None:
+            counts.append(stage)
+        if proc.returncode not in (0, -signal.SIGINT, 130) or judge.judge_written():
+            break
+        written = [s for s, _ in snapshot_files(run_dir)]
+        trained_min = max(written, default=0.0) / 60
+    return proc
+
+
 def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResult:
     """Run one seed, evaluating its snapshots as they come, until the target or the end."""
-    config = load_train_config(config_name, list(args.overrides))
-    judged = agent_config(config_name, args)
-    game = make_game(config.game)
     run_dir = out_root / f"{Path(config_name).stem}-seed{seed}"
     result = SeedResult(config_name, seed,
                         started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                         machine=machine_line())
+    judge = SnapshotJudge(args, config_name, seed, run_dir, result)
     start = time.monotonic()
-    proc = start_run(args, config_name, seed, run_dir)
-    seen: set[Path] = set()
+    counts: list[tuple[float, float, float]] = []
+    proc = None
     try:
-        if args.eval_after:
-            # the whole run first, its snapshots judged afterwards on the same cores
-            wait_for_limit(proc, start + args.minutes * 60)
-            stop_run(proc)
-        while True:
-            alive = proc.poll() is None
-            fresh = [(s, p) for s, p in snapshot_files(run_dir) if p not in seen]
-            if not fresh:
-                if not alive:
+        if args.eval_after and args.stages:
+            proc = run_stages(args, config_name, seed, run_dir, judge, counts)
+        else:
+            # --eval-after stops the run itself at --minutes (Ctrl-C: no final
+            # evaluation); the run's own limit, a little later, is only a backstop
+            proc = start_run(args, config_name, seed, run_dir,
+                             args.minutes + (1 if args.eval_after else 0))
+            if args.eval_after:
+                # the whole run first, its snapshots judged afterwards on the same cores
+                wait_for_limit(proc, start + args.minutes * 60)
+                stop_run(proc)
+            while True:
+                alive = proc.poll() is None  # first: a run that ended has written all
+                fresh = judge.fresh()
+                if fresh:
+                    if judge.judge(*fresh[0]):
+                        break
+                elif not alive:
                     break
-                time.sleep(POLL_S)
-                continue
-            seconds, path = fresh[0]
-            seen.add(path)
-            evaluator = TorchEvaluator(load_net(game, config, path, seed))
-            match, _ = match_table(game, evaluator, judged, args.sims, args.anchor,
-                                   args.games, seed)
-            minutes = seconds / 60
-            result.points.append({"minutes": minutes, "score": match.score,
-                                  "wins": match.wins, "draws": match.draws,
-                                  "losses": match.losses})
-            print(f"  {config_name} seed {seed}: {minutes:5.1f} min  score "
-                  f"{match.score:.0%} (+{match.wins} ={match.draws} -{match.losses})",
-                  flush=True)
-            if match.score >= args.target:
-                result.minutes_to_target = minutes
-                break
+                else:
+                    time.sleep(POLL_S)
     finally:
-        stop_run(proc)
+        if proc is not None:
+            stop_run(proc)
         result.run_minutes = (time.monotonic() - start) / 60
         result.load_end = load_averages()
     result.samples_per_insert = ratio_summary(run_dir)
@@ -240,12 +319,17 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
         r = result.samples_per_insert
         print(f"  {config_name} seed {seed}: samples per insert min {r['min']:.1f} median "
               f"{r['median']:.1f} max {r['max']:.1f} final {r['final']:.1f}", flush=True)
-    rates = run_rates(run_dir)
-    if rates is not None:
-        result.positions_per_s, result.steps_per_s = rates
-        print(f"  {config_name} seed {seed}: the run made {rates[0]:.0f} self-play positions/s "
-              f"and {rates[1]:.1f} learner steps/s", flush=True)
-    if proc.returncode not in (0, -signal.SIGINT, 130):
+    if not counts and (last := run_counts(run_dir)) is not None:
+        counts.append(last)
+    seconds = sum(c[2] for c in counts)
+    if counts and seconds > 0:
+        # positions and seconds add up over the stages; the learner's steps are the run's
+        result.positions_per_s = sum(c[0] for c in counts) / seconds
+        result.steps_per_s = counts[-1][1] / seconds
+        print(f"  {config_name} seed {seed}: the run made {result.positions_per_s:.0f} "
+              f"self-play positions/s and {result.steps_per_s:.1f} learner steps/s",
+              flush=True)
+    if proc is not None and proc.returncode not in (0, -signal.SIGINT, 130):
         raise SystemExit(f"time_to_strength: the run {run_dir} failed (exit "
                          f"{proc.returncode}); its log: {run_dir / 'train.log'}")
     return result
@@ -274,6 +358,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="judge the snapshots after the run's --minutes instead of "
                         "while it runs: the run and its judging then share --train-cpus "
                         "in turn, so two seeds can run side by side, a core each")
+    parser.add_argument("--stages", type=float, nargs="+", default=[], metavar="MINUTES",
+                        help="with --eval-after: pause the run at these minutes of "
+                        "training, judge its snapshots so far, and go on (--resume) only "
+                        "if none reached the target; a run that gets there early then "
+                        "costs its stage, not the whole --minutes")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="KEY=VALUE override of the run's config (repeatable)")
     parser.add_argument("--eval-set", dest="eval_overrides", action="append", default=[],
@@ -282,6 +371,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not 0 < args.target <= 1:
         parser.error("--target must be in (0, 1]")
+    if args.stages and not args.eval_after:
+        parser.error("--stages needs --eval-after")
     if args.eval_after and args.eval_cpus is None:
         args.eval_cpus = args.train_cpus
     if args.eval_cpus:
@@ -293,6 +384,7 @@ def main(argv: list[str] | None = None) -> None:
               "snapshot_every": args.snapshot_every, "overrides": args.overrides,
               "eval_overrides": args.eval_overrides,
               **({"eval_after": True} if args.eval_after else {}),
+              **({"stages": stage_bounds(args)[:-1]} if args.stages else {}),
               # only when set: files measured before the flag existed stay comparable
               **({"distributed": True} if args.distributed else {})}
     rows = earlier_rows(args.json, header, prog="time_to_strength")

@@ -80,3 +80,29 @@ def test_eval_after_judges_the_snapshots_once_the_whole_run_has_ended(tmp_path):
         assert all(p["score"] < 0.75 for p in row["points"][:-1])
     else:
         assert len(judged) == len(snapshots) and all(p["score"] < 0.75 for p in row["points"])
+
+
+def test_stages_pause_the_run_and_resume_it_until_the_target_or_the_limit(tmp_path):
+    """--eval-after --stages: the run stops at each bound of learner time, its snapshots
+    are judged, and it goes on from its checkpoint (--resume) when none reached the
+    target: one run's learner clock across the stages, every snapshot judged in order."""
+    out, data = run_bench(tmp_path, "--minutes", "1.2", "--anchor", "minimax",
+                          "--target", "0.9", "--eval-after", "--train-cpus", "0",
+                          "--stages", "0.4", "0.8")
+    assert data["stages"] == [0.4, 0.8]
+    (row,) = data["rows"]
+    assert row["minutes_to_target"] is None  # 50% is the best against minimax
+    run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
+    log = (run_dir / "train.log").read_text()
+    # three invocations: a fresh start, then two resumes, each stopped by Ctrl-C
+    assert log.count("stopping (final checkpoint)") == 3
+    assert log.count("resumed from") == 2
+    seconds = [s for s, _ in snapshot_files(run_dir)]
+    # the learner clock went on across the pauses (no stage started again from 0) and
+    # each stage ended at the snapshot nearest its bound, the last one near 1.2 minutes
+    assert all(b - a > 3 for a, b in zip(seconds, seconds[1:], strict=False))
+    assert 72 - 3 <= seconds[-1] < 72 + 6
+    assert any(24 - 3 <= s < 24 + 6 for s in seconds)
+    assert [p["minutes"] for p in row["points"]] == [s / 60 for s in seconds]
+    assert row["positions_per_s"] > 0 and row["steps_per_s"] > 0
+    assert "| tictactoe | >1.2 | >1.2 |" in out

@@ -3,6 +3,7 @@ above every run that did, and a median that lands on one says so."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib.util
 import sys
@@ -45,6 +46,15 @@ def test_run_rates_come_from_the_final_status_and_a_missing_one_is_unknown(tmp_p
     assert tts.run_rates(tmp_path) == (60.0, 4.5)
     (tmp_path / "status.json").write_text('{"elapsed_s": 0, "positions": 1}')
     assert tts.run_rates(tmp_path) is None
+
+
+def test_stage_bounds_are_the_pauses_below_the_limit_in_order_then_the_limit():
+    def bounds(stages, minutes=40.0):
+        return tts.stage_bounds(argparse.Namespace(stages=stages, minutes=minutes))
+
+    assert bounds([20.0, 10.0, 10.0]) == [10.0, 20.0, 40.0]
+    assert bounds([10.0, 40.0, 55.0, 0.0]) == [10.0, 40.0]  # none at or past the limit
+    assert bounds([]) == [40.0]
 
 
 def test_rows_written_before_the_rates_existed_still_load():
