@@ -331,14 +331,16 @@ class AuditedRun:
 def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float,
               gap_s: tuple[float, float] = (1.0, 3.0), settings: list[str] | None = None,
               targets: tuple[tuple[str, float], ...] = TARGETS, then_s: float = 0.0,
-              then_steps: int = 0,
+              then_steps: int = 0, then_until: Callable[[dict], bool] | None = None,
+              then_timeout_s: float = 600.0,
               log: Callable[[str], None] = lambda line: None) -> ChaosResult:
     """Start a run (local Ray must be up) on its own supervised redis-server, kill
     ``kills`` processes at seeded random moments (or until ``max_s``), stop, audit.
     ``targets``: what to kill, with the odds of each (a kind picks one of its actors);
     ``then_s``: seconds the run goes on after the last kill, before the stop;
     ``then_steps``: and at least until the learner took this many steps after the last
-    kill (a quiet tail measured in training, not in the machine's speed; at most 600 s)."""
+    kill (a quiet tail measured in training, not in the machine's speed), and then until
+    ``then_until(status)`` holds, all within ``then_timeout_s``."""
     rng = random.Random(seed)
     with AuditedRun(run_dir, run_id, settings) as run:
         watch = run.watch
@@ -359,7 +361,8 @@ def chaos_run(run_dir: Path, run_id: str, *, seed: int, kills: int, max_s: float
             log(line)
         steps_at_last_kill = watch.poll()["learner_steps"]
         watch.sleep(then_s)
-        watch.until(lambda st: st["learner_steps"] >= steps_at_last_kill + then_steps, 600)
+        watch.until(lambda st: st["learner_steps"] >= steps_at_last_kill + then_steps
+                    and (then_until is None or then_until(st)), then_timeout_s)
         ledger, final = run.finish(log)
         return ChaosResult(done, ledger, final, watch.decreases, watch.games_below,
                            round(time.monotonic() - start, 1), run.handle.controller_restarts)

@@ -7,8 +7,8 @@ real Ray and a real redis-server.
   on from it (steps never go back), and back to 2.
 - kill -9 of learner replicas at random moments of a tic-tac-toe run: each kill
   breaks the group, which is formed anew from the checkpoint; the ledger of every game
-  appended is exact; the trained net then plays tic-tac-toe perfectly (never loses to
-  minimax, never misses a win against random).
+  appended is exact; a checkpoint of the group then plays tic-tac-toe perfectly (no line
+  of replies beats it, with either colour; it never misses a win against random).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import collections
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
 import time
 
@@ -31,7 +32,6 @@ from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run
 from zeroforge.deploy.ray.naming import run_actor_names
 from zeroforge.shared.games import make_game
-from zeroforge.shared.players.arena import play_match
 from zeroforge.shared.players.factory import make_player
 from zeroforge.shared.search.config import SearchConfig
 
@@ -134,6 +134,13 @@ def test_a_hung_member_breaks_the_group_and_leaves_no_process_behind(
     assert run_actor_names(run_id) == []
 
 
+PERFECT_BY_STEPS = 30_000
+"""Group steps by which a checkpoint of the run must play perfectly."""
+CHECK_EVERY_STEPS = 1500
+"""Group steps between two tries of the run's checkpoint."""
+
+
+@pytest.mark.timeout(1500)  # ~5 minutes on 2 idle cores; the bound is for a slow learner
 def test_killed_replicas_lose_no_game_and_the_group_learns_perfect_play(local_ray, run_id,
                                                                          tmp_path):
     # the tic-tac-toe preset's learning settings, a group of two, kills of either rank
@@ -149,32 +156,52 @@ def test_killed_replicas_lose_no_game_and_the_group_learns_perfect_play(local_ra
                 "distributed.inference=local", "distributed.worker_cpus=0.25",
                 "distributed.learner_cpus=0.25", "distributed.evaluator=false",
                 "distributed.monitor_interval_s=0.3"]
-    # four kills in the first ~minute, then a quiet tail of at least 9,000 group steps
-    # (about three minutes here, near the preset's 9,775 steps to perfect play; counted in
-    # steps so a slower machine trains as much)
+    from benchmarks.learn_tictactoe import losing_lines, missed_wins_against_random
+
+    game = make_game("tictactoe")
+    search = SearchConfig(num_simulations=64)  # MCTSPlayer: no noise, most-visited move
+    judged = tmp_path / "judged.pt"
+    tries: list[tuple[int, int]] = []  # (group steps, lines lost) of each checkpoint tried
+
+    def plays_perfectly(st: dict) -> bool:
+        """Whether the run's latest checkpoint loses no line against every reply (both
+        colours); fails the test if none did by ``PERFECT_BY_STEPS``. A try every
+        ``CHECK_EVERY_STEPS`` at most: a try takes a core for seconds, which the group's
+        replicas must not miss for their collective's timeout."""
+        if tries and st["learner_steps"] < tries[-1][0] + CHECK_EVERY_STEPS:
+            return False
+        shutil.copyfile(tmp_path / "checkpoint.pt", judged)  # replaced every 5 s
+        agent = make_player(f"net:{judged}", game, search=search)
+        lost, _ = losing_lines(game, agent, np.random.default_rng(len(tries)))
+        tries.append((int(st["learner_steps"]), lost))
+        assert lost == 0 or st["learner_steps"] < PERFECT_BY_STEPS, (
+            f"no checkpoint played perfectly by {PERFECT_BY_STEPS} steps: {tries}")
+        return lost == 0
+
+    # four kills in the first ~minute, then a quiet tail of at least 6,000 group steps
+    # (counted in steps so a slower machine trains as much), and on until a checkpoint
+    # plays perfectly. Not a fixed step count: at the preset's constant learning rate the
+    # net wanders near perfect play (CI runs lost 4 of 100 games to minimax after 7,324
+    # quiet steps and 6 after 9,000; the preset's one measured run was perfect at 9,775).
     result = chaos_run(tmp_path, run_id, seed=7, kills=4, max_s=150, gap_s=(8.0, 16.0),
                        settings=settings, targets=(("learner", 1.0),), then_s=60.0,
-                       then_steps=9000, log=print)
+                       then_steps=6000, then_until=plays_perfectly, then_timeout_s=1200,
+                       log=print)
     print(f"\n{len(result.kills)} kills in {result.seconds} s, {result.final['learner_steps']} "
-          f"learner steps\n{result.ledger.table()}")
+          f"learner steps; (steps, lines lost) of each checkpoint tried: {tries}\n"
+          f"{result.ledger.table()}")
     assert len(result.kills) == 4
     assert result.ledger.problems() == []
     assert result.decreases == []
     assert result.final["state"] == "stopped"
     # every kill broke the group once (the other member was stopped with it)
     assert result.final["restarts"]["learner"] == 4
-
-    game = make_game("tictactoe")
-    search = SearchConfig(num_simulations=64)  # MCTSPlayer: no noise, most-visited move
-    agent = make_player(f"net:{tmp_path / 'checkpoint.pt'}", game, search=search)
-    rng = np.random.default_rng(5)
-    vs_minimax = play_match(game, agent, make_player("minimax", game), 100, rng)
-    assert vs_minimax.losses == 0, f"lost {vs_minimax.losses} of 100 to minimax"
-    from benchmarks.learn_tictactoe import missed_wins_against_random
-
-    chances, missed, _ = missed_wins_against_random(game, agent, 500, rng)
-    assert chances > 100 and missed == 0, f"missed {missed} of {chances} immediate wins"
     assert collections.Counter(t for _, t, _ in result.kills) == {"learner": 4}
+
+    # the checkpoint that played perfectly also never lets an immediate win go
+    agent = make_player(f"net:{judged}", game, search=search)
+    chances, missed, _ = missed_wins_against_random(game, agent, 500, np.random.default_rng(5))
+    assert chances > 100 and missed == 0, f"missed {missed} of {chances} immediate wins"
 
 
 def test_a_group_the_cluster_cannot_hold_fails_at_start(tmp_path):
