@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from machine import machine_line  # benchmarks/machine.py (scripts run from here)
 
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.local_run import LocalRun
@@ -122,8 +121,10 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
         if label in done:
             continue
         evaluator = TorchEvaluator(load_net(game, config, path, args.seed))
+        # the host too: a run judged here was trained here, and the host changes its pace
         cells, row = [], {"minutes": minutes, "label": label,
-                          "weights": str(path) if path else None, "results": {}}
+                          "weights": str(path) if path else None, "machine": machine_line(),
+                          "results": {}}
         for anchor in anchors:
             result, took = match_table(game, evaluator, config, args.sims, anchor, args.games,
                                        args.seed)
@@ -168,7 +169,7 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch threads 1")
+    print(machine_line())
     overrides = list(args.overrides) + [f"run.seed={args.seed}"]
     if args.minutes is not None:
         overrides.append(f"run.minutes={args.minutes}")
