@@ -56,15 +56,18 @@ def go9_screen(data: DataDir) -> Table:
                  rows, frozenset({4, 5}))
 
 
-GO9_GNUGO = (("go9-gnugo1-seed0.json", 0), ("go9-gnugo1-seed1.json", 1))
-"""The go9 preset's reported runs judged against GnuGo level 1: (file, seed)."""
+GO9_GNUGO = (("go9-gnugo1-seed0.json", "seed 0"), ("go9-gnugo1-seed1.json", "seed 1"),
+             ("go9-gnugo1-seed2.json", "seed 2, Zen 3 host"))
+"""The go9 preset's reported runs judged against GnuGo level 1: (file, column). Seeds 0
+and 1 trained on the Zen 4 host (bfloat16), seed 2 on a Zen 3 (float32, about a third of
+the self-play rate)."""
 
 
 def go9_gnugo(data: DataDir) -> Table:
     """The reported go9 runs' snapshots against GnuGo 3.8 level 1 (``learn_vs_uct.py
     --curve``, 40 games a snapshot): one column a seed, one row a point of training."""
-    by_seed = {seed: {round(r["minutes"]): next(iter(r["results"].values()))
-                      for r in data.load(name)["rows"]} for name, seed in GO9_GNUGO}
+    by_seed = {column: {round(r["minutes"]): next(iter(r["results"].values()))
+                        for r in data.load(name)["rows"]} for name, column in GO9_GNUGO}
     minutes = sorted({m for points in by_seed.values() for m in points})
     rows = []
     for m in minutes:
@@ -74,7 +77,7 @@ def go9_gnugo(data: DataDir) -> Table:
             cells.append("—" if r is None else
                          f"{r['score']:.0%} (+{r['wins']} ={r['draws']} −{r['losses']})")
         rows.append([f"{m} min", *cells])
-    return Table(("training", *(f"seed {s}" for s in by_seed)), rows, frozenset({0}))
+    return Table(("training", *by_seed), rows, frozenset({0}))
 
 
 def uct_go9(data: DataDir) -> Table:
