@@ -107,13 +107,14 @@ def run_counts(run_dir: Path) -> tuple[float, float, float] | None:
         return None
 
 
-def run_rates(run_dir: Path) -> tuple[float, float] | None:
-    """(self-play positions/s, learner steps/s) over a stopped run, from its final
-    ``status.json``; None if the run wrote none."""
-    counts = run_counts(run_dir)
-    if counts is None or counts[2] <= 0:
+def run_rates(counts: list[tuple[float, float, float]]) -> tuple[float, float] | None:
+    """(self-play positions/s, learner steps/s) over a run's invocations (their
+    ``run_counts``, in order): positions and seconds add up, the learner's steps are the
+    last invocation's (the run's); None if there are none or no time passed."""
+    seconds = sum(c[2] for c in counts)
+    if not counts or seconds <= 0:
         return None
-    return counts[0] / counts[2], counts[1] / counts[2]
+    return sum(c[0] for c in counts) / seconds, counts[-1][1] / seconds
 
 
 def ratio_summary(run_dir: Path) -> dict | None:
@@ -321,11 +322,9 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
               f"{r['median']:.1f} max {r['max']:.1f} final {r['final']:.1f}", flush=True)
     if not counts and (last := run_counts(run_dir)) is not None:
         counts.append(last)
-    seconds = sum(c[2] for c in counts)
-    if counts and seconds > 0:
-        # positions and seconds add up over the stages; the learner's steps are the run's
-        result.positions_per_s = sum(c[0] for c in counts) / seconds
-        result.steps_per_s = counts[-1][1] / seconds
+    rates = run_rates(counts)
+    if rates is not None:
+        result.positions_per_s, result.steps_per_s = rates
         print(f"  {config_name} seed {seed}: the run made {result.positions_per_s:.0f} "
               f"self-play positions/s and {result.steps_per_s:.1f} learner steps/s",
               flush=True)

@@ -40,12 +40,21 @@ def test_cells():
 
 
 def test_run_rates_come_from_the_final_status_and_a_missing_one_is_unknown(tmp_path):
-    assert tts.run_rates(tmp_path) is None
+    def rates():
+        counts = tts.run_counts(tmp_path)
+        return tts.run_rates([] if counts is None else [counts])
+
+    assert rates() is None
     (tmp_path / "status.json").write_text(
         '{"elapsed_s": 200.0, "positions": 12000, "learner_steps": 900}')
-    assert tts.run_rates(tmp_path) == (60.0, 4.5)
+    assert rates() == (60.0, 4.5)
     (tmp_path / "status.json").write_text('{"elapsed_s": 0, "positions": 1}')
-    assert tts.run_rates(tmp_path) is None
+    assert rates() is None
+
+
+def test_a_staged_run_adds_its_positions_and_seconds_and_keeps_the_last_steps():
+    # a resumed learner restores its step count; positions and seconds are per invocation
+    assert tts.run_rates([(6000.0, 400.0, 100.0), (6000.0, 900.0, 100.0)]) == (60.0, 4.5)
 
 
 def test_stage_bounds_are_the_pauses_below_the_limit_in_order_then_the_limit():
