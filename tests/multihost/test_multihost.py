@@ -62,15 +62,15 @@ def test_workers_on_both_nodes_weights_back_exactly_once_then_resume(bed, start_
     played = dict(run.auditor.weights_by_worker)
     assert len(played) == 2 and min(played.values()) > 0, played
     # the run's Prometheus endpoint answers on head (the controller runs beside the driver)
-    try:
-        text = bed.call_in("head", lambda: _get(st["metrics_url"]))
-    except OSError as err:
-        raise AssertionError(f"{st['metrics_url']}: {err}; listening: " + " | ".join(
-            h + ": " + bed.run(h, ["ss", "-ltnp"]).stdout for h in ("head", "node1", "node2")
-        )) from None
-    held = {line.split("}")[0].split('"')[1]: float(line.split()[-1])
-            for line in text.splitlines() if line.startswith("zeroforge_weights_version{")}
-    assert held.get("selfplay", 0) > 0 and held.get("learner", 0) > 0, held
+    # and shows both sides' versions; it serves the actors' last reports, which lag a
+    # worker's first game with new weights by a controller tick or more on loaded cores
+    deadline = time.monotonic() + 60
+    while True:
+        held = _versions_held(bed, st["metrics_url"])
+        if held.get("selfplay", 0) > 0 and held.get("learner", 0) > 0:
+            break
+        assert time.monotonic() < deadline, held
+        time.sleep(1)
     run.stop()
     before = run.ledger()
     print(before.table())
@@ -247,6 +247,19 @@ def test_virtual_workers_on_both_nodes_take_each_publish_once_per_node(bed, star
     # a blob per node, plus each worker's small reads (polls, the version's record)
     assert 1.5 <= doc["redis_bytes_per_publish_in_blobs"] < 3.0, doc
     assert doc["weight_fetches"]["node_cache"] > 10 * doc["weight_fetches"]["redis"], doc
+
+
+def _versions_held(bed: Bed, url: str) -> dict[str, float]:
+    """``zeroforge_weights_version`` by component, as the run's endpoint (on head) serves
+    it."""
+    try:
+        text = bed.call_in("head", lambda: _get(url))
+    except OSError as err:
+        raise AssertionError(f"{url}: {err}; listening: " + " | ".join(
+            h + ": " + bed.run(h, ["ss", "-ltnp"]).stdout for h in ("head", "node1", "node2")
+        )) from None
+    return {line.split("}")[0].split('"')[1]: float(line.split()[-1])
+            for line in text.splitlines() if line.startswith("zeroforge_weights_version{")}
 
 
 def _get(url: str) -> str:
