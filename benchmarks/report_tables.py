@@ -56,6 +56,26 @@ def go9_screen(data: DataDir) -> Table:
                  rows, frozenset({4, 5}))
 
 
+GO9_GUMBEL_SCREEN = "go9-screen-gumbel.json"
+"""The go9 preset's PUCT self-play (forced playouts) against Gumbel, side by side (seeds 100
+and 101)."""
+
+
+def go9_screen_gumbel(data: DataDir) -> Table:
+    """The Gumbel screen: each run's search, totals and judged snapshots."""
+    runs = data.load(GO9_GUMBEL_SCREEN)["runs"].values()
+    points = sorted({round(row["minutes"]) for run in runs for row in run["eval"]["rows"]})
+    rows = []
+    for run in runs:
+        t = run["totals"]
+        rows.append([str(run["seed"]), run["search"], thousands(t["games"]),
+                     thousands(t["positions"]), thousands(t["learner_steps"]),
+                     *(_screen_cell(run["eval"], m) for m in points)])
+    return Table(("seed", "self-play search", "games", "positions", "learner steps",
+                  *(f"vs `uct:1000` at {m:g} min" for m in points)), rows,
+                 frozenset({2, 3, 4}))
+
+
 GO9_GNUGO = (("go9-gnugo1-seed0.json", "seed 0"), ("go9-gnugo1-seed1.json", "seed 1"),
              ("go9-gnugo1-seed2.json", "seed 2, Zen 3 host"))
 """The go9 preset's reported runs judged against GnuGo level 1: (file, column). Seeds 0
@@ -234,6 +254,7 @@ TABLES: dict[str, Builder] = {
     "tts-playout-cap": report_tts.playout_cap,
     "gpu-runs": gpu_runs,
     "go9-screen": go9_screen,
+    "go9-screen-gumbel": go9_screen_gumbel,
     "go9-gnugo": go9_gnugo,
     "uct-go9": uct_go9,
     "tts-go9": report_tts.go9,
