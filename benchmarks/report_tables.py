@@ -258,7 +258,8 @@ TABLES: dict[str, Builder] = {
     "go9-gnugo": go9_gnugo,
     "uct-go9": uct_go9,
     "tts-go9": report_tts.go9,
-    "ablation-go9": report_tts.ablation_go9,
+    "ablation-go9": report_tts.ablation_go9,  # the Zen 4 host's runs
+    "ablation-go9-zen3": partial(report_tts.ablation_go9, prefix="ablation-go9-zen3"),
     "learner-replicas": learner_replicas,
     "scale-sim-bare": scale_sim_bare,
     "scale-sim-controller": scale_sim_controller,

@@ -207,19 +207,20 @@ ABLATION = (("full", "the `go9` preset"),
             ("no-mixed-sizes", "9×9 only, no 7×7 games (item 4)"),
             ("no-forced-playouts", "no forced playouts (item 5)"))
 """The go9 ablation's variants in the order they run (label, what it removes); each
-seed's run is ``docs/data/ablation-go9-LABEL-seedS.json``."""
+seed's run is ``docs/data/PREFIX-LABEL-seedS.json``, one prefix per host type."""
 NOT_RUN = "not run yet"
 
 
-def ablation_go9(data: DataDir) -> Table:
+def ablation_go9(data: DataDir, prefix: str = "ablation-go9") -> Table:
     """Time to 50% against ``uct:1000`` with one of issue 26's levers removed at a time,
     two seeds each, runs capped at 40 minutes; a run whose file is not there yet shows as
-    such, and a variant gets its median once both seeds ran."""
+    such, and a variant gets its median once both seeds ran. ``prefix`` picks the host
+    type's runs (the twelve share one: self-play rates differ ~3x between hosts)."""
     rows: list[list[str]] = []
     for label, removed in ABLATION:
         runs: dict[int, Seed] = {}
         for s in ABLATION_SEEDS:
-            name = f"ablation-go9-{label}-seed{s}.json"
+            name = f"{prefix}-{label}-seed{s}.json"
             if (data.root / name).is_file():
                 runs |= seeds(data, name)
         cells = [runs[s].cell() if s in runs else NOT_RUN for s in ABLATION_SEEDS]

@@ -15,6 +15,8 @@ import socket
 import time
 import urllib.request
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.fault_report import report
 from tests.integration.test_chaos import Ledger
 from tests.multihost.bed_run import ZEROFORGE, BedRun, ips
@@ -258,8 +260,9 @@ def _versions_held(bed: Bed, url: str) -> dict[str, float]:
         raise AssertionError(f"{url}: {err}; listening: " + " | ".join(
             h + ": " + bed.run(h, ["ss", "-ltnp"]).stdout for h in ("head", "node1", "node2")
         )) from None
-    return {line.split("}")[0].split('"')[1]: float(line.split()[-1])
-            for line in text.splitlines() if line.startswith("zeroforge_weights_version{")}
+    return {s.labels["component"]: s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == "zeroforge_weights_version"}
 
 
 def _get(url: str) -> str:

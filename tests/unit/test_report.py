@@ -164,11 +164,12 @@ def test_the_ablation_table_shows_what_ran_and_what_did_not(tmp_path):
     from report_layout import DataDir
     from report_tts import NOT_RUN, ablation_go9
 
-    def tts_file(label: str, seed: int, minutes: float | None, scores: list[float]) -> None:
+    def tts_file(label: str, seed: int, minutes: float | None, scores: list[float],
+                 prefix: str = "ablation-go9") -> None:
         row = {"config": "go9", "seed": seed, "minutes_to_target": minutes,
                "points": [{"minutes": 2.0 * (i + 1), "score": sc} for i, sc in
                           enumerate(scores)], "positions_per_s": 160.0, "steps_per_s": 5.0}
-        (tmp_path / f"ablation-go9-{label}-seed{seed}.json").write_text(
+        (tmp_path / f"{prefix}-{label}-seed{seed}.json").write_text(
             json.dumps({"minutes": 40.0, "rows": [row]}))
 
     tts_file("full", 0, 4.0, [0.3, 0.55])
@@ -180,3 +181,13 @@ def test_the_ablation_table_shows_what_ran_and_what_did_not(tmp_path):
     assert rows["no Go input features (item 3)"][:3] == [">40 [10, 20]", NOT_RUN, "—"]
     assert rows["no global pooling (item 2)"] == [NOT_RUN, NOT_RUN, "—", "—", "—"]
     assert len(data.used) == 3  # the footer names the files read, and only those
+
+    # another host type's runs sit beside them under their own prefix, never mixed in
+    tts_file("full", 0, 8.0, [0.2, 0.3, 0.4, 0.7], prefix="ablation-go9-zen3")
+    other = DataDir(tmp_path)
+    rows = {r[0]: r[1:] for r in ablation_go9(other, prefix="ablation-go9-zen3").rows}
+    assert rows["the `go9` preset"][:3] == ["8.0 [20, 30, 40, 70]", NOT_RUN, "—"]
+    assert rows["no Go input features (item 3)"][:2] == [NOT_RUN, NOT_RUN]
+    assert len(other.used) == 1
+    assert {r[0]: r[1] for r in ablation_go9(DataDir(tmp_path)).rows}[
+        "the `go9` preset"] == "4.0 [30, 55]"
