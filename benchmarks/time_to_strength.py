@@ -33,7 +33,10 @@ learner time), its snapshots so far are judged, and it goes on (``zeroforge trai
 not the whole ``--minutes``.
 
 Rows already in the ``--json`` file (same measurement) are not run again, so an interrupted
-table goes on where it stopped.
+table goes on where it stopped. A staged run keeps its progress (the stages trained, the
+snapshots judged) in ``RUN_DIR/tts-progress.json``: stopped part way (Ctrl-C, SIGTERM, the
+end of a sitting), the same command goes on with it from its checkpoint instead of starting
+it again.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,12 +63,15 @@ from machine import load_averages, machine_line
 from tts_rule import median_cell, minutes_cell
 
 from zeroforge.deploy.config import TrainConfig, load_train_config
+from zeroforge.learner.learner import CheckpointError, load_checkpoint
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 from zeroforge.shared.run_files import snapshot_files
 
 POLL_S = 2.0
 """How often the run dir is looked at for new snapshots while nothing is left to evaluate."""
+PROGRESS = "tts-progress.json"
+"""A staged run's progress in its run dir (``save_progress``), for going on with it."""
 
 
 @dataclass
@@ -93,6 +100,9 @@ class SeedResult:
     """``machine.machine_line()`` at the start: the CPU and the load averages then."""
     load_end: str = ""
     """The 1-, 5- and 15-minute load averages when the run and its judging ended."""
+    resumed: list[str] = field(default_factory=list)
+    """``machine_line()`` of each later sitting a staged run went on in (empty: it ran in
+    one), so a run that changed hosts shows it."""
 
 
 def run_counts(run_dir: Path) -> tuple[float, float, float] | None:
@@ -211,8 +221,10 @@ class SnapshotJudge:
     ``SeedResult``, and says when one reached the target."""
 
     def __init__(self, args, config_name: str, seed: int, run_dir: Path,
-                 result: SeedResult) -> None:
+                 result: SeedResult, on_judged=lambda: None) -> None:
         self.args, self.seed, self.run_dir, self.result = args, seed, run_dir, result
+        self.on_judged = on_judged
+        """Called after each snapshot's score is in ``result`` (saves the progress)."""
         self.config = load_train_config(config_name, list(args.overrides))
         self.judged = agent_config(config_name, args)
         self.game = make_game(self.config.game)
@@ -237,8 +249,8 @@ class SnapshotJudge:
               f"{match.score:.0%} (+{match.wins} ={match.draws} -{match.losses})", flush=True)
         if match.score >= a.target:
             r.minutes_to_target = minutes
-            return True
-        return False
+        self.on_judged()
+        return r.minutes_to_target is not None
 
     def judge_written(self) -> bool:
         """Judge every snapshot written so far, in order, up to the first at the target."""
@@ -252,45 +264,121 @@ def stage_bounds(args) -> list[float]:
 
 
 def run_stages(args, config_name: str, seed: int, run_dir: Path, judge: SnapshotJudge,
-               counts: list[tuple[float, float, float]]) -> subprocess.Popen:
-    """``--eval-after --stages``: train to each bound in turn (``--resume`` after the
-    first), judging the snapshots after each; stops at the first snapshot at the target.
-    A stage ends at its first snapshot within half a snapshot interval of its bound, so
-    the pauses cost wall time but no learner time. Appends each stage's ``run_counts``;
-    returns the last stage's process (stopped)."""
-    trained_min = 0.0
+               counts: list[tuple[float, float, float]],
+               save: Callable[[], None]) -> subprocess.Popen | None:
+    """``--eval-after --stages``: train to each bound in turn (``--resume`` once the run
+    has a checkpoint), judging the snapshots after each; stops at the first snapshot at
+    the target. A stage ends at its first snapshot within half a snapshot interval of its
+    bound, so the pauses cost wall time but no learner time; a bound the run's snapshots
+    already reach (a run going on from its progress) trains nothing. Appends each stage's
+    ``run_counts`` and calls ``save`` after it; returns the last stage's process (stopped;
+    None if none ran)."""
     proc = None
+    judge.judge_written()  # a run going on: its last stage's snapshots not judged yet
     for bound in stage_bounds(args):
-        # the run's own limit, a minute past the bound, is only a backstop
-        proc = start_run(args, config_name, seed, run_dir, bound - trained_min + 1,
-                         resume=proc is not None)
-        due_s = bound * 60 - args.snapshot_every / 2
-        while proc.poll() is None and not any(s >= due_s for s, _ in judge.fresh()):
-            time.sleep(POLL_S)
-        stop_run(proc)
-        stage = run_counts(run_dir)
-        if stage is not None:
-            counts.append(stage)
-        if proc.returncode not in (0, -signal.SIGINT, 130) or judge.judge_written():
+        if judge.result.minutes_to_target is not None:
             break
+        due_s = bound * 60 - args.snapshot_every / 2
         written = [s for s, _ in snapshot_files(run_dir)]
-        trained_min = max(written, default=0.0) / 60
+        if not any(s >= due_s for s in written):
+            # the run's own limit, a minute past the bound, is only a backstop
+            proc = start_run(args, config_name, seed, run_dir,
+                             bound - max(written, default=0) / 60 + 1,
+                             resume=(run_dir / "checkpoint.pt").is_file())
+            while proc.poll() is None and not any(s >= due_s for s, _ in judge.fresh()):
+                time.sleep(POLL_S)
+            stop_run(proc)
+            stage = run_counts(run_dir)
+            if stage is not None:
+                counts.append(stage)
+            save()
+            if proc.returncode not in (0, -signal.SIGINT, 130):
+                break
+        judge.judge_written()
     return proc
 
 
-def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResult:
-    """Run one seed, evaluating its snapshots as they come, until the target or the end."""
+def save_progress(run_dir: Path, key: dict, result: SeedResult, judged: set[Path],
+                  counts: list[tuple[float, float, float]], wall_s: float) -> None:
+    """Write ``RUN_DIR/tts-progress.json`` (atomically): the measurement it belongs to, the
+    result so far, the snapshots judged, the stages' counts and the wall seconds spent."""
+    doc = {"key": key, "result": result.__dict__, "judged": sorted(p.name for p in judged),
+           "counts": counts, "wall_s": wall_s}
+    tmp = run_dir / (PROGRESS + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(run_dir / PROGRESS)
+
+
+def restore_progress(run_dir: Path, key: dict, result: SeedResult, judged: set[Path],
+                     counts: list[tuple[float, float, float]]) -> float:
+    """Go on with a staged run from its progress file: fills ``result``, ``judged`` and
+    ``counts`` and returns the wall seconds already spent. Snapshots written after the
+    run's checkpoint (a run killed mid-stage) are deleted: the resumed learner trains that
+    time again. A run dir without a progress file is set aside (``-set-aside-TIME``) and
+    the run starts afresh; one holding another measurement's progress is an error."""
+    path = run_dir / PROGRESS
+    if not path.is_file():
+        if run_dir.exists():
+            aside = run_dir.with_name(f"{run_dir.name}-set-aside-{int(time.time())}")
+            run_dir.rename(aside)
+            print(f"  {run_dir}: no {PROGRESS}, so not a staged run of this script to go "
+                  f"on with: moved to {aside}, starting afresh", flush=True)
+        return 0.0
+    doc = json.loads(path.read_text())
+    if doc.get("key") != key:
+        raise SystemExit(f"time_to_strength: {path} belongs to another measurement (other "
+                         f"flags or --set); give this one another --out or --label")
+    now = result.machine
+    for name, value in doc["result"].items():
+        setattr(result, name, value)
+    result.resumed = [*result.resumed, now]
+    judged |= {run_dir / "snapshots" / name for name in doc["judged"]}
+    counts.extend(tuple(c) for c in doc["counts"])
+    try:
+        trained_s = float(load_checkpoint(run_dir / "checkpoint.pt")["extra"]["trained_s"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        trained_s = 0.0  # no usable checkpoint: the run starts its training again
+    for seconds, snap in snapshot_files(run_dir):
+        if seconds > trained_s + 1 and snap not in judged:
+            snap.unlink()
+            print(f"  {snap}: past the run's checkpoint ({trained_s:.0f} s), deleted",
+                  flush=True)
+    print(f"  {run_dir}: going on from {PROGRESS} ({len(result.points)} snapshots judged)",
+          flush=True)
+    return float(doc["wall_s"])
+
+
+def measure_seed(args, config_name: str, seed: int, out_root: Path,
+                 key: dict | None = None) -> SeedResult:
+    """Run one seed, evaluating its snapshots as they come, until the target or the end.
+    A staged run (``--eval-after --stages``) keeps its progress under ``key`` (the
+    measurement: the ``--json`` header, config and seed) and goes on from it."""
     run_dir = out_root / f"{Path(config_name).stem}-seed{seed}"
     result = SeedResult(config_name, seed,
                         started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                         machine=machine_line())
-    judge = SnapshotJudge(args, config_name, seed, run_dir, result)
-    start = time.monotonic()
     counts: list[tuple[float, float, float]] = []
+    staged = bool(args.eval_after and args.stages)
+    judged: set[Path] = set()
+    earlier_s = 0.0
+    if staged:
+        key = {**(key or {}), "config": config_name, "seed": seed}
+        earlier_s = restore_progress(run_dir, key, result, judged, counts)
+        run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+
+    def save() -> None:
+        if staged:
+            save_progress(run_dir, key, result, judge.seen, counts,
+                          earlier_s + time.monotonic() - start)
+
+    judge = SnapshotJudge(args, config_name, seed, run_dir, result, on_judged=save)
+    judge.seen |= judged
     proc = None
     try:
-        if args.eval_after and args.stages:
-            proc = run_stages(args, config_name, seed, run_dir, judge, counts)
+        if staged:
+            save()
+            proc = run_stages(args, config_name, seed, run_dir, judge, counts, save)
         else:
             # --eval-after stops the run itself at --minutes (Ctrl-C: no final
             # evaluation); the run's own limit, a little later, is only a backstop
@@ -313,7 +401,7 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path) -> SeedResul
     finally:
         if proc is not None:
             stop_run(proc)
-        result.run_minutes = (time.monotonic() - start) / 60
+        result.run_minutes = (earlier_s + time.monotonic() - start) / 60
         result.load_end = load_averages()
     result.samples_per_insert = ratio_summary(run_dir)
     if result.samples_per_insert:
@@ -368,6 +456,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="KEY=VALUE override of the evaluated agent's config only, e.g. "
                         "search.gumbel=true; the run's search.* overrides never reach it")
     args = parser.parse_args(argv)
+    # SIGTERM (a sitting's end) unwinds like Ctrl-C: the run gets its clean stop and a
+    # staged run keeps its progress
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not 0 < args.target <= 1:
         parser.error("--target must be in (0, 1]")
     if args.stages and not args.eval_after:
@@ -392,7 +483,7 @@ def main(argv: list[str] | None = None) -> None:
         for seed in args.seeds:
             if any(r["config"] == config_name and r["seed"] == seed for r in rows):
                 continue
-            r = measure_seed(args, config_name, seed, out_root)
+            r = measure_seed(args, config_name, seed, out_root, header)
             rows.append(r.__dict__)
             if args.json:
                 Path(args.json).write_text(json.dumps({**header, "rows": rows}, indent=1)
