@@ -111,9 +111,10 @@ def test_stages_pause_the_run_and_resume_it_until_the_target_or_the_limit(tmp_pa
     assert "| tictactoe | >1.2 | >1.2 |" in out
 
 
-def _stopped_in_stage_two(tmp_path: Path, how: int) -> subprocess.Popen:
+def _stopped_part_way(tmp_path: Path, how: int, resumes: int) -> subprocess.Popen:
     """The staged command of ``run_bench``, stopped by signal ``how`` (to its whole process
-    group, as the end of a sitting stops it) once its second stage has trained a snapshot."""
+    group, as the end of a sitting stops it) once its run has been resumed ``resumes``
+    times and has written a snapshot not judged yet."""
     cmd = [sys.executable, "time_to_strength.py", "--config", "tictactoe", "--seeds", "0",
            "--snapshot-every", "6", "--games", "4", "--sims", "16", "--label", "t",
            "--out", str(tmp_path / "runs"), "--json", str(tmp_path / "rows.json"),
@@ -124,9 +125,9 @@ def _stopped_in_stage_two(tmp_path: Path, how: int) -> subprocess.Popen:
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         log = run_dir / "train.log"
-        if log.is_file() and "resumed from" in log.read_text():
-            stage_one = json.loads((run_dir / "tts-progress.json").read_text())["judged"]
-            if any(p.name not in stage_one for p in (run_dir / "snapshots").iterdir()):
+        if log.is_file() and log.read_text().count("resumed from") >= resumes:
+            judged = json.loads((run_dir / "tts-progress.json").read_text())["judged"]
+            if any(p.name not in judged for p in (run_dir / "snapshots").iterdir()):
                 break
         time.sleep(0.5)
     assert proc.poll() is None, proc.communicate()[0]
@@ -139,36 +140,25 @@ STAGED = ("--minutes", "1.2", "--anchor", "minimax", "--target", "0.9", "--eval-
           "--train-cpus", "0", "--stages", "0.4", "0.8")
 
 
-def _goes_on_with_every_snapshot_judged_once(tmp_path: Path) -> str:
+def test_a_staged_run_stopped_part_way_goes_on_from_its_progress(tmp_path):
+    """Stopped by SIGTERM, the run unwinds like Ctrl-C (the run's clean stop, exit 143, no
+    row yet); the same command goes on from the checkpoint. Killed (SIGKILL to the group,
+    no clean stop), the snapshots past its last checkpoint are deleted, as the resumed
+    learner trains that stretch again. In the end one learner clock, every snapshot judged
+    once, in order, and the row says which sittings it took."""
+    run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
+    proc = _stopped_part_way(tmp_path, signal.SIGTERM, resumes=1)
+    assert proc.returncode == 143
+    assert not (tmp_path / "rows.json").exists()
+    proc = _stopped_part_way(tmp_path, signal.SIGKILL, resumes=2)
+    assert proc.returncode == -signal.SIGKILL
     out, data = run_bench(tmp_path, *STAGED)
     (row,) = data["rows"]
-    run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
     assert "going on from tts-progress.json" in out
-    assert len(row["resumed"]) == 1 and row["resumed"][0].startswith("machine: ")
+    assert len(row["resumed"]) == 2 and row["resumed"][0].startswith("machine: ")
     seconds = [s for s, _ in snapshot_files(run_dir)]
-    # one learner clock: no snapshot of a lost stretch left, each judged once, in order
     assert all(b - a > 3 for a, b in zip(seconds, seconds[1:], strict=False))
     assert [p["minutes"] for p in row["points"]] == [s / 60 for s in seconds]
     assert 72 - 3 <= seconds[-1] < 72 + 6 and row["minutes_to_target"] is None
     assert row["run_minutes"] > 0.8 and row["positions_per_s"] > 0
-    return out
-
-
-def test_a_staged_run_stopped_by_sigterm_goes_on_from_its_progress(tmp_path):
-    """SIGTERM unwinds like Ctrl-C (the run's clean stop, exit 143, no row yet); the same
-    command then goes on from the checkpoint instead of starting the run again."""
-    proc = _stopped_in_stage_two(tmp_path, signal.SIGTERM)
-    assert proc.returncode == 143
-    assert not (tmp_path / "rows.json").exists()
-    _goes_on_with_every_snapshot_judged_once(tmp_path)
-    log = (tmp_path / "runs" / "t" / "tictactoe-seed0" / "train.log").read_text()
-    assert log.count("resumed from") >= 2
-
-
-def test_a_staged_run_killed_mid_stage_drops_what_its_checkpoint_lost(tmp_path):
-    """SIGKILL to the group (no clean stop): snapshots past the run's last checkpoint are
-    deleted, as the resumed learner trains that stretch again, and nothing is judged
-    twice or missed."""
-    proc = _stopped_in_stage_two(tmp_path, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL
-    _goes_on_with_every_snapshot_judged_once(tmp_path)
+    assert (run_dir / "train.log").read_text().count("resumed from") >= 3
