@@ -66,7 +66,7 @@ from zeroforge.deploy.config import TrainConfig, load_train_config
 from zeroforge.learner.learner import CheckpointError, load_checkpoint
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
-from zeroforge.shared.run_files import snapshot_files
+from zeroforge.shared.run_files import SNAPSHOT_DIR, snapshot_files
 
 POLL_S = 2.0
 """How often the run dir is looked at for new snapshots while nothing is left to evaluate."""
@@ -274,7 +274,8 @@ def run_stages(args, config_name: str, seed: int, run_dir: Path, judge: Snapshot
     ``run_counts`` and calls ``save`` after it; returns the last stage's process (stopped;
     None if none ran)."""
     proc = None
-    judge.judge_written()  # a run going on: its last stage's snapshots not judged yet
+    if judge.result.minutes_to_target is None:
+        judge.judge_written()  # a run going on: its last stage's snapshots not judged yet
     for bound in stage_bounds(args):
         if judge.result.minutes_to_target is not None:
             break
@@ -332,7 +333,7 @@ def restore_progress(run_dir: Path, key: dict, result: SeedResult, judged: set[P
     for name, value in doc["result"].items():
         setattr(result, name, value)
     result.resumed = [*result.resumed, now]
-    judged |= {run_dir / "snapshots" / name for name in doc["judged"]}
+    judged |= {run_dir / SNAPSHOT_DIR / name for name in doc["judged"]}
     counts.extend(tuple(c) for c in doc["counts"])
     try:
         trained_s = float(load_checkpoint(run_dir / "checkpoint.pt")["extra"]["trained_s"])
