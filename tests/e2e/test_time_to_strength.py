@@ -17,15 +17,18 @@ from zeroforge.shared.run_files import snapshot_files
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
+def bench_cmd(tmp_path: Path, *extra: str) -> list[str]:
+    """The script on a small tic-tac-toe run, its runs and rows under ``tmp_path``."""
+    return [sys.executable, "time_to_strength.py", "--config", "tictactoe", "--seeds", "0",
+            "--snapshot-every", "6", "--games", "4", "--sims", "16", "--label", "t",
+            "--out", str(tmp_path / "runs"), "--json", str(tmp_path / "rows.json"), *extra]
+
+
 def run_bench(tmp_path: Path, *extra: str) -> tuple[str, dict]:
-    rows = tmp_path / "rows.json"
-    proc = subprocess.run(
-        [sys.executable, "time_to_strength.py", "--config", "tictactoe", "--seeds", "0",
-         "--snapshot-every", "6", "--games", "4", "--sims", "16", "--label", "t",
-         "--out", str(tmp_path / "runs"), "--json", str(rows), *extra],
-        cwd=BENCH, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(bench_cmd(tmp_path, *extra), cwd=BENCH, capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout, json.loads(rows.read_text())
+    return proc.stdout, json.loads((tmp_path / "rows.json").read_text())
 
 
 def test_stops_the_run_at_the_first_snapshot_that_reaches_the_target(tmp_path):
@@ -115,12 +118,8 @@ def _stopped_part_way(tmp_path: Path, how: int, resumes: int) -> subprocess.Pope
     """The staged command of ``run_bench``, stopped by signal ``how`` (to its whole process
     group, as the end of a sitting stops it) once its run has been resumed ``resumes``
     times and has written a snapshot not judged yet."""
-    cmd = [sys.executable, "time_to_strength.py", "--config", "tictactoe", "--seeds", "0",
-           "--snapshot-every", "6", "--games", "4", "--sims", "16", "--label", "t",
-           "--out", str(tmp_path / "runs"), "--json", str(tmp_path / "rows.json"),
-           *STAGED]
-    proc = subprocess.Popen(cmd, cwd=BENCH, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(bench_cmd(tmp_path, *STAGED), cwd=BENCH, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
