@@ -10,22 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.unit.test_go import KO
+from tests.unit.test_go import KO, play, position
 from zeroforge.shared.games import go_features as F
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
 from zeroforge.shared.games.sampling import sample_legal
-
-
-def position(game: Go, picture: str, to_play: int = 0, ko_point: int = -1) -> GoState:
-    return game.position_from_ascii(picture, to_play=to_play, ko_point=ko_point)
-
-
-def play(game: Go, state: GoState, *moves: str) -> GoState:
-    """Play moves in GTP notation one after the other (game 0 of a batch of 1)."""
-    for m in moves:
-        state = game.step(state, np.array([game.parse_action(m)]))
-    return state
 
 
 def grid(picture: str) -> np.ndarray:
