@@ -52,6 +52,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def page_url(host: str, port: int) -> str:
+    """The URL (no token) of a page served on ``host:port``: a server bound to every
+    interface shows the machine's name, which is what others can reach; IPv6 in brackets."""
+    shown = socket.gethostname() if host in ("", "0.0.0.0", "::") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/"
+
+
 def plotly_js() -> Path:
     """The plotly.js bundle shipped inside the ``plotly`` Python package."""
     path = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
@@ -113,11 +122,7 @@ class RunServer:
         self._plotly = plotly_js()
         self._httpd = ThreadingHTTPServer((host, port), _handler(self))
         self._httpd.daemon_threads = True
-        # bound to every interface: the machine's name is what others can reach
-        shown = socket.gethostname() if host in ("", "0.0.0.0", "::") else host
-        if ":" in shown:
-            shown = f"[{shown}]"
-        self.url = f"http://{shown}:{self._httpd.server_port}/"
+        self.url = page_url(host, self._httpd.server_port)
         """The page's URL, without the token."""
         # a short poll interval: close() (shutdown) returns within 0.1 s
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.1,),

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import socket
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,7 +34,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import numpy as np
 
-from zeroforge.deploy.dashboard.server import is_loopback, token_ok, write_token
+from zeroforge.deploy.dashboard.server import is_loopback, page_url, token_ok, write_token
 from zeroforge.deploy.play.terminal import LABELS, describe_analysis, hint_player, undo_turn
 from zeroforge.shared.games import PRESETS, make_game
 from zeroforge.shared.games.base import COLUMN_LETTERS, Game, IllegalMoveError
@@ -301,10 +300,7 @@ class BoardServer:
         self.token = token
         self._httpd = ThreadingHTTPServer((host, port), _handler(self))
         self._httpd.daemon_threads = True
-        shown = socket.gethostname() if host in ("", "0.0.0.0", "::") else host
-        if ":" in shown:
-            shown = f"[{shown}]"
-        self.url = f"http://{shown}:{self._httpd.server_port}/"
+        self.url = page_url(host, self._httpd.server_port)
         """The page's URL, without the token."""
         self._thread: threading.Thread | None = None
 

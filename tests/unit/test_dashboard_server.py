@@ -5,6 +5,7 @@ fixed RunStatus and a History fed by hand (our own seams)."""
 from __future__ import annotations
 
 import json
+import socket
 import stat
 import urllib.error
 import urllib.request
@@ -13,7 +14,13 @@ import pytest
 
 from zeroforge.deploy.dashboard.client import RunClient, RunClientError
 from zeroforge.deploy.dashboard.history import History
-from zeroforge.deploy.dashboard.server import TOKEN_FILE, RunServer, is_loopback, read_token
+from zeroforge.deploy.dashboard.server import (
+    TOKEN_FILE,
+    RunServer,
+    is_loopback,
+    page_url,
+    read_token,
+)
 from zeroforge.deploy.status import RunStatus
 
 
@@ -155,3 +162,10 @@ def test_run_dashboard_keeps_an_earlier_history_and_leaves_the_final_status(tmp_
     assert len(kept) == 1 and kept[0].read_text() == "an earlier run's\n"
     assert load(tmp_path / HISTORY_FILE).run_id == "rd"
     assert json.loads((tmp_path / FINAL_STATUS).read_text())["run_id"] == "srv"
+
+
+def test_page_url_names_what_others_can_reach():
+    assert page_url("127.0.0.1", 8265) == "http://127.0.0.1:8265/"
+    assert page_url("::1", 80) == "http://[::1]:80/"
+    for every_interface in ("", "0.0.0.0", "::"):
+        assert page_url(every_interface, 9) == f"http://{socket.gethostname()}:9/"
