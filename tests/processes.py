@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable
 
 import psutil
@@ -53,3 +54,18 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+def read_lines(proc: subprocess.Popen) -> tuple[list[str], threading.Thread]:
+    """Read ``proc``'s text stdout on a daemon thread: the list grows a line at a time while
+    the process runs (a test polls it without blocking); the thread ends at end of file."""
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, reader

@@ -10,13 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import psutil
 
 from tests.e2e.test_cli import EXE, zf
+from tests.processes import read_lines
 
 TINY = ["--set", "net=tiny", "--set", "search.num_simulations=12",
         "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",
@@ -36,15 +36,8 @@ class TrainProcess:
         cmd = [EXE, *args] if EXE else [sys.executable, "-m", "zeroforge", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, start_new_session=True)
-        self.lines: list[str] = []
+        self.lines, self._reader = read_lines(self.proc)
         self._descendants: dict[int, psutil.Process] = {}
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
 
     @property
     def output(self) -> str:

@@ -57,7 +57,7 @@ from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import RunHandle, start_run
 from zeroforge.deploy.ray.naming import run_actor_names
 from zeroforge.learner.learner import load_checkpoint
-from zeroforge.shared.samples import decode
+from zeroforge.shared.samples import GameSamples, decode
 from zeroforge.shared.transport import RedisServer, connect, stream_key
 from zeroforge.shared.transport.server import RedisServerConfig
 from zeroforge.shared.transport.stream import FIELD
@@ -74,8 +74,8 @@ class Auditor:
 
     GROUP = "audit"
 
-    def __init__(self, url: str, run_id: str) -> None:
-        self.url, self.key = url, stream_key(run_id)
+    def __init__(self, url: str, run_id: str, shard: int = 0) -> None:
+        self.url, self.key = url, stream_key(run_id, shard)
         self.appended: collections.Counter[str] = collections.Counter()
         self.undecodable = 0
         self.entry_of: dict[str, bytes] = {}
@@ -84,7 +84,11 @@ class Auditor:
         """When each entry was appended (Redis' clock, in its id), in reading order."""
         self._entries: set[bytes] = set()
         self._client = connect(url)
-        self._client.xgroup_create(self.key, self.GROUP, id="0", mkstream=True)
+        try:
+            self._client.xgroup_create(self.key, self.GROUP, id="0", mkstream=True)
+        except redis.ResponseError as err:  # a resumed run's auditor takes its group over
+            if "BUSYGROUP" not in str(err):
+                raise
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -102,14 +106,19 @@ class Auditor:
                 self._entries.add(entry_id)
                 self.entry_ms.append(_ms(entry_id))
                 try:
-                    game_id = decode(fields[FIELD]).game_id
-                    self.appended[game_id] += 1
-                    self.entry_of.setdefault(game_id, entry_id)
+                    game = decode(fields[FIELD])
                 except Exception:
                     self.undecodable += 1
+                    continue
+                self.appended[game.game_id] += 1
+                self.entry_of.setdefault(game.game_id, entry_id)
+                self.note(game)
         if ids:
             self._client.xack(self.key, self.GROUP, *ids)
         return len(ids)
+
+    def note(self, game: GameSamples) -> None:
+        """Called once for each game entry read (a subclass keeps more of it)."""
 
     def _loop(self) -> None:
         while True:

@@ -11,19 +11,15 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import redis
-
 from tests.integration.test_chaos import Auditor, Ledger
 from tests.netbed import Bed
+from tests.processes import read_lines
 from zeroforge.learner.learner import load_checkpoint
-from zeroforge.shared.samples import decode
-from zeroforge.shared.transport import connect, stream_key
-from zeroforge.shared.transport.stream import FIELD
+from zeroforge.shared.samples import GameSamples
 
 ZEROFORGE = str(Path(sys.executable).with_name("zeroforge"))
 SETTINGS = [
@@ -45,47 +41,11 @@ class BedAuditor(Auditor):
 
     def __init__(self, url: str, run_id: str, shard: int = 0) -> None:
         self.weights_by_worker: dict[str, int] = collections.defaultdict(int)
-        # as Auditor.__init__, but a resumed run's auditor takes its group over
-        self.url, self.key = url, stream_key(run_id, shard)
-        self.appended: collections.Counter[str] = collections.Counter()
-        self.undecodable = 0
-        self.entry_of: dict[str, bytes] = {}
-        self.entry_ms: list[int] = []
-        self._entries: set[bytes] = set()
-        self._client = connect(url)
-        try:
-            self._client.xgroup_create(self.key, self.GROUP, id="0", mkstream=True)
-        except redis.ResponseError as err:
-            if "BUSYGROUP" not in str(err):
-                raise
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
+        super().__init__(url, run_id, shard)
 
-    def _read(self, start: str) -> int:
-        block = 200 if start == ">" else None
-        resp = self._client.xreadgroup(self.GROUP, "auditor", {self.key: start}, count=500,
-                                       block=block)
-        ids = []
-        for _, entries in resp or []:
-            for entry_id, fields in entries:
-                ids.append(entry_id)
-                if entry_id in self._entries:
-                    continue
-                self._entries.add(entry_id)
-                self.entry_ms.append(int(entry_id.split(b"-")[0]))
-                try:
-                    game = decode(fields[FIELD])
-                except Exception:
-                    self.undecodable += 1
-                    continue
-                self.appended[game.game_id] += 1
-                self.entry_of.setdefault(game.game_id, entry_id)
-                w = self.weights_by_worker
-                w[game.worker_id] = max(w[game.worker_id], game.weights_version)
-        if ids:
-            self._client.xack(self.key, self.GROUP, *ids)
-        return len(ids)
+    def note(self, game: GameSamples) -> None:
+        w = self.weights_by_worker
+        w[game.worker_id] = max(w[game.worker_id], game.weights_version)
 
 
 class BedRun:
@@ -111,16 +71,9 @@ class BedRun:
             ZEROFORGE, "train", "--config", "tictactoe", "--address", bed.ray_address,
             "--redis-url", url, "--run-dir", str(run_dir), "--run-id", run_id, *args, *sets],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.lines, self._reader = read_lines(self.proc)
         self.killed = False
         """The driver had to be killed (its detached actors may be left on the bed)."""
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
 
     @property
     def output(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.unit.test_go import KO, play, position
+from tests.unit.test_go import DAME, KO, SEKI, play, position
 from zeroforge.shared.games import go_features as F
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
@@ -288,26 +288,13 @@ def test_features_commute_with_every_symmetry():
 
 
 # --- ownership and score margin -------------------------------------------------------------
-SEKI = """
-    . X X X .
-    O O O O O
-    X X X X X
-    . . . . .
-    . . . . .
-"""
+# (on test_go's SEKI and DAME positions)
 SEKI_OWNER = """
     . + + + .
     - - - - -
     + + + + +
     + + + + +
     + + + + +
-"""
-DAME = """
-    . X O . .
-    . X O . .
-    . X . O .
-    . X O . .
-    . X O . .
 """
 DAME_OWNER = """
     + + - - -
