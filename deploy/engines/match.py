@@ -11,7 +11,9 @@ For Go games that end with two passes the runner also asks a GTP engine's own
 the whole game, and says whether it agrees with zeroforge's area score. Engines judge dead
 stones, zeroforge's Tromp-Taylor count does not: the two agree when the game was played
 out until every dead stone was captured (e.g. GnuGo with ``--capture-all-dead``), and
-GnuGo counts area only with ``--chinese-rules``.
+GnuGo counts area only with ``--chinese-rules``. A seki can still part them (an eye inside
+one is area for Tromp-Taylor, GnuGo leaves it out), so a differing count asks the engine for
+its seki stones and says so.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class GameResult:
     """``passes``, ``rules`` (a win, a full board, the move cap), ``resign`` or ``forfeit``."""
     engine_score: str | None = None
     """A GTP engine's ``final_score`` for Go games ended by two passes, else None."""
+    engine_seki: int = 0
+    """Stones the engine calls alive in seki, asked only when its score differs."""
     note: str = ""
 
 
@@ -82,8 +86,10 @@ class MatchTally:
         checked = [g for g in self.games if g.engine_score is not None]
         if checked:
             agree = sum(_margin(g.engine_score) == _margin(g.result_text) for g in checked)
+            seki = sum(g.engine_seki > 0 for g in checked)
             lines.append(f"engine final_score agreed with zeroforge's score in {agree} of "
-                         f"{len(checked)} games ended by two passes")
+                         f"{len(checked)} games ended by two passes"
+                         + (f"; {seki} of the others had a seki" if seki else ""))
         return lines
 
 
@@ -151,6 +157,11 @@ def play_game(game: Game, black: Player, white: Player, rng: np.random.Generator
         agree = _margin(result.engine_score) == _margin(result.result_text)
         result.note = (f"{scorer.name} final_score {result.engine_score}: "
                        + ("agrees" if agree else f"differs from {result.result_text}"))
+        if not agree:
+            result.engine_seki = len(scorer.seki_stones())  # type: ignore[attr-defined]
+            if result.engine_seki:
+                result.note += (f" (the engine sees {result.engine_seki} stones in seki; "
+                                "zeroforge's area count gives a seki's eyes to their colour)")
     return result
 
 

@@ -317,5 +317,15 @@ class GtpPlayer:
         self._engine_moves = played
         return self.engine.send("final_score")
 
+    def seki_stones(self) -> list[str]:
+        """The stones the engine calls alive in seki (``final_status_list seki``) in the
+        position of the last ``final_score``; empty when it has none or lacks the command.
+        A seki is where an engine's count and Tromp-Taylor's may differ: area scoring gives
+        an eye inside a seki to the colour around it, an engine may leave it uncounted."""
+        try:
+            return self.engine.send("final_status_list seki").split()
+        except GtpRefused:
+            return []
+
     def close(self) -> None:
         self.engine.close()

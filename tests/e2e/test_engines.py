@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zeroforge.deploy.engines.match import run_match
+from zeroforge.deploy.engines.match import MatchTally, play_game, run_match
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.shared.formats.sgf import read_sgf_file, record_from_session, replay
 from zeroforge.shared.games import make_game
@@ -58,8 +58,11 @@ def check_records(folder: Path, games: int) -> None:
 
 
 def test_gnugo_final_score_agrees_with_zeroforge(tmp_path: Path) -> None:
-    r = zf("match", "--game", "go9", "--black", f"gtp:{GNUGO_PLAYOUT}",
-           "--white", f"gtp:{GNUGO_PLAYOUT.replace('level 1', 'level 2')}", "--games", "2",
+    # seeded: GnuGo's games vary from run to run, and one in a few hundred ends in a seki
+    # (test below), where GnuGo's count and Tromp-Taylor's may differ by an eye
+    seeded = f"{GNUGO_PLAYOUT} --seed 1"
+    r = zf("match", "--game", "go9", "--black", f"gtp:{seeded}",
+           "--white", f"gtp:{seeded.replace('level 1', 'level 2')}", "--games", "2",
            "--alternate", "--sgf-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr
     games = [line for line in r.stdout.splitlines() if line.startswith("game ")]
@@ -69,6 +72,44 @@ def test_gnugo_final_score_agrees_with_zeroforge(tmp_path: Path) -> None:
                          r"[BW]\+[\d.]+: agrees$", line), line
     assert "agreed with zeroforge's score in 2 of 2 games" in r.stdout
     check_records(tmp_path, 2)
+
+
+# A GnuGo (level 2 against level 1, --seed 48) game played out to two passes with a seki on
+# the upper left: White's eye at A7 inside it is White's area for Tromp-Taylor (W+0.5),
+# GnuGo leaves it out and counts B+0.5.
+SEKI_GAME = """ee de ed ge ef cg df ce cf cc be bd bg eb fc hc fb dc gg hg hf gf fg hh ch ae bf gh
+fh fa ga ea hb gd ec db bb cb af ad ic id ib gc gb ab dd cd ca bc ba fi ei gi he if ff ie fe
+hd fd ii eh hf dg ih bh"""
+
+
+class Scripted:
+    """Plays the moves of one game in order (SGF points), then passes."""
+
+    def __init__(self, game, points: list[str]) -> None:
+        self.moves = [game.parse_action("ABCDEFGHJ"["abcdefghi".index(p[0])]
+                                        + str(9 - "abcdefghi".index(p[1])))
+                      for p in points]
+        self.name = "scripted"
+
+    def select(self, game, states, rng) -> np.ndarray:
+        ply = int(np.asarray(states.ply).reshape(-1)[0])
+        move = self.moves[ply] if ply < len(self.moves) else game.spec.num_actions - 1
+        return np.array([move])
+
+
+def test_a_seki_is_named_when_gnugo_counts_it_differently() -> None:
+    game = make_game("go9")
+    script = Scripted(game, SEKI_GAME.split())
+    referee = GtpPlayer(GNUGO_PLAYOUT)
+    result = play_game(game, script, script, np.random.default_rng(0), referee=referee)
+    referee.close()
+    assert (result.ended_by, result.result_text, result.engine_score) == ("passes", "W+0.5",
+                                                                         "B+0.5")
+    assert result.engine_seki == 18  # three Black stones (B9 C9 B8), fifteen White
+    assert "differs from W+0.5 (the engine sees 18 stones in seki" in result.note
+    tally = MatchTally({"A": "scripted", "B": "scripted"}, [result])
+    assert tally.summary()[-1].endswith("in 0 of 1 games ended by two passes; 1 of the "
+                                        "others had a seki")
 
 
 def test_gnugo_plays_zeroforge_gtp(tmp_path: Path, checkpoints: dict[str, Path]) -> None:

@@ -442,11 +442,15 @@ class _Watch:
     def until(self, check: Callable[[dict], bool], timeout: float) -> dict:
         """Poll until ``check(status)`` holds; returns that status."""
         end = time.monotonic() + timeout
+        st: dict = {}
         while time.monotonic() < end:
             if check(st := self.poll()):
                 return st
             time.sleep(0.25)
-        raise AssertionError(f"condition not met within {timeout} s")
+        raise AssertionError(  # what the run looked like, so a CI log says why
+            f"condition not met within {timeout} s; last status: alive {st.get('alive')}, "
+            f"learner steps {st.get('learner_steps')}, games {st.get('games')}, restarts "
+            f"{st.get('restarts')}, error {st.get('error')!r}")
 
 
 def test_kill_9_at_random_loses_no_game_and_no_counter_goes_back(local_ray, run_id, tmp_path):
