@@ -140,3 +140,27 @@ def test_margins() -> None:
 def test_bad_sgf_game_is_refused(tmp_path) -> None:
     with pytest.raises(ValueError, match="SGF records Go and gomoku games"):
         run_match("5stone_chess", "random", "random", sgf_dir=str(tmp_path), out=io.StringIO())
+
+
+class Passer:
+    name = "passer"
+
+    def select(self, game, states, rng):
+        return np.full(len(states.ply), game.spec.num_actions - 1)
+
+
+@pytest.mark.parametrize("seki_answer, seki", [('printf "? unknown command\\n\\n"', 0),
+                                               ('printf "= A1 B2\\nC3\\n\\n"', 3),
+                                               (ANSWER_ALL, 0)])
+def test_a_differing_engine_count_asks_for_its_seki(seki_answer: str, seki: int) -> None:
+    # two passes at once: zeroforge's area count is White's komi; the referee says B+1
+    referee = make_player(sh_engine(f'case "$c" in final_score*) printf "= B+1\\n\\n";; '
+                                    f'final_status_list*) {seki_answer};; *) {ANSWER_ALL};; '
+                                    'esac'))
+    game = make_game(GO5)
+    result = play_game(game, Passer(), Passer(), np.random.default_rng(0), referee=referee)
+    referee.close()
+    assert result.ended_by == "passes" and result.result_text.startswith("W+")
+    assert result.engine_score == "B+1" and result.engine_seki == seki
+    assert ("in seki" in result.note) == (seki > 0)
+    assert f"final_score B+1: differs from {result.result_text}" in result.note
