@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.unit.test_match import Scripted
 from zeroforge.deploy.engines.match import MatchTally, play_game, run_match
 from zeroforge.learner.learner import Learner, LearnerConfig
-from zeroforge.shared.formats.sgf import read_sgf_file, record_from_session, replay
+from zeroforge.shared.formats.sgf import read_sgf, read_sgf_file, record_from_session, replay
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.players.factory import RandomPlayer
@@ -77,29 +78,17 @@ def test_gnugo_final_score_agrees_with_zeroforge(tmp_path: Path) -> None:
 # A GnuGo (level 2 against level 1, --seed 48) game played out to two passes with a seki on
 # the upper left: White's eye at A7 inside it is White's area for Tromp-Taylor (W+0.5),
 # GnuGo leaves it out and counts B+0.5.
-SEKI_GAME = """ee de ed ge ef cg df ce cf cc be bd bg eb fc hc fb dc gg hg hf gf fg hh ch ae bf gh
-fh fa ga ea hb gd ec db bb cb af ad ic id ib gc gb ab dd cd ca bc ba fi ei gi he if ff ie fe
-hd fd ii eh hf dg ih bh"""
-
-
-class Scripted:
-    """Plays the moves of one game in order (SGF points), then passes."""
-
-    def __init__(self, game, points: list[str]) -> None:
-        self.moves = [game.parse_action("ABCDEFGHJ"["abcdefghi".index(p[0])]
-                                        + str(9 - "abcdefghi".index(p[1])))
-                      for p in points]
-        self.name = "scripted"
-
-    def select(self, game, states, rng) -> np.ndarray:
-        ply = int(np.asarray(states.ply).reshape(-1)[0])
-        move = self.moves[ply] if ply < len(self.moves) else game.spec.num_actions - 1
-        return np.array([move])
+SEKI_GAME = """(;GM[1]SZ[9]KM[7.5];B[ee];W[de];B[ed];W[ge];B[ef];W[cg];B[df];W[ce];B[cf];W[cc]
+;B[be];W[bd];B[bg];W[eb];B[fc];W[hc];B[fb];W[dc];B[gg];W[hg];B[hf];W[gf];B[fg];W[hh];B[ch]
+;W[ae];B[bf];W[gh];B[fh];W[fa];B[ga];W[ea];B[hb];W[gd];B[ec];W[db];B[bb];W[cb];B[af];W[ad]
+;B[ic];W[id];B[ib];W[gc];B[gb];W[ab];B[dd];W[cd];B[ca];W[bc];B[ba];W[fi];B[ei];W[gi];B[he]
+;W[if];B[ff];W[ie];B[fe];W[hd];B[fd];W[ii];B[eh];W[hf];B[dg];W[ih];B[bh];W[];B[])"""
 
 
 def test_a_seki_is_named_when_gnugo_counts_it_differently() -> None:
     game = make_game("go9")
-    script = Scripted(game, SEKI_GAME.split())
+    [record] = read_sgf(SEKI_GAME)
+    script = Scripted(record.moves)
     referee = GtpPlayer(GNUGO_PLAYOUT)
     result = play_game(game, script, script, np.random.default_rng(0), referee=referee)
     referee.close()

@@ -142,11 +142,18 @@ def test_bad_sgf_game_is_refused(tmp_path) -> None:
         run_match("5stone_chess", "random", "random", sgf_dir=str(tmp_path), out=io.StringIO())
 
 
-class Passer:
-    name = "passer"
+class Scripted:
+    """Plays ``moves`` (actions) in order, one game at a time, then passes."""
 
-    def select(self, game, states, rng):
-        return np.full(len(states.ply), game.spec.num_actions - 1)
+    name = "scripted"
+
+    def __init__(self, moves: list[int]) -> None:
+        self.moves = moves
+
+    def select(self, game, states, rng) -> np.ndarray:
+        ply = int(states.ply[0])
+        return np.array([self.moves[ply] if ply < len(self.moves)
+                         else game.spec.num_actions - 1])
 
 
 @pytest.mark.parametrize("seki_answer, seki", [('printf "? unknown command\\n\\n"', 0),
@@ -158,7 +165,8 @@ def test_a_differing_engine_count_asks_for_its_seki(seki_answer: str, seki: int)
                                     f'final_status_list*) {seki_answer};; *) {ANSWER_ALL};; '
                                     'esac'))
     game = make_game(GO5)
-    result = play_game(game, Passer(), Passer(), np.random.default_rng(0), referee=referee)
+    passer = Scripted([])
+    result = play_game(game, passer, passer, np.random.default_rng(0), referee=referee)
     referee.close()
     assert result.ended_by == "passes" and result.result_text.startswith("W+")
     assert result.engine_score == "B+1" and result.engine_seki == seki
