@@ -286,9 +286,11 @@ def run_stages(args, config_name: str, seed: int, run_dir: Path, judge: Snapshot
             proc = start_run(args, config_name, seed, run_dir,
                              bound - max(written, default=0) / 60 + 1,
                              resume=(run_dir / "checkpoint.pt").is_file())
-            while proc.poll() is None and not any(s >= due_s for s, _ in judge.fresh()):
-                time.sleep(POLL_S)
-            stop_run(proc)
+            try:
+                while proc.poll() is None and not any(s >= due_s for s, _ in judge.fresh()):
+                    time.sleep(POLL_S)
+            finally:  # SIGTERM or Ctrl-C to this script alone: the run must stop with it
+                stop_run(proc)
             stage = run_counts(run_dir)
             if stage is not None:
                 counts.append(stage)

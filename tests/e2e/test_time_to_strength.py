@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from zeroforge.shared.run_files import snapshot_files
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -130,9 +132,22 @@ def _stopped_part_way(tmp_path: Path, how: int, resumes: int) -> subprocess.Pope
                 break
         time.sleep(0.5)
     assert proc.poll() is None, proc.communicate()[0]
-    os.killpg(proc.pid, how)
+    if how == signal.SIGTERM:  # `kill PID`: the script alone, which must stop its run
+        proc.send_signal(how)
+    else:
+        os.killpg(proc.pid, how)
     proc.communicate(timeout=180)
     return proc
+
+
+def _processes_of(run_dir: Path) -> list[str]:
+    """Processes whose command line names ``run_dir`` (the run's ``zeroforge train``)."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        line = " ".join(p.info["cmdline"] or [])
+        if str(run_dir) in line:
+            found.append(f"{p.pid} {line}")
+    return found
 
 
 STAGED = ("--minutes", "1.2", "--anchor", "minimax", "--target", "0.9", "--eval-after",
@@ -148,6 +163,8 @@ def test_a_staged_run_stopped_part_way_goes_on_from_its_progress(tmp_path):
     run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
     proc = _stopped_part_way(tmp_path, signal.SIGTERM, resumes=1)
     assert proc.returncode == 143
+    # the script alone got the signal, and its run stopped with it (no orphan training on)
+    assert _processes_of(run_dir) == []
     assert not (tmp_path / "rows.json").exists()
     proc = _stopped_part_way(tmp_path, signal.SIGKILL, resumes=2)
     assert proc.returncode == -signal.SIGKILL
