@@ -47,6 +47,13 @@ def end_session(leader: subprocess.Popen, members: Callable[[], list[psutil.Proc
         leader.wait(timeout=10)
 
 
+def naming(mark: str) -> list[psutil.Process]:
+    """Live processes whose command line contains ``mark`` (a run directory, a Ray
+    session's folder): the processes of one run among others on the machine."""
+    return [p for p in psutil.process_iter(["cmdline"])
+            if mark in " ".join(p.info["cmdline"] or [])]
+
+
 def gone(pid: int) -> bool:
     """Whether no process ``pid`` exists (any more)."""
     try:

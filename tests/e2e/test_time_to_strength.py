@@ -12,8 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
+from tests.processes import naming
 from zeroforge.shared.run_files import snapshot_files
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -140,16 +139,6 @@ def _stopped_part_way(tmp_path: Path, how: int, resumes: int) -> subprocess.Pope
     return proc
 
 
-def _processes_of(run_dir: Path) -> list[str]:
-    """Processes whose command line names ``run_dir`` (the run's ``zeroforge train``)."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        line = " ".join(p.info["cmdline"] or [])
-        if str(run_dir) in line:
-            found.append(f"{p.pid} {line}")
-    return found
-
-
 STAGED = ("--minutes", "1.2", "--anchor", "minimax", "--target", "0.9", "--eval-after",
           "--train-cpus", "0", "--stages", "0.4", "0.8")
 
@@ -164,7 +153,7 @@ def test_a_staged_run_stopped_part_way_goes_on_from_its_progress(tmp_path):
     proc = _stopped_part_way(tmp_path, signal.SIGTERM, resumes=1)
     assert proc.returncode == 143
     # the script alone got the signal, and its run stopped with it (no orphan training on)
-    assert _processes_of(run_dir) == []
+    assert [" ".join(p.info["cmdline"]) for p in naming(str(run_dir))] == []
     assert not (tmp_path / "rows.json").exists()
     proc = _stopped_part_way(tmp_path, signal.SIGKILL, resumes=2)
     assert proc.returncode == -signal.SIGKILL

@@ -16,6 +16,7 @@ import stat
 import psutil
 import ray
 
+from tests.processes import naming
 from zeroforge.deploy.ray.cluster import disconnect, init_local, token_path
 from zeroforge.deploy.ray.private_api import session_dir
 from zeroforge.shared.transport import RedisServer
@@ -62,8 +63,7 @@ def test_local_run_listens_on_loopback_and_keeps_its_token_private():
             session = session_dir()
             me = psutil.Process()
             pids = {p.pid for p in me.children(recursive=True)} | {me.pid}
-            pids |= {p.pid for p in psutil.process_iter(["cmdline"])
-                     if session in " ".join(p.info["cmdline"] or [])}
+            pids |= {p.pid for p in naming(session)}
             assert redis_server.pid in pids
             listeners = _listeners(pids)
         finally:
