@@ -66,11 +66,12 @@ def namespace_selfplay(data: DataDir) -> Table:
     return Table(table.header, table.rows, table.right | {0})
 
 
-def selfplay_bf16_zen4(data: DataDir) -> Table:
-    """Self-play positions/s with ``precision: fast`` before (float32 on a CPU without
-    AMX) and after (bfloat16 on AVX-512 BF16), issue 26's throughput goal."""
+def selfplay_goal(data: DataDir, name: str) -> Table:
+    """Self-play positions/s of ``bench_selfplay.py`` before issue 26 (float32: it ran no
+    other precision) and after (the presets' ``precision: fast``) on one host, issue 26's
+    throughput goal; ``name`` is the host's data file."""
     setups = [(str(b), _markdown_cell(f"zeroforge B={b}", 1)) for b in (64, 128)]
-    table = compare(data, "selfplay-bf16-zen4.json", "B", setups, "after ÷ before")
+    table = compare(data, name, "B", setups, "after ÷ before")
     return Table(table.header, table.rows, table.right | {0})
 
 
