@@ -77,10 +77,12 @@ def go9_screen_gumbel(data: DataDir) -> Table:
 
 
 GO9_GNUGO = (("go9-gnugo1-seed0.json", "seed 0"), ("go9-gnugo1-seed1.json", "seed 1"),
-             ("go9-gnugo1-seed2.json", "seed 2, Zen 3 host"))
+             ("go9-gnugo1-seed2.json", "seed 2, Zen 3 host"),
+             ("go9-gnugo1-seed2-amx.json", "seed 2, AMX host"))
 """The go9 preset's reported runs judged against GnuGo level 1: (file, column). Seeds 0
-and 1 trained on the Zen 4 host (bfloat16), seed 2 on a Zen 3 (float32, about a third of
-the self-play rate)."""
+and 1 trained on the Zen 4 host (bfloat16), seed 2 once on a Zen 3 (float32, about a third
+of the self-play rate) and once on an Intel host with AMX (bfloat16, about the Zen 4's
+rate)."""
 
 
 def go9_gnugo(data: DataDir) -> Table:
