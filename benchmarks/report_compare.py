@@ -59,17 +59,11 @@ def compare(data: DataDir, name: str, first: str, setups: Sequence[tuple[str, Pi
     return Table(header, rows, frozenset({2, 4, 5}))
 
 
-def namespace_selfplay(data: DataDir) -> Table:
-    """Self-play positions/s before and after the ``zeroforge`` namespace (issue 22)."""
-    setups = [(str(b), _markdown_cell(f"zeroforge B={b}", 1)) for b in (64, 128)]
-    table = compare(data, "namespace-selfplay.json", "B", setups, "after ÷ before")
-    return Table(table.header, table.rows, table.right | {0})
-
-
-def selfplay_goal(data: DataDir, name: str) -> Table:
-    """Self-play positions/s of ``bench_selfplay.py`` before issue 26 (float32: it ran no
-    other precision) and after (the presets' ``precision: fast``) on one host, issue 26's
-    throughput goal; ``name`` is the host's data file."""
+def selfplay_by_batch(data: DataDir, name: str) -> Table:
+    """Self-play positions/s of ``bench_selfplay.py`` before and after a change, a row a
+    batch size (B = 64, 128), from the ``compare_trees.py`` document ``name``: the
+    ``zeroforge`` namespace (issue 22) and issue 26's throughput goal on each host (before:
+    the bench's float32, its only precision then; after: the presets' ``precision: fast``)."""
     setups = [(str(b), _markdown_cell(f"zeroforge B={b}", 1)) for b in (64, 128)]
     table = compare(data, name, "B", setups, "after ÷ before")
     return Table(table.header, table.rows, table.right | {0})

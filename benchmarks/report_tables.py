@@ -266,9 +266,11 @@ TABLES: dict[str, Builder] = {
     "scale-sim-bare": scale_sim_bare,
     "scale-sim-controller": scale_sim_controller,
     "scale-sim-bed": scale_sim_bed,
-    "namespace-selfplay": report_compare.namespace_selfplay,
-    "selfplay-bf16-zen4": partial(report_compare.selfplay_goal, name="selfplay-bf16-zen4.json"),
-    "selfplay-amx": partial(report_compare.selfplay_goal, name="selfplay-amx.json"),
+    "namespace-selfplay": partial(report_compare.selfplay_by_batch,
+                                  name="namespace-selfplay.json"),
+    "selfplay-bf16-zen4": partial(report_compare.selfplay_by_batch,
+                                  name="selfplay-bf16-zen4.json"),
+    "selfplay-amx": partial(report_compare.selfplay_by_batch, name="selfplay-amx.json"),
     "namespace-learner": report_compare.namespace_learner,
     # docs/reliability.md, "An hour of faults on the bed": each in the order its doc lists
     "soak-heavy": partial(soak, name="soak-bed-1.json", order=(
