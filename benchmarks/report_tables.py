@@ -262,6 +262,9 @@ TABLES: dict[str, Builder] = {
     "tts-go9": report_tts.go9,
     "ablation-go9": report_tts.ablation_go9,  # the Zen 4 host's runs
     "ablation-go9-zen3": partial(report_tts.ablation_go9, prefix="ablation-go9-zen3"),
+    # the AMX host's pair: global pooling (item 2) against the preset, side by side
+    "ablation-go9-amx": partial(report_tts.ablation_go9, prefix="ablation-go9-amx",
+                                variants=("full", "no-global-pooling")),
     "learner-replicas": learner_replicas,
     "scale-sim-bare": scale_sim_bare,
     "scale-sim-controller": scale_sim_controller,

@@ -211,13 +211,17 @@ seed's run is ``docs/data/PREFIX-LABEL-seedS.json``, one prefix per host type.""
 NOT_RUN = "not run yet"
 
 
-def ablation_go9(data: DataDir, prefix: str = "ablation-go9") -> Table:
+def ablation_go9(data: DataDir, prefix: str = "ablation-go9",
+                 variants: tuple[str, ...] | None = None) -> Table:
     """Time to 50% against ``uct:1000`` with one of issue 26's levers removed at a time,
     two seeds each, runs capped at 40 minutes; a run whose file is not there yet shows as
     such, and a variant gets its median once both seeds ran. ``prefix`` picks the host
-    type's runs (the twelve share one: self-play rates differ ~3x between hosts)."""
+    type's runs (the twelve share one: self-play rates differ ~3x between hosts);
+    ``variants`` (labels) keeps only those rows, for a host that ran a few of them."""
     rows: list[list[str]] = []
     for label, removed in ABLATION:
+        if variants is not None and label not in variants:
+            continue
         runs: dict[int, Seed] = {}
         for s in ABLATION_SEEDS:
             name = f"{prefix}-{label}-seed{s}.json"

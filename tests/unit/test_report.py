@@ -191,3 +191,7 @@ def test_the_ablation_table_shows_what_ran_and_what_did_not(tmp_path):
     assert len(other.used) == 1
     assert {r[0]: r[1] for r in ablation_go9(DataDir(tmp_path)).rows}[
         "the `go9` preset"] == "4.0 [30, 55]"
+
+    # a host that ran a few variants lists only those rows, in the ablation's order
+    kept = ablation_go9(DataDir(tmp_path), variants=("no-go-features", "full")).rows
+    assert [r[0] for r in kept] == ["the `go9` preset", "no Go input features (item 3)"]
