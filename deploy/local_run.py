@@ -152,6 +152,19 @@ class LocalRun:
         if self.dashboard is not None:
             self.dashboard.close()
 
+    def _final_evaluation(self) -> None:
+        """Rate the final weights. It can take minutes (a big board, many simulations)
+        after the checkpoint is on disk, so the log says what runs, and Ctrl-C skips it
+        without losing anything."""
+        ev = self.config.evaluation
+        saved = "" if self.learner.checkpoint_error else "the checkpoint is written; "
+        self._say(f"final evaluation: {ev.games} games a match against "
+                  f"{', '.join(ev.anchors)} ({saved}Ctrl-C skips this)")
+        try:
+            self.evaluation.run_once()
+        except KeyboardInterrupt:
+            self._say("final evaluation skipped")
+
     def run(self) -> RunStatus:
         """Self-play, learn, evaluate in turn until a limit of the run; then the final
         publish, checkpoint and evaluation. Returns the final status."""
@@ -190,7 +203,7 @@ class LocalRun:
             self.learner.stop()  # final publish, checkpoint, acks
             if not interrupted:
                 self.worker.refresh_weights()
-                self.evaluation.run_once()
+                self._final_evaluation()
             self._state = "stopped"
             final = self.status()
             self._say(final.progress_line())

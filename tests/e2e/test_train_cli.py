@@ -21,6 +21,7 @@ def test_local_training_writes_a_checkpoint_and_resumes(tmp_path):
            str(run_dir), *FAST, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "score vs random" in r.stdout and "checkpoint:" in r.stdout
+    assert "final evaluation: 4 games a match against random, minimax (" in r.stdout
     first = load_checkpoint(run_dir / "checkpoint.pt")["counters"]
     assert first["steps"] >= 20
     r = zf("train", "--local", "--config", "tictactoe", "--steps", "40", "--run-dir",

@@ -179,3 +179,39 @@ def test_a_local_run_whose_run_dir_fills_up_says_what_it_kept(tmp_path):
     assert len([x for x in (out + err).splitlines() if "checkpoint not written" in x]) == 1
     assert kept < 3000
     report(local_run_kept_steps=kept, local_run_error_lines=len([line]))
+
+
+def test_a_stop_during_the_final_evaluation_skips_it_and_keeps_the_run(tmp_path):
+    """The end-of-run evaluation runs after the final checkpoint and can take minutes;
+    the log says so, and SIGTERM (or Ctrl-C) then skips it: exit 0, the run's report."""
+    run_dir = tmp_path / "run"
+    train = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
+    train += ["train", "--local", "--config", "tictactoe", "--steps", "5",
+              "--run-dir", str(run_dir), "--set", "net=tiny",
+              "--set", "search.num_simulations=8", "--set", "learner.min_replay=64",
+              "--set", "evaluation.every_s=0", "--set", "evaluation.games=100000"]
+    proc = subprocess.Popen(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("final evaluation:"):
+                break
+        said = "".join(lines)
+        assert ("final evaluation: 100000 games a match against random, minimax "
+                "(the checkpoint is written; Ctrl-C skips this)") in said, said[-3000:]
+        time.sleep(1)  # into the evaluation's games
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = said + rest
+    assert proc.returncode == 0, out[-3000:]
+    assert "final evaluation skipped" in rest and "Traceback" not in out, out[-3000:]
+    assert f"checkpoint: {run_dir / 'checkpoint.pt'}" in rest
+    from zeroforge.learner.learner import load_checkpoint
+
+    assert load_checkpoint(run_dir / "checkpoint.pt")["counters"]["steps"] >= 5
