@@ -32,6 +32,11 @@ learner time), its snapshots so far are judged, and it goes on (``zeroforge trai
 --resume``) only if none reached the target: a run that gets there early costs its stage,
 not the whole ``--minutes``.
 
+Judging is the slow part of a staged run on Go (20 games against ``uct:1000`` take minutes a
+snapshot); ``--judge-cpus 0 1`` scores several snapshots at once, a child process on each
+core, when those cores are free (no other run on them): the scores are those of judging one
+at a time (the same games: the run's seed, one thread each), recorded in snapshot order.
+
 Rows already in the ``--json`` file (same measurement) are not run again, so an interrupted
 table goes on where it stopped. A staged run keeps its progress (the stages trained, the
 snapshots judged) in ``RUN_DIR/tts-progress.json``: stopped part way (Ctrl-C, SIGTERM, the
@@ -234,27 +239,101 @@ class SnapshotJudge:
         """The snapshots not judged yet, oldest first."""
         return [(s, p) for s, p in snapshot_files(self.run_dir) if p not in self.seen]
 
-    def judge(self, seconds: float, path: Path) -> bool:
-        """Score one snapshot against the anchor; True if it reached the target (then it
-        is the run's time to strength)."""
-        a, r = self.args, self.result
-        self.seen.add(path)
+    def score(self, path: Path) -> dict:
+        """The match of one snapshot against the anchor: ``{"score", "wins", "draws",
+        "losses"}``. The same games wherever it runs (the run's seed, one thread)."""
+        a = self.args
         evaluator = TorchEvaluator(load_net(self.game, self.config, path, self.seed))
         match, _ = match_table(self.game, evaluator, self.judged, a.sims, a.anchor, a.games,
                                self.seed)
+        return {"score": match.score, "wins": match.wins, "draws": match.draws,
+                "losses": match.losses}
+
+    def record(self, seconds: float, path: Path, match: dict) -> bool:
+        """Add a snapshot's match to the result; True if it reached the target (then it
+        is the run's time to strength)."""
+        r = self.result
+        self.seen.add(path)
         minutes = seconds / 60
-        r.points.append({"minutes": minutes, "score": match.score, "wins": match.wins,
-                         "draws": match.draws, "losses": match.losses})
+        r.points.append({"minutes": minutes, **match})
         print(f"  {r.config} seed {self.seed}: {minutes:5.1f} min  score "
-              f"{match.score:.0%} (+{match.wins} ={match.draws} -{match.losses})", flush=True)
-        if match.score >= a.target:
+              f"{match['score']:.0%} (+{match['wins']} ={match['draws']} "
+              f"-{match['losses']})", flush=True)
+        if match["score"] >= self.args.target:
             r.minutes_to_target = minutes
         self.on_judged()
         return r.minutes_to_target is not None
 
+    def judge(self, seconds: float, path: Path) -> bool:
+        """Score one snapshot here and record it (``record``)."""
+        return self.record(seconds, path, self.score(path))
+
     def judge_written(self) -> bool:
-        """Judge every snapshot written so far, in order, up to the first at the target."""
-        return any(self.judge(seconds, path) for seconds, path in self.fresh())
+        """Judge every snapshot written so far, in order, up to the first at the target;
+        with ``--judge-cpus`` several at once, a child process a core."""
+        fresh = self.fresh()
+        if self.args.judge_cpus and len(fresh) > 1:
+            return self._judge_in_children(fresh, self.args.judge_cpus)
+        return any(self.judge(seconds, path) for seconds, path in fresh)
+
+    def _judge_in_children(self, fresh: list[tuple[float, Path]], cpus: list[int]) -> bool:
+        """``judge_written`` with each snapshot scored by this script in a child
+        (``--judge-snapshot``) pinned to a free core of ``cpus``; scores are recorded in
+        snapshot order, so the result is the serial one, and at the first snapshot at the
+        target the children still playing later ones are stopped, their games unused."""
+        print(f"  {self.result.config} seed {self.seed}: judging {len(fresh)} snapshots, "
+              f"a child on each of cores {' '.join(map(str, cpus))}", flush=True)
+        queue = list(enumerate(fresh))
+        running: dict[int, tuple[subprocess.Popen, int, Path]] = {}  # cpu: (child, i, out)
+        scores: dict[int, dict] = {}
+        done = 0
+        try:
+            while done < len(fresh):
+                for cpu in cpus:
+                    if queue and cpu not in running:
+                        i, (_, path) = queue.pop(0)
+                        child, out = self._start_child(path, cpu)
+                        running[cpu] = (child, i, out)
+                for cpu, (child, i, out) in list(running.items()):
+                    if child.poll() is not None:
+                        del running[cpu]
+                        scores[i] = self._child_score(child, out, fresh[i][1])
+                while done in scores:
+                    if self.record(*fresh[done], scores.pop(done)):
+                        return True
+                    done += 1
+                time.sleep(0.5)
+            return False
+        finally:
+            for child, _, _ in running.values():
+                child.kill()
+                child.wait()
+
+    def _start_child(self, path: Path, cpu: int) -> tuple[subprocess.Popen, Path]:
+        """This script, with this run's flags, scoring ``path`` on core ``cpu``; its
+        output (the score as the last line, JSON) goes to a file beside the snapshot."""
+        out = path.with_name(path.name + ".judge.log")
+        cmd = [sys.executable, str(Path(__file__).resolve()), *self.args.argv,
+               "--judge-snapshot", self.result.config, str(self.seed), str(path)]
+        with open(out, "w") as log:
+            child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "OMP_NUM_THREADS": "1"},
+                                     preexec_fn=lambda: os.sched_setaffinity(0, [cpu]))
+        return child, out
+
+    @staticmethod
+    def _child_score(child: subprocess.Popen, out: Path, path: Path) -> dict:
+        """The score a child printed; a child that failed ends this script in one line."""
+        lines = out.read_text().splitlines()
+        try:
+            if child.returncode != 0:
+                raise ValueError(f"exit {child.returncode}")
+            score = json.loads(lines[-1])
+        except (ValueError, IndexError) as err:
+            raise SystemExit(f"time_to_strength: judging {path} failed ({err}); its "
+                             f"output: {out}") from None
+        out.unlink()
+        return score
 
 
 def stage_bounds(args) -> list[float]:
@@ -391,7 +470,8 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path,
                 # the whole run first, its snapshots judged afterwards on the same cores
                 wait_for_limit(proc, start + args.minutes * 60)
                 stop_run(proc)
-            while True:
+                judge.judge_written()
+            while not args.eval_after:
                 alive = proc.poll() is None  # first: a run that ended has written all
                 fresh = judge.fresh()
                 if fresh:
@@ -444,6 +524,12 @@ def main(argv: list[str] | None = None) -> None:
                         "count from the learner's start, after Ray and the actors are up")
     parser.add_argument("--train-cpus", type=int, nargs="*", default=None)
     parser.add_argument("--eval-cpus", type=int, nargs="*", default=None)
+    parser.add_argument("--judge-cpus", type=int, nargs="+", default=None,
+                        help="with --eval-after: judge several snapshots at once, a child "
+                        "process on each of these cores (the same scores as one at a "
+                        "time, recorded in order), e.g. the cores of runs that are done")
+    parser.add_argument("--judge-snapshot", nargs=3, metavar=("CONFIG", "SEED", "PATH"),
+                        default=None, help=argparse.SUPPRESS)  # a --judge-cpus child
     parser.add_argument("--eval-after", action="store_true",
                         help="judge the snapshots after the run's --minutes instead of "
                         "while it runs: the run and its judging then share --train-cpus "
@@ -459,6 +545,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="KEY=VALUE override of the evaluated agent's config only, e.g. "
                         "search.gumbel=true; the run's search.* overrides never reach it")
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.judge_snapshot:
+        torch.set_num_threads(1)
+        config_name, seed, path = args.judge_snapshot
+        snapshot = Path(path)
+        judge = SnapshotJudge(args, config_name, int(seed), snapshot.parents[1],
+                              SeedResult(config_name, int(seed)))
+        print(json.dumps(judge.score(snapshot)), flush=True)
+        return
+    if args.judge_cpus and not args.eval_after:
+        parser.error("--judge-cpus needs --eval-after (the run's cores are free then)")
     # SIGTERM (a sitting's end) unwinds like Ctrl-C: the run gets its clean stop and a
     # staged run keeps its progress
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

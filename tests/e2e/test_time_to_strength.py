@@ -4,6 +4,7 @@ target no snapshot can reach (50% is the best anyone scores against minimax)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -11,6 +12,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import torch
 
 from tests.processes import naming
 from zeroforge.shared.run_files import snapshot_files
@@ -87,6 +90,37 @@ def test_eval_after_judges_the_snapshots_once_the_whole_run_has_ended(tmp_path):
         assert all(p["score"] < 0.75 for p in row["points"][:-1])
     else:
         assert len(judged) == len(snapshots) and all(p["score"] < 0.75 for p in row["points"])
+
+
+def test_judging_on_several_cores_gives_the_serial_scores_in_order(tmp_path):
+    """--judge-cpus: the snapshots are scored by children on two cores at once, and the
+    row is what judging them one at a time here gives, in snapshot order."""
+    out, data = run_bench(tmp_path, "--minutes", "0.5", "--anchor", "uct:50",
+                          "--target", "1.0", "--eval-after", "--train-cpus", "0",
+                          "--judge-cpus", "0", "1")
+    (row,) = data["rows"]
+    run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
+    snapshots = snapshot_files(run_dir)
+    assert len(snapshots) >= 3, snapshots
+    assert f"judging {len(snapshots)} snapshots, a child on each of cores 0 1" in out
+    if row["minutes_to_target"] is not None:  # a perfect snapshot ends the judging there
+        snapshots = [(s, p) for s, p in snapshots if s / 60 <= row["minutes_to_target"]]
+    assert [p["minutes"] for p in row["points"]] == [s / 60 for s, _ in snapshots]
+    sys.path.insert(0, str(BENCH))
+    import time_to_strength as tts
+
+    args = argparse.Namespace(overrides=[], eval_overrides=[], sims=16, anchor="uct:50",
+                              games=4, target=1.0, judge_cpus=None)
+    judge = tts.SnapshotJudge(args, "tictactoe", 0, run_dir, tts.SeedResult("tictactoe", 0))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the script judges
+    try:
+        serial = [judge.score(path) for _, path in snapshots]
+    finally:
+        torch.set_num_threads(threads)
+    assert [{k: p[k] for k in ("score", "wins", "draws", "losses")}
+            for p in row["points"]] == serial
+    assert not list(run_dir.glob("snapshots/*.judge.log"))  # each child's output tidied
 
 
 def test_stages_pause_the_run_and_resume_it_until_the_target_or_the_limit(tmp_path):
