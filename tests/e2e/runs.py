@@ -9,13 +9,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 
-from tests.e2e.test_cli import EXE, zf
+from tests.e2e.test_cli import ZF, zf
 from tests.processes import read_lines
 
 TINY = ["--set", "net=tiny", "--set", "search.num_simulations=12",
@@ -33,9 +32,9 @@ class TrainProcess:
         self.run_id = run_id
         args = ["train", "--config", "tictactoe", "--run-dir", str(run_dir), "--run-id",
                 run_id, *TINY, *extra]
-        cmd = [EXE, *args] if EXE else [sys.executable, "-m", "zeroforge", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, start_new_session=True)
+        self.proc = subprocess.Popen([*ZF, *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
         self.lines, self._reader = read_lines(self.proc)
         self._descendants: dict[int, psutil.Process] = {}
 

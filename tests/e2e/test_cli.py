@@ -11,11 +11,13 @@ import pytest
 from zeroforge.shared.formats.sgf import read_sgf_file
 
 EXE = shutil.which("zeroforge") or ""
+ZF = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
+"""The ``zeroforge`` command: the installed script, else ``python -m zeroforge``."""
 
 
 def zf(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
-    cmd = [EXE, *args] if EXE else [sys.executable, "-m", "zeroforge", *args]
-    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*ZF, *args], input=stdin, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def test_help_everywhere():

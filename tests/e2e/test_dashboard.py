@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 
 from tests.e2e.browser import chromium, console_errors, output_dir, wait_for_chart
 from tests.e2e.runs import TrainProcess
-from tests.e2e.test_cli import EXE, zf
+from tests.e2e.test_cli import ZF, zf
 from tests.processes import interrupt
 from zeroforge.deploy.dashboard.client import RunClient
 
@@ -28,7 +27,7 @@ URL = re.compile(r"dashboard at (http://127\.0\.0\.1:\d+/)")
 
 
 def _cmd(*args: str) -> list[str]:
-    return [EXE, *args] if EXE else [sys.executable, "-m", "zeroforge", *args]
+    return [*ZF, *args]
 
 
 def _wait_line(proc: subprocess.Popen, pattern: re.Pattern, lines: list[str],

@@ -8,14 +8,13 @@ from __future__ import annotations
 import io
 import re
 import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.e2e.test_cli import ZF
 from tests.unit.test_match import Scripted
 from zeroforge.deploy.engines.match import MatchTally, play_game, run_match
 from zeroforge.learner.learner import Learner, LearnerConfig
@@ -25,8 +24,6 @@ from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.players.factory import RandomPlayer
 from zeroforge.shared.players.gtp import GtpPlayer
 
-EXE = shutil.which("zeroforge")
-ZF = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
 GNUGO = "gnugo --mode gtp --level 1"
 # area scoring like zeroforge, and every dead stone captured before it passes: its
 # final_score then has nothing to judge that Tromp-Taylor would count differently

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.test_cli import EXE, zf
+from tests.e2e.test_cli import ZF, zf
 from tests.play_nets import tiny_checkpoint
 from tests.processes import ignores_sigint
 from zeroforge.shared.formats.sgf import read_sgf_file, replay
@@ -65,10 +65,9 @@ def test_play_help_lists_exactly_the_player_specs() -> None:
 
 
 def test_play_web_serves_until_interrupted() -> None:
-    import sys
     import urllib.request
 
-    cmd = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
+    cmd = ZF
     proc = subprocess.Popen([*cmd, "play", "--web", "--port", "0", "--game", "go9"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -92,9 +91,8 @@ def test_play_web_started_in_the_background_by_a_script_stops_on_sigint() -> Non
     it so: the board must still stop cleanly on ``kill -INT`` (deploy/signals.py)."""
     import os
     import shlex
-    import sys
 
-    cmd = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
+    cmd = ZF
     play = [*cmd, "play", "--web", "--port", "0", "--game", "tictactoe"]
     proc = subprocess.Popen(["sh", "-c", f"{shlex.join(play)} & echo pid=$!; wait $!"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

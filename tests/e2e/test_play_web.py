@@ -6,7 +6,6 @@ chess moved by two clicks and taken back with the undo button; a screenshot of e
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from tests.e2e.browser import chromium, console_errors, output_dir
-from tests.e2e.test_cli import EXE
+from tests.e2e.test_cli import ZF
 from tests.web_board import play_board
 from zeroforge.shared.formats.sgf import read_sgf, replay
 from zeroforge.shared.games import make_game
@@ -23,7 +22,7 @@ from zeroforge.shared.games import make_game
 
 @pytest.fixture
 def board_url() -> Iterator[str]:
-    with play_board([EXE] if EXE else [sys.executable, "-m", "zeroforge"]) as url:
+    with play_board(ZF) as url:
         yield url
 
 

@@ -12,17 +12,15 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cli import EXE
+from tests.e2e.test_cli import ZF
 from tests.e2e.test_curve_cli import TINY_LOCAL
 
-ZF = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -10,13 +10,12 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.e2e.runs import TrainProcess
-from tests.e2e.test_cli import EXE, zf
+from tests.e2e.test_cli import ZF, zf
 from tests.fault_report import report
 from tests.processes import ignores_sigint
 from zeroforge.shared.transport import RedisServer
@@ -98,11 +97,10 @@ def test_sigint_stops_a_run_a_script_started_in_the_background(tmp_path):
     ignored, and Python keeps it so: ``kill -INT`` did nothing. The run must still stop
     cleanly on SIGINT (final checkpoint, exit 0), as in the foreground."""
     run_dir = tmp_path / "run"
-    train = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
-    train += ["train", "--local", "--config", "tictactoe", "--minutes", "5",
-              "--run-dir", str(run_dir), "--set", "net=tiny",
-              "--set", "search.num_simulations=8", "--set", "run.progress_every_s=1",
-              "--set", "learner.min_replay=64"]
+    train = [*ZF, "train", "--local", "--config", "tictactoe", "--minutes", "5",
+            "--run-dir", str(run_dir), "--set", "net=tiny",
+            "--set", "search.num_simulations=8", "--set", "run.progress_every_s=1",
+            "--set", "learner.min_replay=64"]
     script = f"{shlex.join(train)} & echo pid=$!; wait $!"
     proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -151,7 +149,7 @@ def test_a_local_run_whose_run_dir_fills_up_says_what_it_kept(tmp_path):
 
     with small_disk(tmp_path / "run", 64) as disk:
         path = disk.path / "checkpoint.pt"
-        train = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
+        train = ZF
         proc = subprocess.Popen(
             [*train, "train", "--local", "--config", "tictactoe", "--steps", "3000",
              "--run-dir", str(disk.path), "--set", "net=tiny", "--set",
@@ -185,11 +183,10 @@ def test_a_stop_during_the_final_evaluation_skips_it_and_keeps_the_run(tmp_path)
     """The end-of-run evaluation runs after the final checkpoint and can take minutes;
     the log says so, and SIGTERM (or Ctrl-C) then skips it: exit 0, the run's report."""
     run_dir = tmp_path / "run"
-    train = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]
-    train += ["train", "--local", "--config", "tictactoe", "--steps", "5",
-              "--run-dir", str(run_dir), "--set", "net=tiny",
-              "--set", "search.num_simulations=8", "--set", "learner.min_replay=64",
-              "--set", "evaluation.every_s=0", "--set", "evaluation.games=100000"]
+    train = [*ZF, "train", "--local", "--config", "tictactoe", "--steps", "5",
+            "--run-dir", str(run_dir), "--set", "net=tiny",
+            "--set", "search.num_simulations=8", "--set", "learner.min_replay=64",
+            "--set", "evaluation.every_s=0", "--set", "evaluation.games=100000"]
     proc = subprocess.Popen(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
