@@ -468,19 +468,21 @@ def measure_seed(args, config_name: str, seed: int, out_root: Path,
                              args.minutes + (1 if args.eval_after else 0))
             if args.eval_after:
                 # the whole run first, its snapshots judged afterwards on the same cores
+                # (or on --judge-cpus)
                 wait_for_limit(proc, start + args.minutes * 60)
                 stop_run(proc)
                 judge.judge_written()
-            while not args.eval_after:
-                alive = proc.poll() is None  # first: a run that ended has written all
-                fresh = judge.fresh()
-                if fresh:
-                    if judge.judge(*fresh[0]):
+            else:
+                while True:
+                    alive = proc.poll() is None  # first: a run that ended has written all
+                    fresh = judge.fresh()
+                    if fresh:
+                        if judge.judge(*fresh[0]):
+                            break
+                    elif not alive:
                         break
-                elif not alive:
-                    break
-                else:
-                    time.sleep(POLL_S)
+                    else:
+                        time.sleep(POLL_S)
     finally:
         if proc is not None:
             stop_run(proc)
