@@ -1,5 +1,6 @@
-"""Regenerate the tables of docs/benchmarks.md (and docs/reliability.md) from their raw rows
-in docs/data/, or check that every generated table still matches its data.
+"""Regenerate the tables of the benchmark notebook (docs/lab/*.md), docs/benchmarks.md and
+docs/reliability.md from their raw rows in docs/data/, or check that every generated table
+still matches its data.
 
 A generated table sits between two marker comments in the markdown; only what lies between
 them is rewritten, so the prose around a table stays the author's::
@@ -16,8 +17,9 @@ Usage (from the repository root)::
 
     python benchmarks/report.py            # rewrite every marked table from docs/data
     python benchmarks/report.py --check    # exit 1, one line per stale table, if any differs
+                                           # (or, over the default docs, a table in none)
     python benchmarks/report.py --list     # the tables it knows and their data files
-    python benchmarks/report.py --doc docs/benchmarks.md --data docs/data
+    python benchmarks/report.py --doc docs/lab/go9.md --data docs/data
 
 A missing or malformed data file, or a marker naming no known table, is a one-line error
 (exit 2). How each table is computed from its rows: ``report_tables.py`` (one builder a
@@ -40,7 +42,7 @@ from report_layout import DataDir, ReportError, generate  # noqa: E402
 from report_tables import TABLES, Builder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DOCS = ("docs/benchmarks.md", "docs/reliability.md")
+DEFAULT_DOCS = ("docs/benchmarks.md", "docs/reliability.md", "docs/lab/*.md")
 MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- report:(?P<name>[\w.-]+) (?P<end>begin|end) -->\s*$")
 
 
@@ -117,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     # Defaults are the repository's own files whatever the working directory; paths given
     # on the command line are the caller's, relative to where they run it.
     data = _path(args.data, Path.cwd()) if args.data else ROOT / "docs" / "data"
-    docs = [_path(d, Path.cwd()) for d in args.doc] if args.doc else [
-        ROOT / d for d in DEFAULT_DOCS]
+    docs = [_path(d, Path.cwd()) for d in args.doc] if args.doc else default_docs()
     try:
         if args.list:
             for name, builder in TABLES.items():
@@ -126,20 +127,37 @@ def main(argv: list[str] | None = None) -> int:
                 generate(name, builder, used)
                 print(f"{name}: {', '.join(used.used)}")
             return 0
-        return _run(docs, data, args.check)
+        return _run(docs, data, args.check, every_table=not args.doc)
     except ReportError as exc:
         print(f"report.py: error: {exc}", file=sys.stderr)
         return 2
 
 
-def _run(docs: list[Path], data: Path, check: bool) -> int:
+def default_docs(root: Path = ROOT) -> list[Path]:
+    """The repository's documents with tables: each of ``DEFAULT_DOCS``, a pattern expanded
+    in sorted order (a pattern that matches nothing is an error, not an empty list)."""
+    docs: list[Path] = []
+    for d in DEFAULT_DOCS:
+        found = sorted(root.glob(d)) if any(c in d for c in "*?[") else [root / d]
+        if not found:
+            raise ReportError(f"{root / d}: no such document")
+        docs.extend(found)
+    return docs
+
+
+def _run(docs: list[Path], data: Path, check: bool, every_table: bool = False) -> int:
+    """Rebuild (or, with ``check``, compare) every marked table of ``docs``. With
+    ``every_table`` (the repository's own docs) a known table that sits in none of them
+    is counted too: a table lost when its section moved fails the check."""
     stale_count = 0
+    placed: set[str] = set()
     for doc in docs:
         if not doc.is_file():
             raise ReportError(f"{doc}: no such document")
         shown = doc.relative_to(ROOT) if doc.is_relative_to(ROOT) else doc
         text = doc.read_text()
         new, stale = regenerate(text, str(shown), data, TABLES)
+        placed.update(b.name for b in find_blocks(text.split("\n"), str(shown), list(TABLES)))
         stale_count += len(stale)
         for block, where in stale:
             if check:
@@ -149,7 +167,11 @@ def _run(docs: list[Path], data: Path, check: bool) -> int:
                 print(f"regenerated: {block.name} ({where})")
         if not check and new != text:
             doc.write_text(new)
-    return 1 if check and stale_count else 0
+    missing = [name for name in TABLES if every_table and name not in placed]
+    for name in missing:
+        print(f"missing: {name} sits in no document ({', '.join(DEFAULT_DOCS)}); "
+              "put its markers back")
+    return 1 if (check and stale_count) or missing else 0
 
 
 if __name__ == "__main__":

@@ -195,3 +195,16 @@ def test_the_ablation_table_shows_what_ran_and_what_did_not(tmp_path):
     # a host that ran a few variants lists only those rows, in the ablation's order
     kept = ablation_go9(DataDir(tmp_path), variants=("no-go-features", "full")).rows
     assert [r[0] for r in kept] == ["the `go9` preset", "no Go input features (item 3)"]
+
+
+def test_a_known_table_in_none_of_the_repository_docs_fails_the_check(tree, capsys):
+    """Over the default docs (no --doc) a table whose markers moved away is named."""
+    doc, data = tree
+    assert report.main(["--doc", str(doc), "--data", str(data)]) == 0  # --doc: not asked
+    capsys.readouterr()
+    assert report._run([doc], data, check=True, every_table=True) == 1
+    out = capsys.readouterr().out
+    assert "missing: tts-go9 sits in no document" in out
+    assert "missing: learner-replicas" not in out
+    assert [d.name for d in report.default_docs()][:2] == ["benchmarks.md", "reliability.md"]
+    assert any(d.parent.name == "lab" for d in report.default_docs())
