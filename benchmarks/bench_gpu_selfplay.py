@@ -229,7 +229,7 @@ def main() -> None:
         parser.error(f"--modes: unknown {', '.join(unknown)} (known: {', '.join(MODES)})")
     if len(args.games) > 1 and any(MODES[m].get("compile") for m in args.modes):
         # torch.compile's CUDA-graph trees keep per-thread state: a second compiled server
-        # on a new network thread fails (docs/benchmarks.md, "On a GPU under real load").
+        # on a new network thread fails (docs/lab/gpu.md, "On a GPU under real self-play load").
         parser.error("CUDA-graph modes measure one --game per invocation")
     if args.workers < 1 or args.batch < 1 or args.simulations < 1:
         parser.error("--workers, --batch and --simulations must be >= 1")

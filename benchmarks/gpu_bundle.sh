@@ -4,7 +4,7 @@
 # one xz tar of a ready site directory for CPython 3.12 on x86-64 Linux. That machine has
 # no network and takes at most 64 MiB of repository and carried folders together, and
 # Ray's wheel alone is 79 MB, so the parts zeroforge never loads are left out (below).
-# benchmarks/gpu_device.sh unpacks it there; docs/benchmarks.md, "The GPU path end to end".
+# benchmarks/gpu_device.sh unpacks it there; docs/lab/gpu.md, "The GPU path end to end".
 set -euo pipefail
 
 usage() {

@@ -3,7 +3,7 @@
 # servers, the learner) for a few minutes, measured through its own metrics, then stopped
 # cleanly; prints one markdown table and a JSON line of the same figures. The same code
 # paths run on a CPU-only machine (the GPU columns then say n/a), which is how CI tests it
-# (tests/e2e/test_gpu_run_script.py). docs/benchmarks.md, "The GPU path end to end".
+# (tests/e2e/test_gpu_run_script.py). docs/lab/gpu.md, "The GPU path end to end".
 set -euo pipefail
 
 usage() {

@@ -1,4 +1,4 @@
-"""The time-to-strength tables of docs/benchmarks.md, from ``time_to_strength.py --json``
+"""The time-to-strength tables of docs/lab/*.md, from ``time_to_strength.py --json``
 documents: minutes to the first snapshot at the target, each snapshot's score, the medians
 and the runs' rates."""
 

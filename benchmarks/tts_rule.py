@@ -1,5 +1,5 @@
 """How a time-to-strength figure is written, shared by ``time_to_strength.py`` (which
-measures it) and ``report_tts.py`` (which rebuilds its tables in docs/benchmarks.md), so
+measures it) and ``report_tts.py`` (which rebuilds its tables in docs/lab/), so
 the two cannot disagree. Pure Python: the report runs without torch."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ that part it takes:
 Per-unit figures: bytes a position and the weights blob are computed from the game and net
 on the spot; positions/s a worker and steps/s of a replica are measured on this machine
 (``--measure``, a few seconds each) or given; the Redis shard, network and inference server
-figures default to the measurements in docs/benchmarks.md and can be given too.
+figures default to the measurements in docs/lab/scale.md and docs/lab/gpu.md and can be given too.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from zeroforge.shared.train_config import TrainConfig
 
 SHARD_BYTES_PER_S = 59e6
 """Bytes/s one Redis stream takes in end to end (producer and consumer processes, 3,000
-15x15 gomoku games, the slower of the two measured rows: docs/benchmarks.md, "Redis
+15x15 gomoku games, the slower of the two measured rows: docs/lab/scale.md, "Redis
 transport")."""
 REDIS_NETWORK_BYTES_PER_S = 1.25e9
 """Bytes/s out of one Redis server's host: a 10 Gbit/s link (give yours with
 ``--network-gbit``)."""
 INFERENCE_EVALS_PER_S = 93.5e3
 """Evaluations/s of one GPU inference server (H200, ``resnet10x128``, Go 9x9, float32,
-under real self-play load: docs/benchmarks.md, "On a GPU under real self-play load")."""
+under real self-play load: docs/lab/gpu.md, "On a GPU under real self-play load")."""
 
 
 @dataclasses.dataclass(frozen=True)

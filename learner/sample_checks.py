@@ -37,7 +37,7 @@ a win claimed from a position where no move wins. ``check_game`` rejects those w
     score's sign.
 
 Every check is vectorised over all positions of the game (the rules are run on the last
-position only), so all positions are checked; ``docs/benchmarks.md`` has the cost.
+position only), so all positions are checked; ``docs/lab/reliability.md`` has the cost.
 """
 
 from __future__ import annotations

@@ -278,7 +278,7 @@ class InferenceServerConfig:
     """How the server runs its network (``zeroforge.shared.nets.backends``): ``"torch"``
     (TorchEvaluator, any device) or a CPU-only backend: ``"onnxruntime"``,
     ``"openvino"``, ``"openvino-bf16"`` (bfloat16: values of a trained net up to 2e-2
-    off; 3-8x torch with AMX, docs/benchmarks.md "CPU inference backends"),
+    off; 3-8x torch with AMX, docs/lab/inference-backends.md),
     ``"torch-int8"``. The others need
     ``pip install 'zeroforge[backends]'`` and rebuild the model on every weight swap."""
 

@@ -18,8 +18,8 @@ any of them. Backends:
   the FC layers of the two heads; every convolution, i.e. nearly all the arithmetic of
   the trunks, stays float32.
 
-Which backend wins where is measured by ``benchmarks/bench_backends.py`` (docs/benchmarks.md,
-"CPU inference backends"). The exported backends rebuild their model on every
+Which backend wins where is measured by ``benchmarks/bench_backends.py``
+(docs/lab/inference-backends.md). The exported backends rebuild their model on every
 ``load_state_dict`` (export + compile: tenths of a second to seconds), so they suit
 evaluators whose weights change rarely.
 """

@@ -122,9 +122,9 @@ PRESETS: dict[str, NetConfig] = {
     # KataGo-style Go nets: global pooling blocks, pooled heads (any board size) and the
     # ownership and score heads. go_small is the go9 preset's (a batch of 128 9x9
     # positions in ~0.35x go_cpu's time; on one core its run reached 85% against uct:1000
-    # in 15 minutes where go_cpu's had 15%: docs/benchmarks.md, "Go 9x9 from scratch");
-    # go_cpu (~0.6x resnet6x64's time: "Global pooling nets") for longer CPU runs, go_gpu
-    # for one GPU.
+    # in 15 minutes where go_cpu's had 15%: docs/lab/go9.md, "Screening");
+    # go_cpu (~0.6x resnet6x64's time: docs/lab/networks.md, "Global pooling nets") for
+    # longer CPU runs, go_gpu for one GPU.
     "go_small": NetConfig(kind="resnet", channels=32, blocks=4, global_pool_every=3,
                           pool_channels=8, heads="pooled", policy_channels=8,
                           value_channels=8, value_hidden=(64,), ownership_head=True,

@@ -1,7 +1,7 @@
 """Sharded sample streams: a run's games spread over S streams, read as one.
 
 One stream, in one Redis, is one ceiling on a run's intake however many nodes it has
-(docs/benchmarks.md, "Redis transport"). ``ShardedSampleStream`` spreads the games over S
+(docs/lab/scale.md, "Redis transport"). ``ShardedSampleStream`` spreads the games over S
 streams (``distributed.stream_shards``), each an ordinary ``SampleStreamEndpoint`` of the
 transport (its own Redis key, and its own Redis server when the run has several), and
 gives the learner the same endpoint over all of them. It knows nothing of Redis.
