@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zeroforge.actors.config import InferenceServerConfig
 from zeroforge.shared.games import make_game
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.search.eval_cache import CachedEvaluator, cache_counts
 from zeroforge.shared.search.evaluator import Evaluation
-from zeroforge.shared.train_config import InferenceServerConfig
 
 if TYPE_CHECKING:
     from zeroforge.shared.nets.model import NetConfig

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from zeroforge.actors.config import EvaluationConfig
 from zeroforge.actors.game_records import RecordWriter, eval_writer
 from zeroforge.shared.formats.weight_blob import StateDict, weights_from_bytes, weights_to_bytes
 from zeroforge.shared.games import make_game
@@ -49,9 +50,9 @@ from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluato
 from zeroforge.shared.players import ladder as ladders
 from zeroforge.shared.players.arena import MatchResult, clipped_elo, play_match
 from zeroforge.shared.players.factory import MCTSPlayer, make_player
+from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles, keep_aside
 from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.train_config import EvaluationConfig, RunContext
 from zeroforge.shared.transport import Transport, TransportError
 from zeroforge.shared.transport.results import ResultsFormatError
 from zeroforge.shared.transport.weight_store import WeightsIntegrityError

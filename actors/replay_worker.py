@@ -21,10 +21,11 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay_service import WEIGHTS_POLL_S, WorkerBasics, append_held
 from zeroforge.shared.metrics import Recorder
+from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode
-from zeroforge.shared.train_config import RunContext, SelfPlayConfig
 from zeroforge.shared.transport import SampleSink, TransportError, WeightSource
 from zeroforge.shared.transport.weight_store import publish_age_s
 

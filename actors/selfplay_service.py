@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.game_records import RecordWriter, selfplay_writer
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.actors.selfplay_sizes import MixedSizeWorker
@@ -35,10 +36,10 @@ from zeroforge.shared.nets.backends import ExportedEvaluator, make_evaluator
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
 from zeroforge.shared.pace import PACE_READ_S, selfplay_should_pause
+from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.eval_cache import CachedEvaluator, cache_counts
 from zeroforge.shared.search.evaluator import Evaluator, VersionedEvaluator
-from zeroforge.shared.train_config import RunContext, SelfPlayConfig
 from zeroforge.shared.transport import PaceSignal, SampleSink, TransportError, WeightSource
 from zeroforge.shared.transport.weight_store import publish_age_s
 

@@ -75,9 +75,9 @@ class PipeEvaluator:
 def worker_main(conn: Any, game_spec: str, batch: int, simulations: int, seed: int,
                 positions: Any) -> None:
     """Play self-play moves for ever, adding each move's positions to ``positions``."""
+    from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay import SelfPlayWorker
     from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.train_config import SelfPlayConfig
 
     game = make_game(game_spec)
     worker = SelfPlayWorker(game, PipeEvaluator(conn, game.spec.num_actions),

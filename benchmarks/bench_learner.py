@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from machine import machine_line
 
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.train_config import LearnerConfig
 
 SETUPS = ("float32 nchw", "float32", "bfloat16")
 """Row names: ``float32 nchw`` is the learner's float32 step with the NCHW layout."""

@@ -24,10 +24,10 @@ import time
 import numpy as np
 import torch
 
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupAddress, LearnerReplica, ReplicaGroup
 from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.train_config import LearnerConfig
 
 
 def learner_config(args: argparse.Namespace) -> LearnerConfig:

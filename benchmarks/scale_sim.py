@@ -50,13 +50,13 @@ HERE = Path(__file__).resolve().parent
 
 def record_games(game_spec: str, count: int, seed: int) -> list[bytes]:
     """``count`` real self-play games of a tiny random net, encoded (the wire format)."""
+    from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay import SelfPlayWorker
     from zeroforge.shared.games import make_game
     from zeroforge.shared.nets.model import NetConfig, build_net
     from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
     from zeroforge.shared.samples import encode
     from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.train_config import SelfPlayConfig
 
     game = make_game(game_spec)
     evaluator = TorchEvaluator(build_net(NetConfig.preset("tiny"), game.spec), device="cpu")

@@ -192,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from zeroforge.deploy.builder import build_learner
+    from zeroforge.deploy.config import RunConfig, TrainConfig
+    from zeroforge.learner.config import LearnerConfig
     from zeroforge.shared.games import make_game
     from zeroforge.shared.nets.model import NetConfig, build_net
-    from zeroforge.shared.train_config import LearnerConfig, RunConfig, TrainConfig
     from zeroforge.shared.transport import RedisServer, connect, open_transport
     from zeroforge.shared.transport.weight_store import WeightStore
 

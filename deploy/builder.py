@@ -16,12 +16,13 @@ from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.replay_worker import ReplayWorker, load_games
 from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
 from zeroforge.actors.worker_host import WorkerHost
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupSeat, LearnerReplica, ReplicaGroup
 from zeroforge.learner.service import LearnerService
+from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.search.evaluator import VersionedEvaluator
-from zeroforge.shared.train_config import RunContext, TrainConfig
 from zeroforge.shared.transport import Transport
 
 

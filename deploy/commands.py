@@ -62,19 +62,12 @@ def keep_earlier_checkpoint(run_dir: Path) -> Path | None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from zeroforge.deploy import preflight
-    from zeroforge.deploy.config import load_train_config
+    from zeroforge.deploy.config import TRAIN_FLAGS, flag_overrides, load_train_config
 
-    overrides = list(args.overrides)
-    for flag, key in (("game", "game"), ("minutes", "run.minutes"), ("steps",
-                      "run.max_learner_steps"), ("run_dir", "run.run_dir"), ("seed", "run.seed"),
-                      ("workers", "selfplay.workers"), ("run_id", "run.run_id"),
-                      ("dashboard_host", "run.dashboard_host"),
-                      ("dashboard_port", "run.dashboard_port")):
-        value = getattr(args, flag, None)
-        if value is not None:
-            overrides.append(f"{key}={value}")
-    # with no config, the preset that shows learning within minutes on a laptop
-    config = load_train_config(args.config or "tictactoe", overrides)
+    # with no config, the preset that shows learning within minutes on a laptop; the
+    # flags (--workers 8) are overrides too (selfplay.workers=8), after the --set ones
+    config = load_train_config(args.config or "tictactoe",
+                               [*args.overrides, *flag_overrides(args, TRAIN_FLAGS)])
     # Everything that can be checked is checked before anything is started or moved: a
     # run that fails here leaves the run directory (and an earlier checkpoint) as it was.
     config, resume = preflight.resume_plan(config, args.resume)
@@ -113,18 +106,15 @@ def trained_nothing_line(status: RunStatus, min_replay: int) -> str:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from zeroforge.deploy.config import load_train_config
+    from zeroforge.deploy.config import PRETRAIN_FLAGS, flag_overrides, load_train_config
     from zeroforge.learner.pretrain import pretrain
 
-    overrides = list(args.overrides)
-    if args.game:
-        overrides.append(f"game={args.game}")
-    if args.run_dir:
-        overrides.append(f"run.run_dir={args.run_dir}")
     if not 0 <= args.holdout < 1:
         raise CommandError(f"--holdout must be in [0, 1), got {args.holdout}")
-    config = load_train_config(args.config, overrides)
-    report = pretrain(config, args.sgf, args.steps, args.holdout, args.limit)
+    config = load_train_config(args.config, [
+        *args.overrides, *flag_overrides(args, PRETRAIN_FLAGS, skip=(None, ""))])
+    report = pretrain(config.context(), config.net, config.learner, args.sgf, args.steps,
+                      args.holdout, args.limit)
     print(f"pretrain: {report.games_used} games, {report.positions} positions, "
           f"held-out move accuracy {report.holdout_accuracy:.1%} on "
           f"{report.holdout_positions} positions, {report.games_skipped} games skipped, "

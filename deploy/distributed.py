@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared.run_files import RunFiles
-from zeroforge.shared.train_config import TrainConfig
 from zeroforge.shared.transport.stream import check_run_id
 
 KEEP_ALIVE_S = 0.5

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from zeroforge.deploy.builder import build_learner, build_rating_service, build_selfplay
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.node_stats import ResourceReporter
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared import metrics
 from zeroforge.shared.run_files import RunFiles
-from zeroforge.shared.train_config import TrainConfig
 from zeroforge.shared.transport.memory import MemoryTransport
 
 LOCAL_KINDS = ("selfplay", "learner", "evaluator")

@@ -27,7 +27,7 @@ import dataclasses
 import math
 import time
 
-from zeroforge.shared.train_config import TrainConfig
+from zeroforge.deploy.config import TrainConfig
 
 SHARD_BYTES_PER_S = 59e6
 """Bytes/s one Redis stream takes in end to end (producer and consumer processes, 3,000
@@ -162,10 +162,10 @@ def measure(config: TrainConfig, seconds: float = 6.0) -> UnitFigures:
 def sample_games(config: TrainConfig, count: int) -> list:
     """``count`` games of the config's game, played with two simulations of a uniform
     evaluator: fast, and encoded as large a position as any (policies are dense rows)."""
+    from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay import SelfPlayWorker
     from zeroforge.shared.games import make_game
     from zeroforge.shared.search import SearchConfig, UniformEvaluator
-    from zeroforge.shared.train_config import SelfPlayConfig
 
     game = make_game(config.game)
     worker = SelfPlayWorker(game, UniformEvaluator(), SearchConfig(num_simulations=2),

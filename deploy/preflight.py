@@ -13,9 +13,9 @@ import dataclasses
 import os
 from pathlib import Path
 
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.shared.games import GAMES, make_game, parse_spec
 from zeroforge.shared.nets.backends import BackendError, check_backend
-from zeroforge.shared.train_config import TrainConfig
 
 REDIS_TIMEOUT_S = 3.0
 """Longest wait for Redis to accept a connection and answer PING."""

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig
@@ -41,7 +43,6 @@ from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluato
 from zeroforge.shared.players.arena import evaluate_against
 from zeroforge.shared.players.factory import MCTSPlayer
 from zeroforge.shared.search import SearchConfig
-from zeroforge.shared.train_config import LearnerConfig, SelfPlayConfig
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.losses import (
     AuxTargets,
     LossScales,
@@ -37,7 +38,6 @@ from zeroforge.shared.games import Game, make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import resolve_dtype
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.train_config import LearnerConfig
 
 CHECKPOINT_FORMAT = "zeroforge-checkpoint-v1"
 CHECKPOINT_NAME = "checkpoint.pt"

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from zeroforge.shared.train_config import LearnerConfig
+from zeroforge.learner.config import LearnerConfig
 
 SCORE_HUBER_DELTA = 10.0
 """Points of score error beyond which the score loss grows linearly, not quadratically:

@@ -20,13 +20,15 @@ from typing import TextIO
 import numpy as np
 import torch
 
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replay import ReplayWindow
 from zeroforge.shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
 from zeroforge.shared.games import make_game
 from zeroforge.shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.nets.net_config import NetConfig
+from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -96,25 +98,28 @@ def evaluate_holdout(learner: Learner, games: list[GameSamples]) -> tuple[float,
     return accuracy, mse, int(obs.shape[0])
 
 
-def pretrain(config: TrainConfig, sgf_dir: str | Path, steps: int, holdout: float = 0.1,
-             limit: int = 0, out: TextIO | None = None) -> PretrainReport:
-    """Train ``steps`` SGD steps on the records, save ``RUN_DIR/checkpoint.pt``."""
+def pretrain(ctx: RunContext, net: NetConfig, config: LearnerConfig, sgf_dir: str | Path,
+             steps: int, holdout: float = 0.1, limit: int = 0,
+             out: TextIO | None = None) -> PretrainReport:
+    """Train ``steps`` SGD steps on the records of ``ctx.game``, save
+    ``ctx.run_dir/checkpoint.pt`` (the run's ``TrainConfig.context()``, ``net`` and
+    ``learner`` sections)."""
     out = out or sys.stdout
     start = time.monotonic()
-    game = make_game(config.game)
+    game = make_game(ctx.game)
     games, skipped, stats = load_records(game, sgf_dir, limit)
     if not games:
         raise ValueError(f"{sgf_dir}: no usable {game.spec.name} records "
                          f"({stats.files} files, {skipped} games skipped)")
-    rng = np.random.default_rng(config.run.seed)
+    rng = np.random.default_rng(ctx.seed)
     order = rng.permutation(len(games))
     n_hold = int(round(len(games) * holdout)) if len(games) > 1 else 0
     held = [games[i] for i in order[:n_hold]]
     train = [games[i] for i in order[n_hold:]]
     positions = sum(g.num_positions for g in train)
-    lcfg = dataclasses.replace(config.learner, samples_per_insert=0.0, min_replay=1,
+    lcfg = dataclasses.replace(config, samples_per_insert=0.0, min_replay=1,
                                replay_capacity=max(positions, 1))
-    learner = Learner(lcfg, game.spec.spec_string, config.net)
+    learner = Learner(lcfg, game.spec.spec_string, net)
     learner.add(train)
     print(f"pretrain: {len(train)} games ({positions} positions) to train on, {len(held)} "
           f"held out, {skipped} skipped", file=out, flush=True)
@@ -133,7 +138,7 @@ def pretrain(config: TrainConfig, sgf_dir: str | Path, steps: int, holdout: floa
     # waited (seen on Go 9x9: ~15 minutes). They stay in their SGF files.
     learner.replay = ReplayWindow(1, game.spec.obs_shape, game.spec.num_actions)
     learner.samples_trained = 0
-    path = learner.save(Path(config.run.run_dir) / "checkpoint.pt")
+    path = learner.save(Path(ctx.run_dir) / "checkpoint.pt")
     print(f"checkpoint: {path}", file=out, flush=True)
     return PretrainReport(len(train) + len(held), skipped, positions, steps, n, acc, mse,
                           time.monotonic() - start)

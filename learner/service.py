@@ -48,6 +48,7 @@ from pathlib import Path
 import torch
 
 from zeroforge.learner.checkpoint_health import CheckpointHealth
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.game_id_window import GameIdWindow
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
@@ -65,8 +66,8 @@ from zeroforge.learner.snapshots import WeightSnapshots
 from zeroforge.learner.stream_drain import drain_stream
 from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.pace import Pace
+from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.train_config import LearnerConfig, RunContext
 from zeroforge.shared.transport import StreamConfig, Transport, TransportError, advance_cursor
 from zeroforge.shared.transport.weight_store import StaleVersionError
 

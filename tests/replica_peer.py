@@ -13,11 +13,11 @@ import json
 import os
 import sys
 
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupAddress, LearnerReplica, ReplicaGroupError
 from zeroforge.shared import config as cfg
 from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.train_config import LearnerConfig
 
 
 def main(argv: list[str]) -> int:

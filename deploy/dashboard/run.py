@@ -16,7 +16,7 @@ from zeroforge.deploy.status import RunStatus
 from zeroforge.shared.run_files import keep_aside
 
 if TYPE_CHECKING:  # not imported at run time: `zeroforge status` must start fast
-    from zeroforge.shared.train_config import RunConfig
+    from zeroforge.deploy.config import RunConfig
 
 LEGEND = ("legend: score vs X = (wins + draws/2) / games of the newest weights against X "
           "(vs minimax in tic-tac-toe 50% is perfect play: minimax never loses, so a draw "

@@ -22,9 +22,9 @@ from zeroforge.shared.run_files import CONFIG_NAME, snapshot_files
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from zeroforge.deploy.config import TrainConfig
     from zeroforge.shared.games.base import Game
     from zeroforge.shared.players.factory import Player
-    from zeroforge.shared.train_config import TrainConfig
 
 FORMATS = (".png", ".svg", ".pdf")
 

@@ -23,6 +23,7 @@ import time
 
 import ray
 
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray.failures import CrashWindows, error_line, stop_losses
 from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
 from zeroforge.deploy.ray.kinds import KINDS, actor_sizes
@@ -43,7 +44,7 @@ from zeroforge.deploy.ray.slots import (
 )
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
-from zeroforge.shared.train_config import RunContext, TrainConfig
+from zeroforge.shared.run_context import RunContext
 
 log = logging.getLogger(__name__)
 

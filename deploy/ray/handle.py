@@ -19,6 +19,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from zeroforge.deploy import run_registry
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray.cluster import address_problem, connect, resolve_address, use_token
 from zeroforge.deploy.ray.failures import error_line
 from zeroforge.deploy.ray.naming import (
@@ -29,7 +30,7 @@ from zeroforge.deploy.ray.naming import (
 )
 from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
-from zeroforge.shared.train_config import RunContext, TrainConfig
+from zeroforge.shared.run_context import RunContext
 
 log = logging.getLogger(__name__)
 

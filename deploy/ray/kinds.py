@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zeroforge.shared.train_config import DistributedConfig, RunContext, TrainConfig
+from zeroforge.deploy.config import DistributedConfig, TrainConfig
+from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.transport import open_transport
 
 

@@ -9,9 +9,9 @@ import collections
 
 import ray
 
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray.kinds import KINDS, actors_wanted
 from zeroforge.deploy.ray.slots import Slot, slot_state
-from zeroforge.shared.train_config import TrainConfig
 
 
 def needs(config: TrainConfig, name: str) -> dict[str, float]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import time
 
+from zeroforge.deploy.config import RunConfig
 from zeroforge.shared.metrics import value
-from zeroforge.shared.train_config import RunConfig
 
 log = logging.getLogger(__name__)
 

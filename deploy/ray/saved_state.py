@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from zeroforge.shared.train_config import RunContext
+from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.transport import TransportError, open_transport
 from zeroforge.shared.transport.control_state import SavedControlState
 

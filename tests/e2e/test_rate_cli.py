@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from tests.e2e.test_cli import zf
+from zeroforge.actors.config import EvaluationConfig
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.rating.rate import figure
 from zeroforge.shared.config import to_dict
 from zeroforge.shared.formats.weight_blob import save_weights
@@ -19,7 +21,6 @@ from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.players import ladder as ladders
 from zeroforge.shared.run_files import RunFiles, snapshot_path
 from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.train_config import EvaluationConfig, TrainConfig
 
 SNAPSHOTS = (30, 90)
 

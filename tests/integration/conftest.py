@@ -13,9 +13,11 @@ import pytest
 import ray
 import redis
 
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.builder import build_learner, build_rating_service
+from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.deploy.ray.private_api import init_on_node_ip
 from zeroforge.learner.service import LearnerService
@@ -24,7 +26,6 @@ from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.train_config import SelfPlayConfig, TrainConfig
 from zeroforge.shared.transport import RedisServer, connect, open_transport
 
 

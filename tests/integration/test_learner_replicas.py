@@ -21,12 +21,12 @@ import time
 import numpy as np
 import pytest
 
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import ReplicaGroup, ReplicaGroupError
 from zeroforge.shared import config as cfg
 from zeroforge.shared.board_sizes import size_mix
 from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.train_config import LearnerConfig
 
 GAME = "tictactoe"
 NET = NetConfig(kind="convnet", trunk=(8, 16), batch_norm=False, policy_channels=2,

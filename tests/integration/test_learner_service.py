@@ -17,6 +17,7 @@ import torch
 from tests.disk import FILLER, small_disk
 from tests.fault_report import report
 from tests.integration.conftest import learner_service, renamed, tiny_net_games
+from zeroforge.deploy.config import RunConfig, TrainConfig
 from zeroforge.deploy.ray.failures import stop_losses
 from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
 from zeroforge.learner.service import (
@@ -31,7 +32,6 @@ from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.run_files import snapshot_files
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.train_config import RunConfig, TrainConfig
 from zeroforge.shared.transport import SampleStream, TransportError, stream_key
 from zeroforge.shared.transport.weight_store import WeightStore
 

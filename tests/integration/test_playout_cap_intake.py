@@ -8,11 +8,12 @@ import numpy as np
 
 from tests.integration.conftest import learner_service
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from zeroforge.deploy.config import RunConfig, TrainConfig
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.train_config import LearnerConfig, RunConfig, TrainConfig
 from zeroforge.shared.transport import SampleStream
 
 GAME = "tictactoe"

@@ -7,13 +7,14 @@ import pytest
 import torch
 
 from tests.integration.conftest import learner_service, rating_service
+from zeroforge.actors.config import EvaluationConfig
 from zeroforge.actors.rating_service import BEST
+from zeroforge.deploy.config import RunConfig, TrainConfig
 from zeroforge.learner.learner import LearnerConfig
 from zeroforge.shared.formats.weight_blob import weights_to_bytes
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.train_config import EvaluationConfig, RunConfig, TrainConfig
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
 from zeroforge.shared.transport.weight_store import WeightStore
 

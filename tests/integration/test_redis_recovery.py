@@ -25,6 +25,7 @@ from tests.fault_report import report
 from tests.integration.conftest import learner_service
 from tests.integration.test_learner_service import GAME, train_config
 from tests.integration.test_transport import make_games
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.actors.selfplay_service import SelfPlayService
 from zeroforge.shared.games import make_game
@@ -32,7 +33,6 @@ from zeroforge.shared.nets.model import NetConfig, build_net
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import UniformEvaluator
-from zeroforge.shared.train_config import SelfPlayConfig
 from zeroforge.shared.transport import (
     RedisServer,
     RedisServerConfig,

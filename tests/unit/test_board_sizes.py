@@ -15,10 +15,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.actors.selfplay_sizes import MixedSizeWorker
 from zeroforge.deploy.config import load_train_config
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.losses import AuxTargets, loss_sums
 from zeroforge.learner.replay import ReplayWindow
@@ -34,7 +36,6 @@ from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
 from zeroforge.shared.samples import GameSamples, decode, encode
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import UniformEvaluator
-from zeroforge.shared.train_config import LearnerConfig, SelfPlayConfig
 
 EVAL = "go:size=7,obs=features"
 MIX = size_mix(EVAL, (5, 7))

@@ -137,15 +137,36 @@ def test_keys_of_the_old_layout_still_load_and_say_where_they_went(capsys):
     assert "run.publish_every_steps is now learner.publish_every_steps" in err
 
 
-def test_each_section_lives_below_the_sides():
-    """The sections import nothing from actors/, learner/ or deploy/ (a subprocess, so
-    modules other tests imported do not count)."""
+@pytest.mark.parametrize("module, sides", [
+    ("zeroforge.learner.config", ("actors", "deploy")),
+    ("zeroforge.actors.config", ("learner", "deploy")),
+    ("zeroforge.shared.run_context", ("actors", "learner", "deploy")),
+])
+def test_each_section_lives_beside_its_side(module, sides):
+    """A side's section imports no other side, and the run context no side (a subprocess,
+    so modules other tests imported do not count)."""
     import subprocess
     import sys
 
-    code = ("import sys, zeroforge.shared.train_config; "
-            "print(sorted(m for m in sys.modules if m.split('.')[:2] in "
-            "(['zeroforge', 'actors'], ['zeroforge', 'learner'], ['zeroforge', 'deploy'])))")
+    code = (f"import sys, {module}; "
+            f"print(sorted(m for m in sys.modules if m.split('.')[:2] in "
+            f"{[['zeroforge', side] for side in sides]!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_flags_are_overrides_applied_once():
+    """``--workers 8`` is ``selfplay.workers=8``, applied after the ``--set`` flags to the
+    same dict before the one ``from_dict``; a flag not given adds nothing."""
+    import argparse
+
+    from zeroforge.deploy.config import TRAIN_FLAGS, flag_overrides
+
+    args = argparse.Namespace(workers=8, steps=None, game="go9", run_dir="")
+    flags = flag_overrides(args, TRAIN_FLAGS)
+    assert flags == ["game=go9", "run.run_dir=", "selfplay.workers=8"]
+    assert flag_overrides(args, TRAIN_FLAGS, skip=(None, "")) == ["game=go9",
+                                                                  "selfplay.workers=8"]
+    c = load_train_config(None, ["selfplay.workers=2", *flags[::2]])
+    assert c.selfplay.workers == 8 and c.game == "go9"

@@ -145,9 +145,9 @@ def test_a_non_loopback_bind_generates_a_private_token(tmp_path):
 
 
 def test_run_dashboard_keeps_an_earlier_history_and_leaves_the_final_status(tmp_path):
+    from zeroforge.deploy.config import RunConfig
     from zeroforge.deploy.dashboard.history import HISTORY_FILE, load
     from zeroforge.deploy.dashboard.run import FINAL_STATUS, RunDashboard
-    from zeroforge.shared.train_config import RunConfig
 
     (tmp_path / HISTORY_FILE).write_text("an earlier run's\n")
     source = {"values": {"learner_steps_total": {(): 3.0}}, "hists": {}}

@@ -236,9 +236,9 @@ def test_real_net_outputs_are_the_nets_own_and_a_weights_swap_invalidates(spec):
 def test_selfplay_with_the_cache_plays_the_same_games_as_without():
     """A row-wise exact evaluator makes cached and uncached self-play identical move for
     move, while the cache answers a good share of the positions."""
+    from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay import SelfPlayWorker
     from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.train_config import SelfPlayConfig
 
     game = make_game("gomoku6")
 
@@ -266,10 +266,10 @@ def test_selfplay_with_the_cache_plays_the_same_games_as_without():
 
 
 def test_inference_server_cache_answers_repeats_and_counts_hits():
+    from zeroforge.actors.config import InferenceServerConfig
     from zeroforge.actors.inference import InferenceServer
     from zeroforge.shared.metrics import merge, total
     from zeroforge.shared.nets.model import NetConfig
-    from zeroforge.shared.train_config import InferenceServerConfig
 
     game = make_game("gomoku6")
     server = InferenceServer("gomoku6", NetConfig.preset("small"),
@@ -299,11 +299,12 @@ def test_selfplay_service_counts_worker_cache_hits_and_empties_it_on_new_weights
     (in-process) weight store, the cache in front of the network."""
     import torch
 
+    from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay_service import SelfPlayService
     from zeroforge.shared.metrics import merge, total
     from zeroforge.shared.nets.model import NetConfig, build_net
+    from zeroforge.shared.run_context import RunContext
     from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.train_config import RunContext, SelfPlayConfig
     from zeroforge.shared.transport.memory import MemoryTransport
 
     transport = MemoryTransport("cache-test")
@@ -332,7 +333,7 @@ def test_selfplay_service_counts_worker_cache_hits_and_empties_it_on_new_weights
 
 
 def test_cache_sizes_must_not_be_negative():
-    from zeroforge.shared.train_config import InferenceServerConfig, SelfPlayConfig
+    from zeroforge.actors.config import InferenceServerConfig, SelfPlayConfig
 
     with pytest.raises(ValueError, match="eval_cache_entries must be >= 0"):
         SelfPlayConfig(eval_cache_entries=-1)

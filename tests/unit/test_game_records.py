@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.game_records import RecordWriter, safe_name, sgf_of_moves
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.cli import main
@@ -14,7 +15,6 @@ from zeroforge.shared.players.arena import play_match
 from zeroforge.shared.players.factory import RandomPlayer, make_player
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import UniformEvaluator
-from zeroforge.shared.train_config import SelfPlayConfig
 
 
 @pytest.mark.parametrize("spec, gm", [("go:size=5", 1), ("gomoku:width=6,height=6,k=4", 4),

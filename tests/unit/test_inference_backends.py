@@ -169,10 +169,10 @@ def test_int8_is_cpu_only() -> None:
 def test_inference_server_runs_a_chosen_backend(backend: str) -> None:
     import asyncio
 
+    from zeroforge.actors.config import InferenceServerConfig
     from zeroforge.actors.inference import InferenceServer
     from zeroforge.shared.formats.weight_blob import weights_to_bytes
     from zeroforge.shared.nets.model import NetConfig
-    from zeroforge.shared.train_config import InferenceServerConfig
 
     net = trained_like("tiny", TTT, seed=2)
     obs, legal = batch(TTT, 6)
@@ -195,8 +195,9 @@ def test_inference_server_runs_a_chosen_backend(backend: str) -> None:
 
 
 def test_inference_server_config_checks_the_backend() -> None:
+    from zeroforge.actors.config import InferenceServerConfig
+    from zeroforge.deploy.config import TrainConfig
     from zeroforge.shared import config as cfg
-    from zeroforge.shared.train_config import InferenceServerConfig, TrainConfig
 
     assert InferenceServerConfig().backend == "torch"
     loaded = cfg.load(TrainConfig, None, ["inference.backend=openvino-bf16"])
@@ -214,10 +215,11 @@ def test_selfplay_worker_runs_its_own_net_through_selfplay_backend(backend: str,
                                                                    tmp_path) -> None:
     """``selfplay.backend``: a worker without inference servers exports its own net, takes
     published weights into it (a rebuild) and plays whole games on it."""
+    from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay_service import SelfPlayService
     from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.run_context import RunContext
     from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.train_config import RunContext, SelfPlayConfig
     from zeroforge.shared.transport.memory import MemoryTransport
 
     transport = MemoryTransport("backend-test")
@@ -243,9 +245,9 @@ def test_selfplay_worker_runs_its_own_net_through_selfplay_backend(backend: str,
 
 def test_train_preflight_names_a_backend_whose_package_is_missing(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    from zeroforge.deploy.config import TrainConfig
     from zeroforge.deploy.preflight import PreflightError, check_train
     from zeroforge.shared import config as cfg
-    from zeroforge.shared.train_config import TrainConfig
 
     check_train(cfg.load(TrainConfig, None, ["selfplay.backend=openvino"]), local=True,
                 resume=False)  # installed here: passes

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from zeroforge.deploy.config import DistributedConfig
 from zeroforge.deploy.ray.lease import Lease
-from zeroforge.shared.train_config import DistributedConfig
 
 
 class Clock:

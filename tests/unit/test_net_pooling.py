@@ -336,9 +336,10 @@ def test_inference_server_serves_a_go_preset_from_the_config() -> None:
     runs such a net as any other, on tic-tac-toe here to stay cheap."""
     import asyncio
 
+    from zeroforge.actors.config import InferenceServerConfig
     from zeroforge.actors.inference import InferenceServer
+    from zeroforge.deploy.config import TrainConfig
     from zeroforge.shared import config as cfg
-    from zeroforge.shared.train_config import InferenceServerConfig, TrainConfig
 
     loaded = cfg.load(TrainConfig, None, ["net.heads=pooled", "net.global_pool_every=1",
                                           "net.pool_channels=4", "net.ownership_head=true",

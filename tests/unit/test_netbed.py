@@ -11,9 +11,9 @@ import pytest
 
 from tests import netbed
 from tests.netbed import relay
+from zeroforge.deploy.config import DistributedConfig, TrainConfig
 from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.shared import config as cfg
-from zeroforge.shared.train_config import DistributedConfig, TrainConfig
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

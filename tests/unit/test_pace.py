@@ -10,8 +10,9 @@ import time
 import msgpack
 import pytest
 
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay_service import SelfPlayService
-from zeroforge.deploy.config import load_train_config
+from zeroforge.deploy.config import RunConfig, TrainConfig, load_train_config
 from zeroforge.shared.config import ConfigError
 from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.pace import (
@@ -23,7 +24,6 @@ from zeroforge.shared.pace import (
     selfplay_should_pause,
 )
 from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.train_config import RunConfig, SelfPlayConfig, TrainConfig
 from zeroforge.shared.transport.memory import MemoryTransport
 
 

@@ -67,9 +67,10 @@ def test_bfloat16_inference_on_the_cpu_is_close_to_float32():
 
 
 def test_selfplay_worker_own_network_follows_selfplay_precision(tmp_path):
+    from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay_service import SelfPlayService
+    from zeroforge.shared.run_context import RunContext
     from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.train_config import RunContext, SelfPlayConfig
     from zeroforge.shared.transport.memory import MemoryTransport
 
     transport = MemoryTransport("precision-test")

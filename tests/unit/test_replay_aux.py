@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.losses import losses_from_sums, step_scales
 from zeroforge.learner.replay import ReplayWindow
 from zeroforge.shared.games import make_game
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.train_config import LearnerConfig
 
 
 def _game_with_aux(game, t: int, seed: int) -> GameSamples:

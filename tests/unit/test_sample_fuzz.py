@@ -12,8 +12,10 @@ import msgpack
 import numpy as np
 import pytest
 
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.builder import build_learner
+from zeroforge.deploy.config import RunConfig, TrainConfig
 from zeroforge.learner.learner import LearnerConfig
 from zeroforge.learner.sample_checks import REASONS
 from zeroforge.shared.games import make_game
@@ -21,7 +23,6 @@ from zeroforge.shared.nets.model import NetConfig
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import UniformEvaluator
-from zeroforge.shared.train_config import RunConfig, SelfPlayConfig, TrainConfig
 from zeroforge.shared.transport import StreamConfig
 from zeroforge.shared.transport.memory import MemoryTransport
 

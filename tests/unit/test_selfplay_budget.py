@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.fakes import TTT
+from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.learner.sample_checks import check_game
@@ -23,7 +24,6 @@ from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, enc
 from zeroforge.shared.search import MCTS, Evaluation, SearchConfig, UniformEvaluator
 from zeroforge.shared.search.mcts import dirichlet_noise
 from zeroforge.shared.search.tree import ILLEGAL
-from zeroforge.shared.train_config import SelfPlayConfig
 
 GOMOKU = make_game("gomoku6")
 
@@ -362,7 +362,7 @@ def test_the_service_counts_policy_targets_beside_positions(tmp_path, full_searc
     from zeroforge.actors.selfplay_service import SelfPlayService
     from zeroforge.shared.metrics import merge, total
     from zeroforge.shared.nets.model import build_net
-    from zeroforge.shared.train_config import RunContext
+    from zeroforge.shared.run_context import RunContext
     from zeroforge.shared.transport.memory import MemoryTransport
 
     transport = MemoryTransport("cap-metric")
