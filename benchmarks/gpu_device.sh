@@ -106,7 +106,7 @@ for preset in $PRESETS; do RUNS+=("$preset 1"); done
 # R=2: a second learner replica on a second GPU, where both exist (learner.replicas is
 # new: older checkouts have no such key)
 if ((GPUS >= 2)) && "$PY" -c 'import dataclasses, sys
-from zeroforge.shared.train_config import LearnerConfig
+from zeroforge.learner.config import LearnerConfig
 sys.exit("replicas" not in {f.name for f in dataclasses.fields(LearnerConfig)})'; then
     for preset in $PRESETS; do RUNS+=("$preset 2"); done
 fi
