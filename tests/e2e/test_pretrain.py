@@ -42,7 +42,8 @@ def test_pretrain_learns_the_rule_and_resumes(tmp_path):
     config = load_train_config(None, ["game=gomoku6", "net=tiny", f"run.run_dir={tmp_path}/run",
                                       "learner.batch_size=64", "learner.optimizer=adamw",
                                       "learner.lr=0.01", "learner.augment=false"])
-    report = pretrain(config.context(), config.net, config.learner, sgf, steps=300, holdout=0.2, out=io.StringIO())
+    report = pretrain(config.context(), config.net, config.learner, sgf, steps=300,
+                      holdout=0.2, out=io.StringIO())
     assert report.games_used == 60 and report.holdout_positions > 50
     # Black's moves are predictable, White's random: well above chance (< 10%) overall
     assert report.holdout_accuracy > 0.35
