@@ -369,9 +369,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise CommandError("give --worker-positions-per-s and --learner-steps-per-s, or "
                                "--measure to measure them on this machine")
         games = plan.sample_games(config, 16)
-        from zeroforge.shared.formats.weight_blob import weights_to_bytes
+        from zeroforge.shared.formats import weights_to_bytes
         from zeroforge.shared.games import make_game
-        from zeroforge.shared.nets.model import build_net
+        from zeroforge.shared.nets import build_net
 
         figures = plan.UnitFigures(
             positions_per_s_per_worker=args.worker_positions_per_s,

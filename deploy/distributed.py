@@ -20,7 +20,7 @@ from zeroforge.deploy.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.train_config import TrainConfig
-from zeroforge.shared.transport.stream import check_run_id
+from zeroforge.shared.transport import check_run_id
 
 KEEP_ALIVE_S = 0.5
 """Seconds between the driver's fetches of the controller's state (``RunHandle.keep_alive``):
@@ -174,7 +174,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         if ctx.weights_cache == "auto":
             # what a crashed worker left in this node's weight cache (a clean stop of the
             # node's last worker removes it already)
-            from zeroforge.shared.transport.node_cache import default_cache_root
+            from zeroforge.shared.transport import default_cache_root
 
             shutil.rmtree(default_cache_root() / "zeroforge-weights" / run_id,
                           ignore_errors=True)

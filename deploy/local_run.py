@@ -27,7 +27,7 @@ from zeroforge.shared import config as cfg
 from zeroforge.shared import metrics
 from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.train_config import TrainConfig
-from zeroforge.shared.transport.memory import MemoryTransport
+from zeroforge.shared.transport import MemoryTransport
 
 LOCAL_KINDS = ("selfplay", "learner", "evaluator")
 """The local run's services, one of each (its ``RunStatus.actors`` rows)."""

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from zeroforge.shared.games import GAMES, make_game, parse_spec
-from zeroforge.shared.nets.backends import BackendError, check_backend
+from zeroforge.shared.nets import BackendError, check_backend
 from zeroforge.shared.train_config import TrainConfig
 
 REDIS_TIMEOUT_S = 3.0
@@ -151,7 +151,7 @@ def check_checkpoint(config: TrainConfig) -> None:
     """With ``--resume``: ``RUN_DIR/checkpoint.pt``, if there is one, loads and fits this
     run's game and net (a missing one is a fresh start, as the learner treats it)."""
     from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-    from zeroforge.shared.nets.model import build_net
+    from zeroforge.shared.nets import build_net
 
     path = Path(config.run.run_dir) / CHECKPOINT_NAME
     if not path.exists():

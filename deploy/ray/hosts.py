@@ -30,8 +30,8 @@ from zeroforge.deploy.ray.lease import Lease
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.learner.replica_group import GroupAddress, GroupSeat
 from zeroforge.shared import config as cfg
-from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.search.evaluator import Evaluation, check_evaluation
+from zeroforge.shared.nets import NetConfig
+from zeroforge.shared.search import Evaluation, check_evaluation
 from zeroforge.shared.service import Service
 from zeroforge.shared.train_config import InferenceServerConfig, RunContext, TrainConfig
 

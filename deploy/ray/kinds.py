@@ -29,7 +29,7 @@ def _transport(ctx: RunContext):
     if ctx.weights_cache:
         import ray
 
-        from zeroforge.shared.transport.node_cache import default_cache_root, node_cache_dir
+        from zeroforge.shared.transport import default_cache_root, node_cache_dir
 
         root = default_cache_root() if ctx.weights_cache == "auto" else ctx.weights_cache
         node = ray.get_runtime_context().get_node_id()[:16]

@@ -28,14 +28,16 @@ if TYPE_CHECKING:
     from zeroforge.shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
     from zeroforge.shared.games.fivestone import FiveStone, FiveStoneState, make_fivestone
     from zeroforge.shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
-    from zeroforge.shared.games.go_features import KO, OPP, OPP_LIBS, OWN, OWN_LIBS
+    from zeroforge.shared.games.go_features import KO, MOVES, OPP, OPP_LIBS, OWN, OWN_LIBS
+    from zeroforge.shared.games.go_kernels import COUNT_SHIFT, HASH_MASK
     from zeroforge.shared.games.gomoku import Gomoku, GomokuState, TicTacToe, make_gomoku
     from zeroforge.shared.games.sampling import sample_legal
 
 _MODULES = {
     "fivestone": ("FiveStone", "FiveStoneState", "make_fivestone"),
     "go": ("BLACK", "EMPTY", "WHITE", "Go", "GoState", "make_go"),
-    "go_features": ("KO", "OPP", "OPP_LIBS", "OWN", "OWN_LIBS"),
+    "go_features": ("KO", "MOVES", "OPP", "OPP_LIBS", "OWN", "OWN_LIBS"),
+    "go_kernels": ("COUNT_SHIFT", "HASH_MASK"),
     "gomoku": ("Gomoku", "GomokuState", "TicTacToe", "make_gomoku"),
     "sampling": ("sample_legal",),
 }
@@ -45,11 +47,11 @@ _LAZY["FIVESTONE_ACTIONS"] = (f"{__name__}.fivestone", "NUM_ACTIONS")
 """Exported name -> (module, its name there): a name of one game gets the game's prefix."""
 
 __all__ = [
-    "BLACK", "COLUMN_LETTERS", "EMPTY", "FIVESTONE_ACTIONS", "FiveStone", "FiveStoneState",
-    "GAMES", "Game", "GameSession", "GameSpec", "Go", "GoState", "Gomoku", "GomokuState",
-    "IllegalMoveError", "KO", "OPP", "OPP_LIBS", "OWN", "OWN_LIBS", "PRESETS", "State", "Symmetry",
-    "TicTacToe", "WHITE", "make_fivestone", "make_game", "make_go", "make_gomoku", "parse_spec",
-    "sample_legal"
+    "BLACK", "COLUMN_LETTERS", "COUNT_SHIFT", "EMPTY", "FIVESTONE_ACTIONS", "FiveStone",
+    "FiveStoneState", "GAMES", "Game", "GameSession", "GameSpec", "Go", "GoState", "Gomoku",
+    "GomokuState", "HASH_MASK", "IllegalMoveError", "KO", "MOVES", "OPP", "OPP_LIBS", "OWN",
+    "OWN_LIBS", "PRESETS", "State", "Symmetry", "TicTacToe", "WHITE", "make_fivestone",
+    "make_game", "make_go", "make_gomoku", "parse_spec", "sample_legal"
 ]
 
 

@@ -39,12 +39,16 @@ if TYPE_CHECKING:
     from zeroforge.shared.players.gtp import GtpError, GtpPlayer, Resigned, resolve_command
     from zeroforge.shared.players.ladder import (
         ELO_PER_NAT,
+        Fit,
         Ladder,
         LadderError,
         LadderPlayer,
+        expected_score,
         fit_ratings,
         format_table,
+        ladder_path,
         load_ladder,
+        locked,
         next_pair,
         save_ladder,
         variance_drop,
@@ -58,19 +62,21 @@ _MODULES = {
     "checkpoint": ("load_net", "plays_game", "read_checkpoint"),
     "factory": ("PLAYER_SPECS", "make_player"),
     "gtp": ("GtpError", "GtpPlayer", "Resigned", "resolve_command"),
-    "ladder": ("ELO_PER_NAT", "Ladder", "LadderError", "LadderPlayer", "fit_ratings",
-               "format_table", "load_ladder", "next_pair", "save_ladder", "variance_drop"),
+    "ladder": ("ELO_PER_NAT", "Fit", "Ladder", "LadderError", "LadderPlayer", "expected_score",
+               "fit_ratings", "format_table", "ladder_path", "load_ladder", "locked",
+               "next_pair", "save_ladder", "variance_drop"),
     "player": ("Analyst", "MoveInfo", "Player", "SearchAnalysis"),
 }
 _LAZY = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
 
 __all__ = [
-    "Analyst", "ELO_CLIP", "ELO_PER_NAT", "EloEstimate", "GtpError", "GtpPlayer", "HumanPlayer",
-    "Ladder", "LadderError", "LadderPlayer", "MCTSPlayer", "MatchResult", "MinimaxPlayer",
-    "MoveInfo", "PLAYER_SPECS", "Player", "RandomPlayer", "Resigned", "SearchAnalysis",
-    "UCTPlayer", "clipped_elo", "elo_difference", "evaluate_against", "fit_ratings",
-    "format_table", "load_ladder", "load_net", "make_player", "next_pair", "play_match",
-    "plays_game", "read_checkpoint", "resolve_command", "save_ladder", "variance_drop"
+    "Analyst", "ELO_CLIP", "ELO_PER_NAT", "EloEstimate", "Fit", "GtpError", "GtpPlayer",
+    "HumanPlayer", "Ladder", "LadderError", "LadderPlayer", "MCTSPlayer", "MatchResult",
+    "MinimaxPlayer", "MoveInfo", "PLAYER_SPECS", "Player", "RandomPlayer", "Resigned",
+    "SearchAnalysis", "UCTPlayer", "clipped_elo", "elo_difference", "evaluate_against",
+    "expected_score", "fit_ratings", "format_table", "ladder_path", "load_ladder", "load_net",
+    "locked", "make_player", "next_pair", "play_match", "plays_game", "read_checkpoint",
+    "resolve_command", "save_ladder", "variance_drop"
 ]
 
 

@@ -16,7 +16,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game
+from zeroforge.shared.games import Game
 from zeroforge.shared.players.factory import Player, make_player
 
 

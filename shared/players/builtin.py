@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game, IllegalMoveError, State
-from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.games import Game, IllegalMoveError, State, sample_legal
 from zeroforge.shared.players.player import SearchAnalysis
 
 if TYPE_CHECKING:
@@ -38,14 +37,14 @@ class UCTPlayer:
     games at once."""
 
     def __init__(self, config: UCTConfig | None = None, name: str | None = None) -> None:
-        from zeroforge.shared.search.uct import UCTConfig
+        from zeroforge.shared.search import UCTConfig
 
         self.config = config or UCTConfig()
         self.name = name or f"uct{self.config.playouts}"
 
     def select(self, game: Game, states: State, rng: np.random.Generator) -> np.ndarray:
         """[B] int32 actions for ``states`` [B]; -1 for games that are already over."""
-        from zeroforge.shared.search.uct import uct_search
+        from zeroforge.shared.search import uct_search
 
         actions = np.full(states.batch_size, -1, np.int32)
         running = np.flatnonzero(~states.terminal)
@@ -57,7 +56,7 @@ class UCTPlayer:
     def analyse(self, game: Game, states: State, rng: np.random.Generator
                 ) -> SearchAnalysis:
         """The search's view of the running games ``states`` [B] (no prior: no net)."""
-        from zeroforge.shared.search.uct import uct_search
+        from zeroforge.shared.search import uct_search
 
         result = uct_search(game, states, self.config, rng)
         visits = result.visits.astype(np.int64)
@@ -75,7 +74,7 @@ class MCTSPlayer:
 
     def __init__(self, game: Game, evaluator: Evaluator, search: SearchConfig,
                  name: str = "agent", opening_moves: int = 0) -> None:
-        from zeroforge.shared.search.mcts import MCTS
+        from zeroforge.shared.search import MCTS
 
         self.name = name
         self.search_config = dataclasses.replace(
@@ -91,7 +90,7 @@ class MCTSPlayer:
                 ) -> SearchAnalysis:
         """One search of the running games ``states`` [B], as ``select`` does it, with
         the root visits, visit shares, the net's prior and the root value."""
-        from zeroforge.shared.search.tree import ILLEGAL
+        from zeroforge.shared.search import ILLEGAL
 
         result = self._mcts.search(states, rng)
         tree = self._mcts.tree

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zeroforge.shared.games.base import Game
+from zeroforge.shared.games import Game
 
 if TYPE_CHECKING:
     from torch import nn
@@ -32,8 +32,8 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
     is missing or unreadable, is for another game, or does not fit the net.
     """
     from zeroforge.shared.config import ConfigError, from_dict
-    from zeroforge.shared.formats.weight_blob import load_weights
-    from zeroforge.shared.nets.model import NetConfig, build_net
+    from zeroforge.shared.formats import load_weights
+    from zeroforge.shared.nets import NetConfig, build_net
 
     path = Path(path)
     if not path.is_file():
@@ -74,7 +74,7 @@ def _run_net_config(path: Path, game: Game) -> NetConfig | None:
 
     from zeroforge.shared.config import ConfigError, from_dict
     from zeroforge.shared.games import make_game
-    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.nets import NetConfig
     from zeroforge.shared.run_files import CONFIG_NAME, SNAPSHOT_DIR
 
     config_path = path.parent.parent / CONFIG_NAME
@@ -113,7 +113,7 @@ def plays_game(trained: str, game: Game, net_config: NetConfig | str | None) -> 
     from zeroforge.shared.games import make_game
 
     if isinstance(net_config, str):
-        from zeroforge.shared.nets.model import NetConfig
+        from zeroforge.shared.nets import NetConfig
 
         net_config = NetConfig.preset(net_config)
     pooled = net_config is not None and net_config.heads == "pooled"
@@ -126,7 +126,7 @@ def read_checkpoint(path: Path) -> dict | None:
     replay window it also holds is not read."""
     import torch
 
-    from zeroforge.shared.formats.weight_blob_legacy import ZIP_MAGIC
+    from zeroforge.shared.formats import ZIP_MAGIC
 
     with open(path, "rb") as f:
         if f.read(len(ZIP_MAGIC)) != ZIP_MAGIC:

@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zeroforge.shared.games.base import Game
+from zeroforge.shared.games import Game
 from zeroforge.shared.players.builtin import (
     HumanPlayer,
     MCTSPlayer,
@@ -63,7 +63,7 @@ def make_player(spec: str, game: Game | None = None, *, search: SearchConfig | N
         if kind == "minimax" and game is not None:
             player._setup(game)  # type: ignore[attr-defined]
     elif kind in ("uct", "uctsolver"):
-        from zeroforge.shared.search.uct import UCTConfig
+        from zeroforge.shared.search import UCTConfig
 
         playouts = int(arg) if arg.isdigit() else DEFAULT_PLAYOUTS if not arg else 0
         if playouts < 1:
@@ -88,7 +88,7 @@ def make_player(spec: str, game: Game | None = None, *, search: SearchConfig | N
 def _net_player(spec: str, arg: str, game: Game | None, search: SearchConfig | None,
                 net_config: NetConfig | str | None, opening_moves: int) -> MCTSPlayer:
     """``net:PATH[:SIMULATIONS]`` (the part after ``net:`` is ``arg``)."""
-    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.search import SearchConfig
 
     path_text, _, sims = arg.rpartition(":")
     if not (path_text and sims.isdigit()):
@@ -99,7 +99,7 @@ def _net_player(spec: str, arg: str, game: Game | None, search: SearchConfig | N
         raise ValueError(f"player {spec!r}: a net player needs the game")
     path = Path(path_text)
     net = load_net(path, game, net_config)
-    from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+    from zeroforge.shared.nets import TorchEvaluator
 
     search = search or SearchConfig()
     if sims:

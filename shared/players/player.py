@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.games import Game, State
 
 __all__ = ["Player", "SearchAnalysis", "MoveInfo", "Analyst"]
 

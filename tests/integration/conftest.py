@@ -20,10 +20,9 @@ from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.deploy.ray.private_api import init_on_node_ip
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.train_config import SelfPlayConfig, TrainConfig
 from zeroforge.shared.transport import RedisServer, connect, open_transport
 

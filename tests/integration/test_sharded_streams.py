@@ -28,10 +28,10 @@ from zeroforge.shared.transport import (
     RedisServerConfig,
     ShardedSampleStream,
     TransportError,
+    WeightStore,
     open_transport,
+    shard_of,
 )
-from zeroforge.shared.transport.shards import shard_of
-from zeroforge.shared.transport.weight_store import WeightStore
 
 SHARDS = 3
 GAME = "tictactoe"
