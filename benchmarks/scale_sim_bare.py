@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE.parent))
     import torch
 
-    from zeroforge.deploy.builder import build_learner
+    from zeroforge.deploy.runtime.builder import build_learner
     from zeroforge.shared.games import make_game
     from zeroforge.shared.nets import NetConfig, build_net
     from zeroforge.shared.train_config import LearnerConfig, RunConfig, TrainConfig

@@ -83,7 +83,7 @@ def resume_plan(config: TrainConfig, mode: str | None) -> tuple[TrainConfig, boo
 
 def _recorded_run_id(run_dir: str) -> str | None:
     """The run id ``RUN_DIR/run.json`` records, if it is there and readable."""
-    from zeroforge.deploy import run_registry
+    from zeroforge.deploy.runtime import run_registry
 
     entry = run_registry.recorded(run_dir)
     return entry.run_id if entry is not None and entry.run_id else None
@@ -92,7 +92,7 @@ def _recorded_run_id(run_dir: str) -> str | None:
 def check_no_live_driver(run_dir: str) -> None:
     """A run whose driver is alive on this machine is not started twice in one run
     directory (the second would fight the first for its Redis port and checkpoint)."""
-    from zeroforge.deploy import run_registry
+    from zeroforge.deploy.runtime import run_registry
 
     entry = run_registry.recorded(run_dir)
     if entry is None or entry.driver_pid == os.getpid() or not entry.alive():

@@ -24,10 +24,10 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from zeroforge.actors.inference import InferenceServer
-from zeroforge.deploy.node_stats import ResourceReporter
 from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.deploy.ray.lease import Lease
 from zeroforge.deploy.ray.naming import NAMESPACE
+from zeroforge.deploy.runtime.node_stats import ResourceReporter
 from zeroforge.learner.replica_group import GroupAddress, GroupSeat
 from zeroforge.shared import config as cfg
 from zeroforge.shared.nets import NetConfig

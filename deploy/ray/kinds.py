@@ -15,9 +15,9 @@ from zeroforge.shared.transport import open_transport
 
 
 def _builders() -> Any:
-    """``deploy.builder``, imported at the first build: it imports torch, which the
+    """``deploy.runtime.builder``, imported at the first build: it imports torch, which the
     CLI's use of the kinds (names, sizes, crash limits) never needs."""
-    from zeroforge.deploy import builder
+    from zeroforge.deploy.runtime import builder
 
     return builder
 

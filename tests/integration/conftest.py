@@ -15,9 +15,9 @@ import redis
 
 from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.selfplay import SelfPlayWorker
-from zeroforge.deploy.builder import build_learner, build_rating_service
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.deploy.ray.private_api import init_on_node_ip
+from zeroforge.deploy.runtime.builder import build_learner, build_rating_service
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net

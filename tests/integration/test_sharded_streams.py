@@ -20,7 +20,7 @@ from tests.integration.test_learner_service import (
     drain,
     train_config,
 )
-from zeroforge.deploy.builder import build_learner
+from zeroforge.deploy.runtime.builder import build_learner
 from zeroforge.learner.learner import CheckpointError
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.transport import (

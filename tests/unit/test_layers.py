@@ -212,3 +212,59 @@ def test_the_checker_sees_imports_around_a_front_door(tmp_path, monkeypatch):
         "deploy/bad.py: zeroforge.shared.nets.model._secret (private to shared/nets/)",
         "tests/bad_test.py: zeroforge.deploy.bad._helper (private to deploy/)",
     ]
+
+
+# --- the runtime below the command line ----------------------------------------------------
+BELOW_THE_CLI = ("ray", "runtime")
+"""The packages of ``zeroforge.deploy`` that ``deploy/ray/`` may import: itself and what the
+two runtimes share. Everything else of ``deploy`` (the CLI, its commands, the local run)
+sits above the Ray runtime and uses it."""
+
+
+def upward_imports_of_the_ray_runtime() -> list[str]:
+    """Imports in ``deploy/ray/`` of a ``zeroforge.deploy`` module above it."""
+    out = []
+    for path in modules("deploy/ray"):
+        rel = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # ``from zeroforge.deploy import status`` names the module in ``names``
+                imported = ([f"{node.module}.{a.name}" for a in node.names]
+                            if node.module == "zeroforge.deploy" else [node.module])
+            else:
+                continue
+            out.extend(f"{rel}: {m}" for m in imported
+                       if m.split(".")[:2] == ["zeroforge", "deploy"]
+                       and m.split(".")[2:3] != [] and m.split(".")[2] not in BELOW_THE_CLI)
+    return out
+
+
+def test_the_ray_runtime_does_not_import_the_cli_side():
+    """``deploy/ray/`` imports from ``deploy`` only itself and ``deploy/runtime/``: what it
+    shares with the local run lives below both, so the Ray runtime never imports the root
+    modules (the CLI, commands, the local run) that drive it."""
+    assert upward_imports_of_the_ray_runtime() == []
+
+
+def test_the_checker_sees_the_ray_runtime_import_upwards(tmp_path, monkeypatch):
+    """The check above can fail: both spellings of an import of a root module are reported,
+    imports of ``deploy.runtime`` and of ``deploy.ray`` itself are not."""
+    import sys
+
+    ray = tmp_path / "deploy" / "ray"
+    ray.mkdir(parents=True)
+    (ray / "bad.py").write_text(
+        "from zeroforge.deploy.commands import main\n"
+        "from zeroforge.deploy import local_run\n"
+        "import zeroforge.deploy.cli\n"
+        "from zeroforge.deploy.runtime.status import RunStatus\n"
+        "from zeroforge.deploy.ray.naming import actor_name\n"
+        "from zeroforge.deploy import runtime\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert upward_imports_of_the_ray_runtime() == [
+        "deploy/ray/bad.py: zeroforge.deploy.commands",
+        "deploy/ray/bad.py: zeroforge.deploy.local_run",
+        "deploy/ray/bad.py: zeroforge.deploy.cli",
+    ]

@@ -155,7 +155,7 @@ def test_run_waits_while_paced_and_a_stop_ends_the_wait():
 
 
 def test_run_status_carries_the_throttled_seconds_of_each_side():
-    from zeroforge.deploy.status import RunStatus
+    from zeroforge.deploy.runtime.status import RunStatus
     from zeroforge.shared.metrics import Recorder, merge
 
     workers = [Recorder(), Recorder()]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from zeroforge.actors.selfplay import SelfPlayWorker
-from zeroforge.deploy.builder import build_learner
+from zeroforge.deploy.runtime.builder import build_learner
 from zeroforge.learner.learner import LearnerConfig
 from zeroforge.learner.sample_checks import REASONS
 from zeroforge.shared.games import make_game
