@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game
+from zeroforge.shared.games import Game
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import Evaluator
-from zeroforge.shared.search.mcts import MCTS
+from zeroforge.shared.search import MCTS, Evaluator, SearchConfig
 from zeroforge.shared.train_config import SelfPlayConfig
 
 __all__ = ["SelfPlayConfig", "SelfPlayStats", "SelfPlayWorker"]

@@ -23,7 +23,7 @@ from machine import machine_line
 
 from zeroforge.learner.learner import Learner
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.train_config import LearnerConfig
 
 SETUPS = ("float32 nchw", "float32", "bfloat16")

@@ -26,7 +26,7 @@ import torch
 
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupAddress, LearnerReplica, ReplicaGroup
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.train_config import LearnerConfig
 
 

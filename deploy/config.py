@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from zeroforge.shared import config as cfg
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.train_config import TrainConfig, migrate_legacy_keys
 
 CONFIG_DIR = Path(__file__).parent / "configs"

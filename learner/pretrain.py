@@ -22,9 +22,8 @@ import torch
 
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replay import ReplayWindow
-from zeroforge.shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.formats import GameRecord, SgfDirStats, iter_sgf_dir, replay
+from zeroforge.shared.games import Game, IllegalMoveError, make_game
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.train_config import TrainConfig
 

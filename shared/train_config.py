@@ -17,9 +17,8 @@ from typing import Any
 
 from zeroforge.shared import config as cfg
 from zeroforge.shared.board_sizes import SizeMix, check_board_sizes, check_mix, size_mix
-from zeroforge.shared.nets.names import BACKENDS, PRECISIONS, check_precision
-from zeroforge.shared.nets.net_config import NetConfig
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.nets import BACKENDS, PRECISIONS, NetConfig, check_precision
+from zeroforge.shared.search import SearchConfig
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import sys
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupAddress, LearnerReplica, ReplicaGroupError
 from zeroforge.shared import config as cfg
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.train_config import LearnerConfig
 
 

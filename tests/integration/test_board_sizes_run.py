@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 
 from tests.integration.conftest import learner_service
-from zeroforge.deploy.builder import build_selfplay
-from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.deploy.runtime.builder import build_selfplay
+from zeroforge.shared.nets import NetConfig
+from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.train_config import LearnerConfig, RunConfig, SelfPlayConfig, TrainConfig
 from zeroforge.shared.transport import open_transport
 

@@ -25,7 +25,7 @@ from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import ReplicaGroup, ReplicaGroupError
 from zeroforge.shared import config as cfg
 from zeroforge.shared.board_sizes import size_mix
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.train_config import LearnerConfig
 
 GAME = "tictactoe"

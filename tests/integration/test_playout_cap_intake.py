@@ -9,9 +9,8 @@ import numpy as np
 from tests.integration.conftest import learner_service
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
+from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.train_config import LearnerConfig, RunConfig, TrainConfig
 from zeroforge.shared.transport import SampleStream
 

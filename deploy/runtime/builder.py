@@ -20,7 +20,7 @@ from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupSeat, LearnerReplica, ReplicaGroup
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.run_files import RunFiles
-from zeroforge.shared.search.evaluator import VersionedEvaluator
+from zeroforge.shared.search import VersionedEvaluator
 from zeroforge.shared.train_config import RunContext, TrainConfig
 from zeroforge.shared.transport import Transport
 
