@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroforge.shared.board_sizes import check_board_sizes
-from zeroforge.shared.nets.names import BACKENDS, check_precision
+from zeroforge.shared.nets import BACKENDS, check_precision
 
 
 @dataclass(frozen=True)

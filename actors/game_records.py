@@ -20,9 +20,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from zeroforge.shared.formats.sgf import record_from_session, write_sgf
-from zeroforge.shared.games.base import Game
-from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.formats import record_from_session, write_sgf
+from zeroforge.shared.games import Game, GameSession
 
 log = logging.getLogger(__name__)
 

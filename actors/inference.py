@@ -32,11 +32,10 @@ import numpy as np
 from zeroforge.actors.config import InferenceServerConfig
 from zeroforge.shared.games import make_game
 from zeroforge.shared.metrics import Recorder
-from zeroforge.shared.search.eval_cache import CachedEvaluator, cache_counts
-from zeroforge.shared.search.evaluator import Evaluation
+from zeroforge.shared.search import CachedEvaluator, Evaluation, cache_counts
 
 if TYPE_CHECKING:
-    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.nets import NetConfig
     from zeroforge.shared.transport import WeightSink
 
 __all__ = ["InferenceServer", "InferenceServerConfig"]
@@ -81,9 +80,7 @@ class InferenceServer:
         ``size_specs``: the games of the run's other board sizes (``selfplay.board_sizes``,
         a fully convolutional net), whose requests it takes too, each network call of
         one board shape."""
-        from zeroforge.shared.nets.backends import make_evaluator
-        from zeroforge.shared.nets.model import build_net
-        from zeroforge.shared.nets.torch_evaluator import InferenceConfig
+        from zeroforge.shared.nets import InferenceConfig, build_net, make_evaluator
 
         self.config = config
         spec = make_game(game_spec).spec
@@ -170,7 +167,7 @@ class InferenceServer:
     async def load_weights(self, state_dict_bytes: bytes, version: int) -> int:
         """Swap in ``weight_blob.weights_to_bytes`` weights as ``version`` (between two
         network calls, like the store's); returns the version now held."""
-        from zeroforge.shared.formats.weight_blob import weights_from_bytes
+        from zeroforge.shared.formats import weights_from_bytes
 
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"load_weights: version must be an integer >= 0, got {version!r}")
@@ -371,7 +368,7 @@ class InferenceServer:
         return True
 
     async def _weights_loop(self) -> None:
-        from zeroforge.shared.transport.weight_store import publish_age_s
+        from zeroforge.shared.transport import publish_age_s
 
         loop = asyncio.get_running_loop()
         while True:

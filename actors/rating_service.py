@@ -42,20 +42,32 @@ import numpy as np
 
 from zeroforge.actors.config import EvaluationConfig
 from zeroforge.actors.game_records import RecordWriter, eval_writer
-from zeroforge.shared.formats.weight_blob import StateDict, weights_from_bytes, weights_to_bytes
+from zeroforge.shared.formats import StateDict, weights_from_bytes, weights_to_bytes
 from zeroforge.shared.games import make_game
 from zeroforge.shared.metrics import Recorder
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
-from zeroforge.shared.players import ladder as ladders
-from zeroforge.shared.players.arena import MatchResult, clipped_elo, play_match
-from zeroforge.shared.players.factory import MCTSPlayer, make_player
+from zeroforge.shared.nets import InferenceConfig, NetConfig, TorchEvaluator, build_net
+from zeroforge.shared.players import (
+    Ladder,
+    LadderError,
+    MatchResult,
+    MCTSPlayer,
+    clipped_elo,
+    ladder_path,
+    load_ladder,
+    locked,
+    make_player,
+    play_match,
+    save_ladder,
+)
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles, keep_aside
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.transport import Transport, TransportError
-from zeroforge.shared.transport.results import ResultsFormatError
-from zeroforge.shared.transport.weight_store import WeightsIntegrityError
+from zeroforge.shared.search import SearchConfig
+from zeroforge.shared.transport import (
+    ResultsFormatError,
+    Transport,
+    TransportError,
+    WeightsIntegrityError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -263,22 +275,22 @@ class RatingService:
         run_dir = self.record.run_dir
         me = f"v{version}"
         try:
-            with ladders.locked(run_dir):
+            with locked(run_dir):
                 try:
-                    ladder = ladders.load_ladder(run_dir)
-                except ladders.LadderError as err:
+                    ladder = load_ladder(run_dir)
+                except LadderError as err:
                     self.ladder_errors += 1
                     log.warning("evaluator starts a new ladder: %s", err)
-                    ladder = ladders.Ladder()
+                    ladder = Ladder()
                 if ladder.run_id and ladder.run_id != self.run_id:
                     # An earlier run's ladder and records: its v<n> are other weights than
                     # ours (and our v<n>-... files would overwrite its).
-                    kept = keep_aside(ladders.ladder_path(run_dir))
+                    kept = keep_aside(ladder_path(run_dir))
                     if self.games_records is not None:
                         keep_aside(self.games_records.directory)
                     log.info("evaluator: the ladder and evaluation games of run %s kept "
                              "aside as %s", ladder.run_id, kept)
-                    ladder = ladders.Ladder()
+                    ladder = Ladder()
                 if not ladder.players:
                     ladder.anchor = ("random" if "random" in self.anchors or not self.anchors
                                      else self.anchors[0])
@@ -293,7 +305,7 @@ class RatingService:
                         other = ladder.add_player(spec, "anchor", spec=spec).name
                     ladder.add_games(me, other, m.wins, m.draws, m.losses)
                 fit = ladder.refit()
-                ladders.save_ladder(run_dir, ladder)
+                save_ladder(run_dir, ladder)
         except (OSError, ValueError, np.linalg.LinAlgError) as err:
             self.ladder_errors += 1
             log.warning("evaluator cannot update the ladder: %s", str(err).splitlines()[0])

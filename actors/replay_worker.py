@@ -26,8 +26,7 @@ from zeroforge.actors.selfplay_service import WEIGHTS_POLL_S, WorkerBasics, appe
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode
-from zeroforge.shared.transport import SampleSink, TransportError, WeightSource
-from zeroforge.shared.transport.weight_store import publish_age_s
+from zeroforge.shared.transport import SampleSink, TransportError, WeightSource, publish_age_s
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zeroforge.actors.config import SelfPlayConfig
-from zeroforge.shared.games.base import Game
+from zeroforge.shared.games import Game
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import Evaluator
-from zeroforge.shared.search.mcts import MCTS
+from zeroforge.shared.search import MCTS, Evaluator, SearchConfig
 
 __all__ = ["SelfPlayConfig", "SelfPlayStats", "SelfPlayWorker"]
 

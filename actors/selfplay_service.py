@@ -32,16 +32,30 @@ from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.actors.selfplay_sizes import MixedSizeWorker
 from zeroforge.shared.games import Game, make_game
 from zeroforge.shared.metrics import Recorder
-from zeroforge.shared.nets.backends import ExportedEvaluator, make_evaluator
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
+from zeroforge.shared.nets import (
+    ExportedEvaluator,
+    InferenceConfig,
+    NetConfig,
+    TorchEvaluator,
+    build_net,
+    make_evaluator,
+)
 from zeroforge.shared.pace import PACE_READ_S, selfplay_should_pause
 from zeroforge.shared.run_context import RunContext
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.eval_cache import CachedEvaluator, cache_counts
-from zeroforge.shared.search.evaluator import Evaluator, VersionedEvaluator
-from zeroforge.shared.transport import PaceSignal, SampleSink, TransportError, WeightSource
-from zeroforge.shared.transport.weight_store import publish_age_s
+from zeroforge.shared.search import (
+    CachedEvaluator,
+    Evaluator,
+    SearchConfig,
+    VersionedEvaluator,
+    cache_counts,
+)
+from zeroforge.shared.transport import (
+    PaceSignal,
+    SampleSink,
+    TransportError,
+    WeightSource,
+    publish_age_s,
+)
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from zeroforge.actors.selfplay import SelfPlayStats, SelfPlayWorker
-from zeroforge.shared.games.base import Game
+from zeroforge.shared.games import Game
 
 _COUNTED = ("games", "positions", "policy_targets", "simulations", "reused_visits",
             "search_seconds")

@@ -25,13 +25,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bench_nets import game_spec, inputs, time_evals, trained_like_net  # noqa: E402
 from benchmarks.machine import machine_line  # noqa: E402
-from zeroforge.shared.nets.backends import (  # noqa: E402
+from zeroforge.shared.nets import (  # noqa: E402
     BACKENDS,
     BackendError,
     legal_move_probabilities,
     make_evaluator,
+    num_parameters,  # noqa: E402
 )
-from zeroforge.shared.nets.model import num_parameters  # noqa: E402
 
 DEFAULT_CASES = ("tiny:tictactoe,small:gomoku6,small:go9,resnet6x64:go9,resnet6x64:gomoku15,"
                  "resnet10x128:go9,resnet10x128:gomoku15")

@@ -46,9 +46,8 @@ from machine import machine_line  # benchmarks/machine.py (scripts run from here
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.config import load_train_config
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import build_net, num_parameters
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
-from zeroforge.shared.search.eval_cache import CachedEvaluator
+from zeroforge.shared.nets import TorchEvaluator, build_net, num_parameters
+from zeroforge.shared.search import CachedEvaluator
 
 
 @dataclasses.dataclass

@@ -29,8 +29,7 @@ from zeroforge.deploy.ray.cluster import disconnect, init_local
 from zeroforge.deploy.ray.handle import start_run
 from zeroforge.shared import metrics
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.nets import TorchEvaluator, build_net
 from zeroforge.shared.transport import RedisServer
 
 FROZEN = "learner.min_replay=1000000000"

@@ -19,8 +19,7 @@ import time
 
 import numpy as np
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.games import make_game, sample_legal
 
 GAMES = ["tictactoe", "gomoku6", "gomoku15", "go9", "go:size=9,ko=simple", "go19",
          "5stone_chess"]

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from zeroforge.shared.games import make_game
-from zeroforge.shared.search.evaluator import Evaluation
+from zeroforge.shared.search import Evaluation
 
 MODES = {
     "float32": {"precision": "float32"},
@@ -77,7 +77,7 @@ def worker_main(conn: Any, game_spec: str, batch: int, simulations: int, seed: i
     """Play self-play moves for ever, adding each move's positions to ``positions``."""
     from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay import SelfPlayWorker
-    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.search import SearchConfig
 
     game = make_game(game_spec)
     worker = SelfPlayWorker(game, PipeEvaluator(conn, game.spec.num_actions),
@@ -124,7 +124,7 @@ async def measure_mode(args: argparse.Namespace, game: str, mode: str, holder: d
     from server_stats import batching, mean_ms
 
     from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
-    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.nets import NetConfig
 
     config = InferenceServerConfig(max_batch=args.max_batch, max_wait_ms=args.max_wait_ms,
                                    device=args.device, num_threads=0, **MODES[mode])

@@ -35,8 +35,7 @@ from server_stats import batching, mean_ms  # benchmarks/ (scripts run from here
 from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
 from zeroforge.deploy.ray.hosts import RemoteEvaluator, make_inference_actor
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
+from zeroforge.shared.nets import InferenceConfig, NetConfig, TorchEvaluator, build_net
 
 
 class LeafClient:
@@ -89,7 +88,7 @@ class SelfPlayClient:
     def __init__(self, servers: list, game: str, batch: int, seed: int,
                  simulations: int) -> None:
         from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
-        from zeroforge.shared.search.config import SearchConfig
+        from zeroforge.shared.search import SearchConfig
 
         self.evaluator = TimedEvaluator(RemoteEvaluator(servers))
         self.worker = SelfPlayWorker(make_game(game), self.evaluator,

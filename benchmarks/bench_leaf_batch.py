@@ -31,10 +31,8 @@ import time
 
 import numpy as np
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, State
-from zeroforge.shared.nets.model import build_net
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
+from zeroforge.shared.games import Game, State, make_game
+from zeroforge.shared.nets import InferenceConfig, TorchEvaluator, build_net
 from zeroforge.shared.search import MCTS, Evaluation, SearchConfig
 
 
@@ -128,7 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.checkpoint:
         from zeroforge.deploy.engines.agent import checkpoint_game
-        from zeroforge.shared.players.factory import load_net
+        from zeroforge.shared.players import load_net
 
         args.game = checkpoint_game(args.checkpoint) or args.game
         args.net = f"trained ({args.checkpoint})"

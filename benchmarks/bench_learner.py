@@ -24,7 +24,7 @@ from machine import machine_line
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 
 SETUPS = ("float32 nchw", "float32", "bfloat16")
 """Row names: ``float32 nchw`` is the learner's float32 step with the NCHW layout."""

@@ -27,7 +27,7 @@ import torch
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupAddress, LearnerReplica, ReplicaGroup
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 
 
 def learner_config(args: argparse.Namespace) -> LearnerConfig:

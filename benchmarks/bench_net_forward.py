@@ -18,7 +18,7 @@ import time
 import torch
 
 from zeroforge.shared.games import GameSpec
-from zeroforge.shared.nets.model import NetConfig, build_net, fuse_for_inference, num_parameters
+from zeroforge.shared.nets import NetConfig, build_net, fuse_for_inference, num_parameters
 
 DEFAULT_NETS = "small,resnet6x64,go_cpu,go_cpu:channels=64,resnet6x64:channels=48"
 # Go 9x9 as the Go rules encode it (AlphaGo Zero's 17 planes, a pass action), by hand so

@@ -18,11 +18,12 @@ import numpy as np
 import torch
 
 from zeroforge.shared.games import GameSpec, make_game
-from zeroforge.shared.nets.model import build_net, num_parameters
-from zeroforge.shared.nets.torch_evaluator import (
+from zeroforge.shared.nets import (
     InferenceConfig,
     TorchEvaluator,
+    build_net,
     native_bfloat16,
+    num_parameters,
     resolve_device,
 )
 

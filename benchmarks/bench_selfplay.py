@@ -43,13 +43,15 @@ import torch
 from machine import machine_line  # benchmarks/machine.py (scripts run from here)
 
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, State
-from zeroforge.shared.nets.model import build_net, num_parameters
-from zeroforge.shared.nets.names import PRECISIONS
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import Evaluation
+from zeroforge.shared.games import Game, State, make_game
+from zeroforge.shared.nets import (
+    PRECISIONS,
+    InferenceConfig,
+    TorchEvaluator,
+    build_net,
+    num_parameters,
+)
+from zeroforge.shared.search import Evaluation, SearchConfig
 
 SECTIONS = {
     # game -> net preset

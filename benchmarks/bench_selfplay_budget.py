@@ -52,9 +52,8 @@ from machine import machine_line  # benchmarks/machine.py (scripts run from here
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.config import load_train_config
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import build_net, num_parameters
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.nets import InferenceConfig, TorchEvaluator, build_net, num_parameters
+from zeroforge.shared.search import SearchConfig
 
 SETUPS = ("base", "reuse", "cap", "reuse+cap", "gumbel")
 

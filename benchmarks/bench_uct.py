@@ -18,11 +18,8 @@ import time
 
 import numpy as np
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, State
-from zeroforge.shared.games.sampling import sample_legal
-from zeroforge.shared.players.arena import play_match
-from zeroforge.shared.players.factory import Player, make_player
+from zeroforge.shared.games import Game, State, make_game, sample_legal
+from zeroforge.shared.players import Player, make_player, play_match
 from zeroforge.shared.search import UCTConfig, uct_search
 
 

@@ -23,9 +23,8 @@ import numpy as np
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.local_run import LocalRun
 from zeroforge.shared.games import make_game
-from zeroforge.shared.players.arena import play_match
-from zeroforge.shared.players.factory import MCTSPlayer, make_player
-from zeroforge.shared.search.tactics import winning_actions
+from zeroforge.shared.players import MCTSPlayer, make_player, play_match
+from zeroforge.shared.search import winning_actions
 
 
 def missed_wins_against_random(game, agent, num_games: int, rng) -> tuple[int, int, object]:

@@ -33,11 +33,9 @@ from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.local_run import LocalRun
 from zeroforge.learner.learner import CHECKPOINT_NAME
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
-from zeroforge.shared.players import factory as players
-from zeroforge.shared.players.arena import play_match
-from zeroforge.shared.players.factory import MCTSPlayer, make_player
+from zeroforge.shared.nets import TorchEvaluator, build_net
+from zeroforge.shared.players import MCTSPlayer, make_player, play_match
+from zeroforge.shared.players import load_net as load_trained_net
 from zeroforge.shared.run_files import snapshot_files
 
 OPENING_MOVES = 2
@@ -77,7 +75,7 @@ def load_net(game, config, path: Path | None, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     if path is None:
         return build_net(config.net, game.spec)
-    return players.load_net(path, game, config.net)
+    return load_trained_net(path, game, config.net)
 
 
 def earlier_rows(path: str | None, header: dict, prog: str = "learn_vs_uct") -> list[dict]:

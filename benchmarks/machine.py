@@ -54,7 +54,7 @@ def machine_line() -> str:
     picks)."""
     import torch
 
-    from zeroforge.shared.nets.torch_evaluator import native_bfloat16
+    from zeroforge.shared.nets import native_bfloat16
 
     bf16 = "bfloat16 native" if native_bfloat16(torch.device("cpu")) else "no native bfloat16"
     return (f"machine: {cpu_description()} {platform.machine()}, {os.cpu_count()} cores, "

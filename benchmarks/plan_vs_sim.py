@@ -38,9 +38,8 @@ def calibrate(calls: int = 2000) -> tuple[float, float]:
     """Bytes the run's Redis sends for one poll (the latest version) and for one read of a
     version's record, measured on a real server: the model's two per-call figures."""
     from zeroforge.shared.games import make_game
-    from zeroforge.shared.nets.model import NetConfig, build_net
-    from zeroforge.shared.transport import RedisServer, connect
-    from zeroforge.shared.transport.weight_store import WeightStore
+    from zeroforge.shared.nets import NetConfig, build_net
+    from zeroforge.shared.transport import RedisServer, WeightStore, connect
 
     with RedisServer() as server:
         store = WeightStore(connect(server.url), "calibrate")

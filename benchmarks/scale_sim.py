@@ -53,10 +53,9 @@ def record_games(game_spec: str, count: int, seed: int) -> list[bytes]:
     from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay import SelfPlayWorker
     from zeroforge.shared.games import make_game
-    from zeroforge.shared.nets.model import NetConfig, build_net
-    from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+    from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
     from zeroforge.shared.samples import encode
-    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.search import SearchConfig
 
     game = make_game(game_spec)
     evaluator = TorchEvaluator(build_net(NetConfig.preset("tiny"), game.spec), device="cpu")
@@ -92,9 +91,8 @@ def publish_blobs(url: str, run_id: str, game: str, net: str, first_at: float,
     import torch
 
     from zeroforge.shared.games import make_game
-    from zeroforge.shared.nets.model import NetConfig, build_net
-    from zeroforge.shared.transport import connect
-    from zeroforge.shared.transport.weight_store import WeightStore
+    from zeroforge.shared.nets import NetConfig, build_net
+    from zeroforge.shared.transport import WeightStore, connect
 
     torch.set_num_threads(1)
     blob_net = build_net(NetConfig.preset(net), make_game(game).spec)

@@ -86,8 +86,7 @@ class Virtual:
 async def connect_worker(index: int, plan: Plan, pool) -> Virtual:
     """Open a virtual worker's transport and take the weights already published (as a
     worker does at its start), before the timed phase."""
-    from zeroforge.shared.transport import open_transport
-    from zeroforge.shared.transport.node_cache import node_cache_dir
+    from zeroforge.shared.transport import node_cache_dir, open_transport
 
     loop = asyncio.get_running_loop()
     node = f"node{index % plan.nodes}"
@@ -191,13 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE.parent))
     import torch
 
-    from zeroforge.deploy.builder import build_learner
     from zeroforge.deploy.config import RunConfig, TrainConfig
+    from zeroforge.deploy.runtime.builder import build_learner
     from zeroforge.learner.config import LearnerConfig
     from zeroforge.shared.games import make_game
-    from zeroforge.shared.nets.model import NetConfig, build_net
-    from zeroforge.shared.transport import RedisServer, connect, open_transport
-    from zeroforge.shared.transport.weight_store import WeightStore
+    from zeroforge.shared.nets import NetConfig, build_net
+    from zeroforge.shared.transport import RedisServer, WeightStore, connect, open_transport
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a connection or two a worker

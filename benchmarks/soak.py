@@ -241,8 +241,7 @@ def score_snapshot(path: Path, anchor: str, games: int, sims: int, seed: int) ->
     import numpy as np
 
     from zeroforge.shared.games import make_game
-    from zeroforge.shared.players.arena import play_match
-    from zeroforge.shared.players.factory import make_player
+    from zeroforge.shared.players import make_player, play_match
 
     game = make_game("tictactoe")
     net = make_player(f"net:{path}:{sims}", game)

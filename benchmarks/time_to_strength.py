@@ -70,7 +70,7 @@ from tts_rule import median_cell, minutes_cell
 from zeroforge.deploy.config import TrainConfig, load_train_config
 from zeroforge.learner.learner import CheckpointError, load_checkpoint
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.nets import TorchEvaluator
 from zeroforge.shared.run_files import SNAPSHOT_DIR, snapshot_files
 
 POLL_S = 2.0

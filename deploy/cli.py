@@ -31,7 +31,7 @@ class _PlayParser(_Parser):
     is imported only when that help is shown, so that ``status`` and ``top`` start fast."""
 
     def format_help(self) -> str:
-        from zeroforge.shared.players.factory import PLAYER_SPECS
+        from zeroforge.shared.players import PLAYER_SPECS
 
         self.description = (
             "Play one game in the terminal (type a move, or undo, hint, help, resign, quit) "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from zeroforge.deploy.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
-    from zeroforge.deploy.status import RunStatus
+    from zeroforge.deploy.runtime.status import RunStatus
 
 
 class CommandError(Exception):
@@ -125,7 +125,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 def _registered(args: argparse.Namespace):
     """The run's registry entry from --run-dir / --run-id / the only live run (None when
     the registry cannot say: then Ray is asked, as before the run server)."""
-    from zeroforge.deploy import run_registry
+    from zeroforge.deploy.runtime import run_registry
 
     address = getattr(args, "address", None)
     if address and args.run_id and not args.run_dir:
@@ -204,7 +204,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     entry = _registered(args)
     if entry is not None and entry.dashboard_url:
         data = _client(entry).status_json()
-        from zeroforge.deploy.status import RunStatus
+        from zeroforge.deploy.runtime.status import RunStatus
 
         st = RunStatus.from_json(data)
         url = data.get("dashboard_url", entry.dashboard_url)
@@ -259,7 +259,7 @@ def _serve_finished(run_dir: str, port: int, args: argparse.Namespace) -> int:
     from zeroforge.deploy.dashboard import history as hist
     from zeroforge.deploy.dashboard.run import FINAL_STATUS
     from zeroforge.deploy.dashboard.server import RunServer
-    from zeroforge.deploy.status import RunStatus
+    from zeroforge.deploy.runtime.status import RunStatus
 
     path = Path(run_dir) / hist.HISTORY_FILE
     if not path.exists():
@@ -311,7 +311,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_top(args: argparse.Namespace) -> int:
     """The live terminal view of a run, from its run server (``deploy/top``)."""
     from zeroforge.deploy.dashboard.run import FINAL_STATUS
-    from zeroforge.deploy.status import RunStatus
+    from zeroforge.deploy.runtime.status import RunStatus
     from zeroforge.deploy.top.app import Top, TopError
 
     entry = _registered(args)
@@ -359,9 +359,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise CommandError("give --worker-positions-per-s and --learner-steps-per-s, or "
                                "--measure to measure them on this machine")
         games = plan.sample_games(config, 16)
-        from zeroforge.shared.formats.weight_blob import weights_to_bytes
+        from zeroforge.shared.formats import weights_to_bytes
         from zeroforge.shared.games import make_game
-        from zeroforge.shared.nets.model import build_net
+        from zeroforge.shared.nets import build_net
 
         figures = plan.UnitFigures(
             positions_per_s_per_worker=args.worker_positions_per_s,

@@ -37,9 +37,9 @@ from zeroforge.actors.config import EvaluationConfig, InferenceServerConfig, Sel
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.shared import config as cfg
 from zeroforge.shared.board_sizes import check_mix
-from zeroforge.shared.nets.net_config import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.run_context import RunContext
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search import SearchConfig
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zeroforge.shared.players.arena import ELO_CLIP, clipped_elo, elo_difference
+from zeroforge.shared.players import ELO_CLIP, clipped_elo, elo_difference
 from zeroforge.shared.run_files import EVAL_LOG_NAME
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TextIO
 
 from zeroforge.deploy.config import TrainConfig
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared.run_files import RunFiles
-from zeroforge.shared.transport.stream import check_run_id
+from zeroforge.shared.transport import check_run_id
 
 KEEP_ALIVE_S = 0.5
 """Seconds between the driver's fetches of the controller's state (``RunHandle.keep_alive``):
@@ -55,7 +55,6 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     run's actors still live on the cluster (their driver was killed), the new controller
     re-attaches to them (``start_run``) instead of starting a second run."""
     continuing = resume if continuing is None else continuing
-    from zeroforge.deploy import run_registry
     from zeroforge.deploy.ray.cluster import (
         cluster_address,
         disconnect,
@@ -67,6 +66,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     from zeroforge.deploy.ray.naming import kill_run_actors
     from zeroforge.deploy.ray.resources import learner_group_misfit
     from zeroforge.deploy.run_redis import start_run_redis
+    from zeroforge.deploy.runtime import run_registry
 
     out = out or sys.stdout
     run_id = check_run_id(config.run.run_id or new_run_id())
@@ -174,7 +174,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         if ctx.weights_cache == "auto":
             # what a crashed worker left in this node's weight cache (a clean stop of the
             # node's last worker removes it already)
-            from zeroforge.shared.transport.node_cache import default_cache_root
+            from zeroforge.shared.transport import default_cache_root
 
             shutil.rmtree(default_cache_root() / "zeroforge-weights" / run_id,
                           ignore_errors=True)

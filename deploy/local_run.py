@@ -1,7 +1,7 @@
 """The local run: the distributed run's services, stepped in turn in one process.
 
 ``zeroforge train --local`` builds the same self-play worker, learner and evaluator as a
-distributed run (``deploy/builder.py``) over the in-memory transport, so every game is
+distributed run (``deploy/runtime/builder.py``) over the in-memory transport, so every game is
 encoded and decoded as on the wire, the learner's publish / checkpoint / snapshot timing
 and the run's limits are the learner service's own, evaluations go through the evaluator
 service into the same run record, and the same metrics are served on a Prometheus
@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from zeroforge.deploy.builder import build_learner, build_rating_service, build_selfplay
 from zeroforge.deploy.config import TrainConfig
-from zeroforge.deploy.node_stats import ResourceReporter
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.builder import build_learner, build_rating_service, build_selfplay
+from zeroforge.deploy.runtime.node_stats import ResourceReporter
+from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared import metrics
 from zeroforge.shared.run_files import RunFiles
-from zeroforge.shared.transport.memory import MemoryTransport
+from zeroforge.shared.transport import MemoryTransport
 
 LOCAL_KINDS = ("selfplay", "learner", "evaluator")
 """The local run's services, one of each (its ``RunStatus.actors`` rows)."""
@@ -127,8 +127,8 @@ class LocalRun:
                 row | {"kind": "evaluator"}]
 
     def _start_dashboard(self) -> None:
-        from zeroforge.deploy import run_registry
         from zeroforge.deploy.dashboard.run import LEGEND, RunDashboard
+        from zeroforge.deploy.runtime import run_registry
 
         run = self.config.run
         self.dashboard = RunDashboard(run, self.run_id, run.run_dir, self.status,
@@ -145,7 +145,7 @@ class LocalRun:
         self._say(LEGEND)
 
     def _stop_dashboard(self) -> None:
-        from zeroforge.deploy import run_registry
+        from zeroforge.deploy.runtime import run_registry
 
         if self._entry is not None:
             run_registry.unregister(self._entry)

@@ -124,11 +124,9 @@ def measure(config: TrainConfig, seconds: float = 6.0) -> UnitFigures:
 
     from zeroforge.actors.selfplay import SelfPlayWorker
     from zeroforge.learner.learner import Learner
-    from zeroforge.shared.formats.weight_blob import weights_to_bytes
+    from zeroforge.shared.formats import weights_to_bytes
     from zeroforge.shared.games import make_game
-    from zeroforge.shared.nets.backends import make_evaluator
-    from zeroforge.shared.nets.model import build_net
-    from zeroforge.shared.nets.torch_evaluator import InferenceConfig
+    from zeroforge.shared.nets import InferenceConfig, build_net, make_evaluator
 
     torch.set_num_threads(1)
     game = make_game(config.game)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from zeroforge.deploy.config import TrainConfig
 from zeroforge.shared.games import GAMES, make_game, parse_spec
-from zeroforge.shared.nets.backends import BackendError, check_backend
+from zeroforge.shared.nets import BackendError, check_backend
 
 REDIS_TIMEOUT_S = 3.0
 """Longest wait for Redis to accept a connection and answer PING."""
@@ -83,7 +83,7 @@ def resume_plan(config: TrainConfig, mode: str | None) -> tuple[TrainConfig, boo
 
 def _recorded_run_id(run_dir: str) -> str | None:
     """The run id ``RUN_DIR/run.json`` records, if it is there and readable."""
-    from zeroforge.deploy import run_registry
+    from zeroforge.deploy.runtime import run_registry
 
     entry = run_registry.recorded(run_dir)
     return entry.run_id if entry is not None and entry.run_id else None
@@ -92,7 +92,7 @@ def _recorded_run_id(run_dir: str) -> str | None:
 def check_no_live_driver(run_dir: str) -> None:
     """A run whose driver is alive on this machine is not started twice in one run
     directory (the second would fight the first for its Redis port and checkpoint)."""
-    from zeroforge.deploy import run_registry
+    from zeroforge.deploy.runtime import run_registry
 
     entry = run_registry.recorded(run_dir)
     if entry is None or entry.driver_pid == os.getpid() or not entry.alive():
@@ -151,7 +151,7 @@ def check_checkpoint(config: TrainConfig) -> None:
     """With ``--resume``: ``RUN_DIR/checkpoint.pt``, if there is one, loads and fits this
     run's game and net (a missing one is a fresh start, as the learner treats it)."""
     from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-    from zeroforge.shared.nets.model import build_net
+    from zeroforge.shared.nets import build_net
 
     path = Path(config.run.run_dir) / CHECKPOINT_NAME
     if not path.exists():

@@ -38,10 +38,8 @@ from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
-from zeroforge.shared.players.arena import evaluate_against
-from zeroforge.shared.players.factory import MCTSPlayer
+from zeroforge.shared.nets import InferenceConfig, NetConfig, TorchEvaluator
+from zeroforge.shared.players import MCTSPlayer, evaluate_against
 from zeroforge.shared.search import SearchConfig
 
 

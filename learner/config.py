@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroforge.shared.nets.names import PRECISIONS, check_precision
+from zeroforge.shared.nets import PRECISIONS, check_precision
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,7 @@ from zeroforge.learner.sample_checks import rejection, size_rejection
 from zeroforge.shared.board_sizes import SizeMix
 from zeroforge.shared.config import to_dict
 from zeroforge.shared.games import Game, make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import resolve_dtype
+from zeroforge.shared.nets import NetConfig, build_net, resolve_dtype
 from zeroforge.shared.samples import GameSamples
 
 CHECKPOINT_FORMAT = "zeroforge-checkpoint-v1"

@@ -23,10 +23,9 @@ import torch
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replay import ReplayWindow
-from zeroforge.shared.formats.sgf import GameRecord, SgfDirStats, iter_sgf_dir, replay
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, IllegalMoveError
-from zeroforge.shared.nets.net_config import NetConfig
+from zeroforge.shared.formats import GameRecord, SgfDirStats, iter_sgf_dir, replay
+from zeroforge.shared.games import Game, IllegalMoveError, make_game
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import GameSamples
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeroforge.shared.games.base import Symmetry
+from zeroforge.shared.games import Symmetry
 from zeroforge.shared.samples import GameSamples
 
 

@@ -47,12 +47,19 @@ from collections.abc import Mapping
 import numpy as np
 
 from zeroforge.shared.board_sizes import differs_only_in_size
-from zeroforge.shared.games.base import Game
-from zeroforge.shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
-from zeroforge.shared.games.fivestone import FiveStone
-from zeroforge.shared.games.go import Go
-from zeroforge.shared.games.go_features import KO, OPP, OPP_LIBS, OWN, OWN_LIBS
-from zeroforge.shared.games.gomoku import Gomoku, GomokuState
+from zeroforge.shared.games import (
+    FIVESTONE_ACTIONS,
+    KO,
+    OPP,
+    OPP_LIBS,
+    OWN,
+    OWN_LIBS,
+    FiveStone,
+    Game,
+    Go,
+    Gomoku,
+    GomokuState,
+)
 from zeroforge.shared.samples import GameSamples, SampleFormatError
 
 POLICY_SUM_TOL = 2e-3

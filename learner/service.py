@@ -64,12 +64,17 @@ from zeroforge.learner.service_metrics import (
 from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
 from zeroforge.learner.snapshots import WeightSnapshots
 from zeroforge.learner.stream_drain import drain_stream
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.pace import Pace
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.transport import StreamConfig, Transport, TransportError, advance_cursor
-from zeroforge.shared.transport.weight_store import StaleVersionError
+from zeroforge.shared.transport import (
+    StaleVersionError,
+    StreamConfig,
+    Transport,
+    TransportError,
+    advance_cursor,
+)
 
 log = logging.getLogger(__name__)
 

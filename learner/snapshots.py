@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from zeroforge.shared.formats.weight_blob import StateDict, save_weights
+from zeroforge.shared.formats import StateDict, save_weights
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.run_files import snapshot_path
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zeroforge.shared.games import make_game, parse_spec
-from zeroforge.shared.games.base import Game
+from zeroforge.shared.games import Game, make_game, parse_spec
 
 SIZED_GAMES = ("go",)
 """Games whose spec strings take another ``size=`` for ``selfplay.board_sizes``: Go's

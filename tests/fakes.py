@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, GameSpec, State
-from zeroforge.shared.search.evaluator import Evaluation
+from zeroforge.shared.games import Game, GameSpec, State, make_game
+from zeroforge.shared.search import Evaluation
 
 TTT = make_game("tictactoe")
 

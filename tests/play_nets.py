@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zeroforge.learner.learner import Learner, LearnerConfig
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 
 
 def tiny_checkpoint(folder: Path, game_spec: str, name: str = "checkpoint.pt") -> Path:

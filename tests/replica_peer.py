@@ -17,7 +17,7 @@ from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import GroupAddress, LearnerReplica, ReplicaGroupError
 from zeroforge.shared import config as cfg
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 
 
 def main(argv: list[str]) -> int:

@@ -11,7 +11,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 
 
 class RunClientError(OSError):

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 
 
 class RunMirror:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from zeroforge.deploy.dashboard.history import HISTORY_FILE, History, HistoryConfig, Sampler
 from zeroforge.deploy.dashboard.server import RunServer
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.shared.run_files import keep_aside
 
 if TYPE_CHECKING:  # not imported at run time: `zeroforge status` must start fast

@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from zeroforge.deploy.dashboard.history import History
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 
 TOKEN_FILE = "dashboard.token"
 """The token's name in the run dir (0600; only for a non-loopback bind)."""

@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from zeroforge.shared.board_sizes import net_plays
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, State
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.games import Game, State, make_game
+from zeroforge.shared.search import SearchConfig
 
 PROBE_SIMULATIONS = 8
 """Simulations of the probe search that measures speed before the first timed move."""
@@ -54,12 +53,12 @@ def checkpoint_game(path: str | Path) -> str | None:
     """The game spec string a learner checkpoint names, or None for a weights file.
 
     ValueError in one line if the file is missing or unreadable."""
-    from zeroforge.shared.players.factory import _read_checkpoint
+    from zeroforge.shared.players import read_checkpoint
 
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such checkpoint")
-    blob = _read_checkpoint(path)
+    blob = read_checkpoint(path)
     game = blob.get("game") if blob is not None else None
     return game if isinstance(game, str) else None
 
@@ -78,8 +77,8 @@ class Agent:
     def __init__(self, checkpoint: str | Path, game_spec: str | None = None,
                  simulations: int = 200, max_simulations: int = 20000,
                  device: str = "auto", leaf_batch: int = DEFAULT_LEAF_BATCH) -> None:
-        from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
-        from zeroforge.shared.players.factory import load_net
+        from zeroforge.shared.nets import InferenceConfig, TorchEvaluator
+        from zeroforge.shared.players import load_net
 
         named = checkpoint_game(checkpoint)
         if named is None and game_spec is None:
@@ -105,7 +104,7 @@ class Agent:
         self.speed: float | None = None  # simulations a second, moving average
 
     def _search(self, game: Game, state: State, sims: int, seed: int) -> tuple[int, float, float]:
-        from zeroforge.shared.search.mcts import MCTS
+        from zeroforge.shared.search import MCTS
 
         mcts = MCTS(game, self.evaluator, dataclasses.replace(self.search, num_simulations=sims))
         start = time.perf_counter()
@@ -119,7 +118,7 @@ class Agent:
                 ) -> list[tuple[int, int, float, float]]:
         """(action, visits, win rate for the mover in [0, 1], prior) of every visited root
         move of the one running game ``state`` [1], most visited first."""
-        from zeroforge.shared.search.mcts import MCTS
+        from zeroforge.shared.search import MCTS
 
         mcts = MCTS(game, self.evaluator, dataclasses.replace(self.search, num_simulations=sims))
         mcts.search(state, np.random.default_rng(seed))

@@ -45,8 +45,7 @@ import numpy as np
 from zeroforge import __version__
 from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent, engine_agent
 from zeroforge.shared.board_sizes import net_plays
-from zeroforge.shared.games.base import IllegalMoveError
-from zeroforge.shared.games.go import Go, GoState
+from zeroforge.shared.games import Go, GoState, IllegalMoveError
 
 PROTOCOL_VERSION = "2"
 ENGINE_NAME = "zeroforge"

@@ -25,10 +25,8 @@ from typing import TextIO
 
 import numpy as np
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, IllegalMoveError
-from zeroforge.shared.games.session import GameSession
-from zeroforge.shared.players.factory import Player, make_player
+from zeroforge.shared.games import Game, GameSession, IllegalMoveError, make_game
+from zeroforge.shared.players import Player, make_player
 
 
 @dataclass
@@ -68,7 +66,7 @@ class MatchTally:
         return w, d, lost
 
     def summary(self) -> list[str]:
-        from zeroforge.shared.players.arena import elo_difference
+        from zeroforge.shared.players import elo_difference
 
         n = len(self.games)
         lines = []
@@ -85,7 +83,7 @@ class MatchTally:
         lines.append(f"Black won {black}, White won {white}, drawn {n - black - white}")
         checked = [g for g in self.games if g.engine_score is not None]
         if checked:
-            agree = sum(_margin(g.engine_score) == _margin(g.result_text) for g in checked)
+            agree = sum(black_lead(g.engine_score) == black_lead(g.result_text) for g in checked)
             seki = sum(g.engine_seki > 0 for g in checked)
             lines.append(f"engine final_score agreed with zeroforge's score in {agree} of "
                          f"{len(checked)} games ended by two passes"
@@ -93,7 +91,7 @@ class MatchTally:
         return lines
 
 
-def _margin(text: str | None) -> float | None:
+def black_lead(text: str | None) -> float | None:
     """Black's lead in an SGF-style score (``B+3.5`` -> 3.5, ``W+2`` -> -2, ``0`` -> 0);
     None for resignations, forfeits and anything else."""
     if text is None:
@@ -111,7 +109,7 @@ def _margin(text: str | None) -> float | None:
 
 
 def _scorer(referee: Player | None, players: tuple[Player, Player]) -> Player | None:
-    from zeroforge.shared.players.gtp import GtpPlayer
+    from zeroforge.shared.players import GtpPlayer
 
     for p in (referee, *players):
         if isinstance(p, GtpPlayer):
@@ -122,8 +120,8 @@ def _scorer(referee: Player | None, players: tuple[Player, Player]) -> Player | 
 def play_game(game: Game, black: Player, white: Player, rng: np.random.Generator,
               referee: Player | None = None, black_label: str = "A") -> GameResult:
     """One game, Black first; Go games ended by two passes get the engine's score."""
-    from zeroforge.shared.formats.sgf import record_from_session
-    from zeroforge.shared.players.gtp import GtpPlayer, Resigned
+    from zeroforge.shared.formats import record_from_session
+    from zeroforge.shared.players import GtpPlayer, Resigned
 
     session = GameSession(game)
     players = (black, white)
@@ -154,7 +152,7 @@ def play_game(game: Game, black: Player, white: Player, rng: np.random.Generator
     scorer = _scorer(referee, players) if by_passes else None
     if scorer is not None:
         result.engine_score = scorer.final_score(game, session.moves)  # type: ignore[attr-defined]
-        agree = _margin(result.engine_score) == _margin(result.result_text)
+        agree = black_lead(result.engine_score) == black_lead(result.result_text)
         result.note = (f"{scorer.name} final_score {result.engine_score}: "
                        + ("agrees" if agree else f"differs from {result.result_text}"))
         if not agree:
@@ -170,8 +168,8 @@ def run_match(game_spec: str, black_spec: str, white_spec: str, games: int = 1,
               simulations: int | None = None, seed: int = 0,
               out: TextIO | None = None) -> MatchTally:
     """``zeroforge match``: plays ``games`` games, printing each result and a summary."""
-    from zeroforge.shared.formats.sgf import GameRecord, write_sgf
-    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.formats import GameRecord, write_sgf
+    from zeroforge.shared.search import SearchConfig
 
     out = out or sys.stdout
     if games < 1:

@@ -32,9 +32,7 @@ from typing import TextIO
 from zeroforge import __version__
 from zeroforge.deploy.engines.agent import DEFAULT_LEAF_BATCH, Agent, engine_agent
 from zeroforge.shared.board_sizes import net_plays
-from zeroforge.shared.games.base import Game, IllegalMoveError
-from zeroforge.shared.games.gomoku import Gomoku
-from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.games import Game, GameSession, Gomoku, IllegalMoveError
 
 SAFETY = 0.7
 """Share of a move's time the search may use (the rest is overhead and I/O)."""

@@ -18,9 +18,8 @@ from typing import TextIO
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game, IllegalMoveError
-from zeroforge.shared.games.session import GameSession
-from zeroforge.shared.players.factory import (
+from zeroforge.shared.games import Game, GameSession, IllegalMoveError
+from zeroforge.shared.players import (
     Analyst,
     HumanPlayer,
     MCTSPlayer,
@@ -68,7 +67,7 @@ def hint_player(players: Sequence[Player]) -> Analyst:
     for player in players:
         if isinstance(player, MCTSPlayer):
             return player
-    from zeroforge.shared.search.uct import UCTConfig
+    from zeroforge.shared.search import UCTConfig
 
     return UCTPlayer(UCTConfig(playouts=HINT_PLAYOUTS), name=f"uct{HINT_PLAYOUTS}")
 
@@ -214,7 +213,7 @@ def undo_turn(session: GameSession, mover: int) -> list[int]:
 def play_in_terminal(args: argparse.Namespace) -> int:
     """``zeroforge play`` without ``--web``."""
     from zeroforge.shared.games import make_game
-    from zeroforge.shared.players.factory import make_player
+    from zeroforge.shared.players import make_player
 
     game = make_game(args.game)
     players = [make_player(args.first, game), make_player(args.second, game)]
@@ -230,7 +229,7 @@ def play_in_terminal(args: argparse.Namespace) -> int:
 def write_record(session: GameSession, ending: Ending, first: str, second: str,
                  path: str) -> None:
     """The game as SGF (first player Black); a resignation is ``B+R`` / ``W+R``."""
-    from zeroforge.shared.formats.sgf import record_from_session, write_sgf
+    from zeroforge.shared.formats import record_from_session, write_sgf
 
     record = record_from_session(session, black=first, white=second,
                                  result_text=ending.sgf_result or None)

@@ -36,10 +36,15 @@ import numpy as np
 
 from zeroforge.deploy.dashboard.server import is_loopback, page_url, token_ok, write_token
 from zeroforge.deploy.play.terminal import LABELS, describe_analysis, hint_player, undo_turn
-from zeroforge.shared.games import PRESETS, make_game
-from zeroforge.shared.games.base import COLUMN_LETTERS, Game, IllegalMoveError
-from zeroforge.shared.games.session import GameSession
-from zeroforge.shared.players.factory import PLAYER_SPECS, HumanPlayer, Player, make_player
+from zeroforge.shared.games import (
+    COLUMN_LETTERS,
+    PRESETS,
+    Game,
+    GameSession,
+    IllegalMoveError,
+    make_game,
+)
+from zeroforge.shared.players import PLAYER_SPECS, HumanPlayer, Player, make_player
 
 MAX_BODY = 64 * 1024
 """Largest request body read (the API's bodies are a few dozen bytes)."""
@@ -176,7 +181,7 @@ class PlayService:
 
     def sgf(self) -> tuple[str, str]:
         """(SGF text, a file name for it)."""
-        from zeroforge.shared.formats.sgf import record_from_session, write_sgf
+        from zeroforge.shared.formats import record_from_session, write_sgf
 
         with self._lock:
             try:
@@ -242,7 +247,7 @@ class PlayService:
             f"({self.specs[0 if outcome > 0 else 1]}) wins"
         sgf = ""
         if self.game.spec.name == "go":
-            from zeroforge.shared.formats.sgf import record_from_session
+            from zeroforge.shared.formats import record_from_session
 
             sgf = record_from_session(self.session).result_text
             text += f" ({sgf})"

@@ -16,15 +16,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from zeroforge.shared.players import ladder as ladders
+from zeroforge.shared.players import (
+    Fit,
+    Ladder,
+    LadderPlayer,
+    format_table,
+    ladder_path,
+    load_ladder,
+    locked,
+    save_ladder,
+)
 from zeroforge.shared.run_files import CONFIG_NAME, snapshot_files
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from zeroforge.deploy.config import TrainConfig
-    from zeroforge.shared.games.base import Game
-    from zeroforge.shared.players.factory import Player
+    from zeroforge.shared.games import Game
+    from zeroforge.shared.players import Player
 
 FORMATS = (".png", ".svg", ".pdf")
 
@@ -55,7 +64,7 @@ def run_config(run_dir: Path) -> TrainConfig:
 def default_anchors(config: TrainConfig, game: Game) -> list[str]:
     """``random``, the run's evaluation anchors, and for Go GnuGo level 1 over GTP where
     both GnuGo and the ``gtp:`` player spec exist."""
-    from zeroforge.shared.players.factory import PLAYER_SPECS
+    from zeroforge.shared.players import PLAYER_SPECS
 
     anchors = ["random", *config.evaluation.anchors]
     gnugo = shutil.which("gnugo") or ("/usr/games/gnugo" if Path("/usr/games/gnugo").exists()
@@ -65,7 +74,7 @@ def default_anchors(config: TrainConfig, game: Game) -> list[str]:
     return list(dict.fromkeys(anchors))
 
 
-def add_players(ladder: ladders.Ladder, run_dir: Path, anchors: list[str]) -> None:
+def add_players(ladder: Ladder, run_dir: Path, anchors: list[str]) -> None:
     """Every snapshot of the run and every anchor onto ``ladder`` (existing ones kept)."""
     for seconds, path in snapshot_files(run_dir):
         ladder.add_player(path.name.split(".")[0], "snapshot",
@@ -94,8 +103,8 @@ class _Players:
             if callable(close):
                 close()
 
-    def get(self, player: ladders.LadderPlayer) -> Player:
-        from zeroforge.shared.players.factory import make_player
+    def get(self, player: LadderPlayer) -> Player:
+        from zeroforge.shared.players import make_player
 
         if player.name not in self._built:
             spec = player.spec or ""
@@ -117,13 +126,13 @@ def cmd_rate(args: argparse.Namespace) -> int:
         raise RateError(f"--plot {args.plot}: must end in {', '.join(FORMATS)}")
     anchors = list(dict.fromkeys(args.anchors)) if args.anchors else \
         default_anchors(config, game)
-    from zeroforge.shared.players.factory import make_player
+    from zeroforge.shared.players import make_player
 
     for spec in anchors:  # a bad spec fails now, in one line, not after games were played
         if not spec.startswith(("gtp:", "net:")):
             make_player(spec, game)
-    with ladders.locked(run_dir):
-        ladder = ladders.load_ladder(run_dir)
+    with locked(run_dir):
+        ladder = load_ladder(run_dir)
         add_players(ladder, run_dir, anchors)
         if args.anchor:
             if args.anchor not in ladder.players:
@@ -137,7 +146,7 @@ def cmd_rate(args: argparse.Namespace) -> int:
             raise RateError(f"{run_dir}: nothing to rate: no weight snapshots in "
                             "snapshots/ (learner.snapshot_every_s) and no evaluated versions")
         ladder.refit()
-        ladders.save_ladder(run_dir, ladder)
+        save_ladder(run_dir, ladder)
 
     players = _Players(run_dir, config, game, args.simulations)
     try:
@@ -145,9 +154,9 @@ def cmd_rate(args: argparse.Namespace) -> int:
     finally:
         players.close()
     fit = ladder.fit or ladder.refit()
-    print(ladders.format_table(fit, ladder))
+    print(format_table(fit, ladder))
     print(f"(Bradley-Terry fit, {fit.anchor} = 0; ±: 95% interval from the Fisher "
-          f"information; {ladders.ladder_path(run_dir)})")
+          f"information; {ladder_path(run_dir)})")
     if args.plot:
         out = Path(args.plot)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -157,10 +166,10 @@ def cmd_rate(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace, run_dir: Path, anchors: list[str],
-          ladder: ladders.Ladder, game: Game, players: _Players) -> ladders.Ladder:
+          ladder: Ladder, game: Game, players: _Players) -> Ladder:
     """``args.games`` games in batches of ``args.per_pair``, each batch between the most
     informative pair, saved after each; returns the ladder as last saved."""
-    from zeroforge.shared.players.arena import play_match
+    from zeroforge.shared.players import play_match
 
     rng = np.random.default_rng(args.seed)
     left = args.games if args.play else 0
@@ -173,29 +182,29 @@ def _play(args: argparse.Namespace, run_dir: Path, anchors: list[str],
         a, b = (ladder.players[name] for name in pair)
         match = play_match(game, players.get(a), players.get(b), n, rng)
         left -= n
-        with ladders.locked(run_dir):
+        with locked(run_dir):
             # Re-read: the in-run evaluator may have added games meanwhile.
             ladder = _reload(run_dir, ladder)
             add_players(ladder, run_dir, anchors)
             ladder.add_games(a.name, b.name, match.wins, match.draws, match.losses)
             fit = ladder.refit()
-            ladders.save_ladder(run_dir, ladder)
+            save_ladder(run_dir, ladder)
         print(f"{a.name} vs {b.name}: +{match.wins} ={match.draws} -{match.losses}  "
               f"(now {fit.elo.get(a.name, float('nan')):+.0f} / "
               f"{fit.elo.get(b.name, float('nan')):+.0f})", flush=True)
     return ladder
 
 
-def _reload(run_dir: Path, current: ladders.Ladder) -> ladders.Ladder:
+def _reload(run_dir: Path, current: Ladder) -> Ladder:
     """The ladder on disk (another writer may have changed it); ours if it vanished."""
-    on_disk = ladders.load_ladder(run_dir)
+    on_disk = load_ladder(run_dir)
     if not on_disk.players:
         return current
     on_disk.anchor = current.anchor
     return on_disk
 
 
-def figure(fit: ladders.Fit, ladder: ladders.Ladder, confidence: float = 0.95) -> Figure:
+def figure(fit: Fit, ladder: Ladder, confidence: float = 0.95) -> Figure:
     """The ladder as a chart: one row per rated player, best at the top, its rating with
     the interval as an error bar (anchors in another colour). Each bar's gid is the
     player's name, so tests read the data, not the pixels."""

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from zeroforge.shared.formats.sgf import (
+from zeroforge.shared.formats import (
     GameRecord,
     SgfError,
     parse_result,
@@ -24,8 +24,7 @@ from zeroforge.shared.formats.sgf import (
     record_from_session,
     replay,
 )
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, IllegalMoveError
+from zeroforge.shared.games import Game, IllegalMoveError, make_game
 
 
 class ReplayError(ValueError):

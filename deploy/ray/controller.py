@@ -42,7 +42,7 @@ from zeroforge.deploy.ray.slots import (
     rows,
     unscheduled,
 )
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared.run_context import RunContext
 

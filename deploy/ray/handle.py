@@ -18,7 +18,6 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from zeroforge.deploy import run_registry
 from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray.cluster import address_problem, connect, resolve_address, use_token
 from zeroforge.deploy.ray.failures import error_line
@@ -28,7 +27,8 @@ from zeroforge.deploy.ray.naming import (
     kill_run_actors,
     run_actor_names,
 )
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime import run_registry
+from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared.run_context import RunContext
 
@@ -345,7 +345,7 @@ def find_run(address: str | None, run_id: str | None, run_dir: str | None = None
     """Attach to the right cluster and find the run.
 
     ``run_dir``: the run recorded in ``RUN_DIR/run.json``; ``run_id`` without an address:
-    the live run of that id in the per-user index (``deploy/run_registry.py``); an
+    the live run of that id in the per-user index (``deploy/runtime/run_registry.py``); an
     ``address`` (or $RAY_ADDRESS): that cluster, and the run on it (the only one, or
     ``run_id``). With none of these: the only live run in the index; several live runs
     are refused (listed in one line) rather than guessed; none: the newest local cluster.

@@ -26,15 +26,15 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from zeroforge.actors.config import InferenceServerConfig
 from zeroforge.actors.inference import InferenceServer
 from zeroforge.deploy.config import TrainConfig
-from zeroforge.deploy.node_stats import ResourceReporter
 from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.deploy.ray.lease import Lease
 from zeroforge.deploy.ray.naming import NAMESPACE
+from zeroforge.deploy.runtime.node_stats import ResourceReporter
 from zeroforge.learner.replica_group import GroupAddress, GroupSeat
 from zeroforge.shared import config as cfg
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.run_context import RunContext
-from zeroforge.shared.search.evaluator import Evaluation, check_evaluation
+from zeroforge.shared.search import Evaluation, check_evaluation
 from zeroforge.shared.service import Service
 
 log = logging.getLogger(__name__)

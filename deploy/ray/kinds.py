@@ -16,9 +16,9 @@ from zeroforge.shared.transport import open_transport
 
 
 def _builders() -> Any:
-    """``deploy.builder``, imported at the first build: it imports torch, which the
+    """``deploy.runtime.builder``, imported at the first build: it imports torch, which the
     CLI's use of the kinds (names, sizes, crash limits) never needs."""
-    from zeroforge.deploy import builder
+    from zeroforge.deploy.runtime import builder
 
     return builder
 
@@ -30,7 +30,7 @@ def _transport(ctx: RunContext):
     if ctx.weights_cache:
         import ray
 
-        from zeroforge.shared.transport.node_cache import default_cache_root, node_cache_dir
+        from zeroforge.shared.transport import default_cache_root, node_cache_dir
 
         root = default_cache_root() if ctx.weights_cache == "auto" else ctx.weights_cache
         node = ray.get_runtime_context().get_node_id()[:16]

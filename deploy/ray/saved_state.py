@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zeroforge.shared.run_context import RunContext
-from zeroforge.shared.transport import TransportError, open_transport
-from zeroforge.shared.transport.control_state import SavedControlState
+from zeroforge.shared.transport import SavedControlState, TransportError, open_transport
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.live import Live
 
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.deploy.top.keys import KeyReader
 from zeroforge.deploy.top.view import FINAL_STATES, HistoryBuffer, Rates, render
 

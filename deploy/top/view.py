@@ -20,7 +20,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 """Sparkline levels, lowest first."""

@@ -33,9 +33,7 @@ from zeroforge.shared.formats.sgf_syntax import (
     parse_collection,
     text_value,
 )
-from zeroforge.shared.games import make_game, parse_spec
-from zeroforge.shared.games.base import Game, IllegalMoveError
-from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.games import Game, GameSession, IllegalMoveError, make_game, parse_spec
 
 __all__ = [
     "GameRecord", "SgfDirStats", "SgfError", "iter_sgf_dir", "parse_result", "read_sgf",

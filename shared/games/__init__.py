@@ -2,19 +2,64 @@
 
 Spec strings are ``name`` or ``name:key=value,key=value``; short preset names
 (``gomoku6``, ``go9``, ...) expand to full spec strings.
+
+The ``Game`` seam (``base``) and ``GameSession`` load at once; the games themselves, their
+kernels and feature planes are imported on first use (``__getattr__``), since they compile
+with numba and a caller of one game should not pay for the others.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zeroforge.shared.games.base import Game, GameSpec, IllegalMoveError, State, Symmetry
+from zeroforge.shared.games.base import (
+    COLUMN_LETTERS,
+    Game,
+    GameSpec,
+    IllegalMoveError,
+    State,
+    Symmetry,
+)
+from zeroforge.shared.games.session import GameSession
+
+if TYPE_CHECKING:
+    from zeroforge.shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
+    from zeroforge.shared.games.fivestone import FiveStone, FiveStoneState, make_fivestone
+    from zeroforge.shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
+    from zeroforge.shared.games.go_features import KO, MOVES, OPP, OPP_LIBS, OWN, OWN_LIBS
+    from zeroforge.shared.games.go_kernels import COUNT_SHIFT, HASH_MASK
+    from zeroforge.shared.games.gomoku import Gomoku, GomokuState, TicTacToe, make_gomoku
+    from zeroforge.shared.games.sampling import sample_legal
+
+_MODULES = {
+    "fivestone": ("FiveStone", "FiveStoneState", "make_fivestone"),
+    "go": ("BLACK", "EMPTY", "WHITE", "Go", "GoState", "make_go"),
+    "go_features": ("KO", "MOVES", "OPP", "OPP_LIBS", "OWN", "OWN_LIBS"),
+    "go_kernels": ("COUNT_SHIFT", "HASH_MASK"),
+    "gomoku": ("Gomoku", "GomokuState", "TicTacToe", "make_gomoku"),
+    "sampling": ("sample_legal",),
+}
+_LAZY: dict[str, tuple[str, str]] = {
+    name: (f"{__name__}.{module}", name) for module, names in _MODULES.items() for name in names}
+_LAZY["FIVESTONE_ACTIONS"] = (f"{__name__}.fivestone", "NUM_ACTIONS")
+"""Exported name -> (module, its name there): a name of one game gets the game's prefix."""
 
 __all__ = [
-    "Game", "GameSpec", "IllegalMoveError", "State", "Symmetry",
-    "GAMES", "PRESETS", "make_game", "parse_spec",
+    "BLACK", "COLUMN_LETTERS", "COUNT_SHIFT", "EMPTY", "FIVESTONE_ACTIONS", "FiveStone",
+    "FiveStoneState", "GAMES", "Game", "GameSession", "GameSpec", "Go", "GoState", "Gomoku",
+    "GomokuState", "HASH_MASK", "IllegalMoveError", "KO", "MOVES", "OPP", "OPP_LIBS", "OWN",
+    "OWN_LIBS", "PRESETS", "State", "Symmetry", "TicTacToe", "WHITE", "make_fivestone",
+    "make_game", "make_go", "make_gomoku", "parse_spec", "sample_legal"
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _gomoku(**kw: Any) -> Game:

@@ -40,11 +40,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from zeroforge.shared.formats.weight_blob import StateDict
+from zeroforge.shared.formats import StateDict
 from zeroforge.shared.nets.model import fuse_for_inference
 from zeroforge.shared.nets.names import BACKENDS
 from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator, check_batch
-from zeroforge.shared.search.evaluator import Evaluation
+from zeroforge.shared.search import Evaluation
 
 __all__ = ["BACKENDS", "BackendError", "make_evaluator", "export_onnx", "ExportedEvaluator",
            "legal_move_probabilities"]

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from zeroforge.shared.games.base import GameSpec
+from zeroforge.shared.games import GameSpec
 from zeroforge.shared.nets.net_config import PRESETS, NetConfig
 from zeroforge.shared.nets.pooling import GlobalPoolBias, board_width, value_pool
 

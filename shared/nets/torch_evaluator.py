@@ -29,10 +29,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from zeroforge.shared.formats.weight_blob import StateDict
+from zeroforge.shared.formats import StateDict
 from zeroforge.shared.nets.model import fuse_for_inference
 from zeroforge.shared.nets.names import PRECISIONS, check_precision
-from zeroforge.shared.search.evaluator import Evaluation
+from zeroforge.shared.search import Evaluation
 
 __all__ = ["PRECISIONS", "InferenceConfig", "TorchEvaluator", "check_precision",
            "native_bfloat16", "resolve_device", "resolve_dtype"]

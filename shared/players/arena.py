@@ -4,7 +4,7 @@
 the sub-batch of running games where that player is to move, then steps all games
 together. Player A moves first in the even-numbered games and second in the odd ones, so
 both players get both colours equally often (A gets the extra game when G is odd).
-Players (the ``Player`` protocol, ``make_player``) live in ``zeroforge.shared.players.factory``.
+The ``Player`` protocol is in ``player``, ``make_player`` in ``factory``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from statistics import NormalDist
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game
-from zeroforge.shared.players.factory import Player, make_player
+from zeroforge.shared.games import Game
+from zeroforge.shared.players.factory import make_player
+from zeroforge.shared.players.player import Player
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game, IllegalMoveError, State
+from zeroforge.shared.games import Game, IllegalMoveError, State
 
 __all__ = ["GtpError", "GtpRefused", "GtpEngine", "GtpPlayer", "Resigned", "resolve_command"]
 

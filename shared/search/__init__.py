@@ -20,18 +20,43 @@ The public API (shapes: B games searched together, A actions, N nodes per tree):
 """
 
 from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search.eval_cache import (
+    CachedEvaluator,
+    CacheStats,
+    EvalCache,
+    cache_counts,
+    position_keys,
+)
 from zeroforge.shared.search.evaluator import (
     Evaluation,
     EvaluationError,
     Evaluator,
     UniformEvaluator,
+    VersionedEvaluator,
+    check_evaluation,
 )
-from zeroforge.shared.search.mcts import MCTS, SearchResult
-from zeroforge.shared.search.tree import Tree, TreeArrays
+from zeroforge.shared.search.forced import forced_root_pick, prune_forced_visits
+from zeroforge.shared.search.mcts import MCTS, SearchResult, dirichlet_noise, sample_actions
+from zeroforge.shared.search.rollout import (
+    policy_rollout_values,
+    random_outcomes,
+    random_rollout_values,
+    sample_from_policy,
+)
+from zeroforge.shared.search.tactics import winning_actions
+from zeroforge.shared.search.tree import ILLEGAL, UNEXPANDED, Tree, TreeArrays, same_states
 from zeroforge.shared.search.uct import UCTConfig, UCTResult, uct_search
+from zeroforge.shared.search.vloss import search_rounds
 
+# Everything loads at once: every module here is numba and numpy, and ``mcts`` alone
+# already needs most of them.
 __all__ = [
+    "ILLEGAL",
     "MCTS",
+    "UNEXPANDED",
+    "CacheStats",
+    "CachedEvaluator",
+    "EvalCache",
     "Evaluation",
     "EvaluationError",
     "Evaluator",
@@ -42,5 +67,20 @@ __all__ = [
     "UCTConfig",
     "UCTResult",
     "UniformEvaluator",
+    "VersionedEvaluator",
+    "cache_counts",
+    "check_evaluation",
+    "dirichlet_noise",
+    "forced_root_pick",
+    "policy_rollout_values",
+    "position_keys",
+    "prune_forced_visits",
+    "random_outcomes",
+    "random_rollout_values",
+    "same_states",
+    "sample_actions",
+    "sample_from_policy",
+    "search_rounds",
     "uct_search",
+    "winning_actions",
 ]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.games import Game, State
 from zeroforge.shared.search.config import SearchConfig
 from zeroforge.shared.search.evaluator import Evaluator, check_evaluation
 from zeroforge.shared.search.forced import forced_root_pick, prune_forced_visits

@@ -12,8 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game, State
-from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.games import Game, State, sample_legal
 
 RolloutPolicy = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """``policy(obs [B, C, H, W], legal [B, A] bool) -> probabilities [B, A]`` (need not be

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.games import Game, State
 
 
 def winning_actions(game: Game, states: State) -> np.ndarray:

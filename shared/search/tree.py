@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from zeroforge.shared.games.base import State
+from zeroforge.shared.games import State
 
 UNEXPANDED = -1
 """``children`` entry of a legal action whose child node does not exist yet."""

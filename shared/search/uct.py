@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.games import Game, State
 from zeroforge.shared.search.rollout import mover_view, random_outcomes
 from zeroforge.shared.search.tactics import winning_actions
 from zeroforge.shared.search.tree import ILLEGAL, UNEXPANDED, Tree, TreeArrays, backup_kernel, flip

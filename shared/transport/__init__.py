@@ -9,7 +9,7 @@ package. Importing it connects to nothing;
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroforge.shared.transport.base import (
     PaceSignal,
@@ -43,21 +43,57 @@ from zeroforge.shared.transport.stream import (
     stream_key,
 )
 
-# The weight store needs torch (~2 s to import); a self-play worker that only appends
-# samples should not pay for it, so these names are imported on first use.
-_LAZY = {name: "zeroforge.shared.transport.weight_store" for name in (
-    "StaleVersionError", "WeightInfo", "WeightsIntegrityError", "WeightStore",
-    "WeightSubscription")}
+if TYPE_CHECKING:
+    from zeroforge.shared.transport.connection import redis_errors
+    from zeroforge.shared.transport.control_state import SavedControlState
+    from zeroforge.shared.transport.memory import MemoryTransport
+    from zeroforge.shared.transport.node_cache import (
+        NodeCachedWeights,
+        default_cache_root,
+        node_cache_dir,
+    )
+    from zeroforge.shared.transport.redis_transport import RedisTransport
+    from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
+    from zeroforge.shared.transport.server import free_port
+    from zeroforge.shared.transport.shards import parse_cursor, shard_of, split_id
+    from zeroforge.shared.transport.stream import FIELD, check_run_id, parse_id
+    from zeroforge.shared.transport.weight_store import (
+        StaleVersionError,
+        WeightInfo,
+        WeightsIntegrityError,
+        WeightStore,
+        WeightSubscription,
+        publish_age_s,
+    )
+
+# The weight store, the in-memory twin and the node cache need torch (~2 s to import); a
+# self-play worker that only appends samples should not pay for it, so their names (and
+# the rest of what only some callers need) are imported on first use.
+_MODULES = {
+    "connection": ("redis_errors",),
+    "control_state": ("SavedControlState",),
+    "memory": ("MemoryTransport",),
+    "node_cache": ("NodeCachedWeights", "default_cache_root", "node_cache_dir"),
+    "redis_transport": ("RedisTransport",),
+    "results": ("EvalResultsStore", "ResultsFormatError"),
+    "server": ("free_port",),
+    "shards": ("parse_cursor", "shard_of", "split_id"),
+    "stream": ("FIELD", "check_run_id", "parse_id"),
+    "weight_store": ("StaleVersionError", "WeightInfo", "WeightsIntegrityError", "WeightStore",
+                     "WeightSubscription", "publish_age_s"),
+}
+_LAZY = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
 
 __all__ = [
-    "BINARY_ENV", "CA_ENV", "PASSWORD_ENV", "BackpressureTimeout", "RedisConfig", "RedisServer",
-    "RedisServerConfig", "RedisServerError", "SampleStream", "ShardedSampleStream",
-    "StaleVersionError", "advance_cursor",
-    "StreamConfig", "StreamInfo", "TransportError", "WeightInfo", "WeightStore",
-    "WeightSubscription", "WeightsIntegrityError", "connect", "stream_key",
-    "PaceSignal", "ResultsStore", "SampleSink", "SampleSource", "Transport", "WeightSink",
-    "WeightSource",
-    "open_transport",
+    "BINARY_ENV", "BackpressureTimeout", "CA_ENV", "EvalResultsStore", "FIELD", "MemoryTransport",
+    "NodeCachedWeights", "PASSWORD_ENV", "PaceSignal", "RedisConfig", "RedisServer",
+    "RedisServerConfig", "RedisServerError", "RedisTransport", "ResultsFormatError",
+    "ResultsStore", "SampleSink", "SampleSource", "SampleStream", "SavedControlState",
+    "ShardedSampleStream", "StaleVersionError", "StreamConfig", "StreamInfo", "Transport",
+    "TransportError", "WeightInfo", "WeightSink", "WeightSource", "WeightStore",
+    "WeightSubscription", "WeightsIntegrityError", "advance_cursor", "check_run_id", "connect",
+    "default_cache_root", "free_port", "node_cache_dir", "open_transport", "parse_cursor",
+    "parse_id", "publish_age_s", "redis_errors", "shard_of", "split_id", "stream_key"
 ]
 
 

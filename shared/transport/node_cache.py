@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from zeroforge.shared.formats.weight_blob import StateDict
+from zeroforge.shared.formats import StateDict
 from zeroforge.shared.transport.weight_store import (
     WeightsIntegrityError,
     WeightStore,

@@ -26,7 +26,7 @@ from typing import Any, cast
 import redis
 from torch import nn
 
-from zeroforge.shared.formats.weight_blob import StateDict, weights_from_bytes, weights_to_bytes
+from zeroforge.shared.formats import StateDict, weights_from_bytes, weights_to_bytes
 from zeroforge.shared.transport.connection import TransportError, redis_errors
 from zeroforge.shared.transport.stream import check_run_id
 

@@ -12,9 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, IllegalMoveError, State
-from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.games import Game, IllegalMoveError, State, make_game, sample_legal
 
 SPECS = [
     "tictactoe",
@@ -101,7 +99,7 @@ def test_random_rollouts_end_every_game_and_leave_their_input_alone(game: Game):
     """``search.rollout.random_outcomes``: the game's compiled playout
     (``Game.random_playout``; Go has one) or the ply-at-a-time rollout: finished games keep
     their outcomes, running ones end with one, the input is not modified."""
-    from zeroforge.shared.search.rollout import random_outcomes
+    from zeroforge.shared.search import random_outcomes
 
     assert (game.random_playout(game.init(1), np.random.default_rng(0)) is None) == (
         game.spec.name != "go")

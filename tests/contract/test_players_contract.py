@@ -11,12 +11,11 @@ import pytest
 import torch
 
 from zeroforge.learner.learner import Learner, LearnerConfig
-from zeroforge.shared.formats.weight_blob import save_weights
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.players.factory import PLAYER_SPECS, Player, load_net, make_player
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.formats import save_weights
+from zeroforge.shared.games import Game, make_game
+from zeroforge.shared.nets import NetConfig, build_net
+from zeroforge.shared.players import PLAYER_SPECS, Player, load_net, make_player
+from zeroforge.shared.search import SearchConfig
 
 GAMES = ["tictactoe", "gomoku6", "go:size=5", "5stone_chess"]
 PLIES = 4

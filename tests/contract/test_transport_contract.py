@@ -16,13 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.formats import weights_to_bytes
 from zeroforge.shared.pace import Pace
 from zeroforge.shared.samples import GameSamples, decode, encode
 from zeroforge.shared.transport import (
     BackpressureTimeout,
+    MemoryTransport,
     PaceSignal,
     RedisServer,
+    RedisTransport,
     ResultsStore,
     SampleSink,
     SampleSource,
@@ -33,11 +35,10 @@ from zeroforge.shared.transport import (
     WeightSink,
     WeightsIntegrityError,
     advance_cursor,
+    parse_cursor,
+    parse_id,
+    shard_of,
 )
-from zeroforge.shared.transport.memory import MemoryTransport
-from zeroforge.shared.transport.redis_transport import RedisTransport
-from zeroforge.shared.transport.shards import parse_cursor, shard_of
-from zeroforge.shared.transport.stream import parse_id
 
 GAME = "gomoku:size=6,k=4"
 

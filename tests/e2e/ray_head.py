@@ -17,7 +17,7 @@ import psutil
 
 from tests.processes import end_session
 from zeroforge.deploy.ray.cluster import private_token
-from zeroforge.shared.transport.server import free_port
+from zeroforge.shared.transport import free_port
 
 RAY = str(Path(sys.executable).parent / "ray")
 

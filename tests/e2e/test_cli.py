@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from zeroforge.shared.formats.sgf import read_sgf_file
+from zeroforge.shared.formats import read_sgf_file
 
 EXE = shutil.which("zeroforge") or ""
 ZF = [EXE] if EXE else [sys.executable, "-m", "zeroforge"]

@@ -9,8 +9,8 @@ import pytest
 
 from tests.e2e.test_cli import zf
 from zeroforge.deploy import curve
-from zeroforge.shared.formats.sgf import read_sgf_file, replay
-from zeroforge.shared.players.ladder import load_ladder
+from zeroforge.shared.formats import read_sgf_file, replay
+from zeroforge.shared.players import load_ladder
 
 TINY_LOCAL = ["--set", "net=tiny", "--set", "search.num_simulations=12",
               "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",

@@ -18,11 +18,10 @@ from tests.e2e.test_cli import ZF
 from tests.unit.test_match import Scripted
 from zeroforge.deploy.engines.match import MatchTally, play_game, run_match
 from zeroforge.learner.learner import Learner, LearnerConfig
-from zeroforge.shared.formats.sgf import read_sgf, read_sgf_file, record_from_session, replay
+from zeroforge.shared.formats import read_sgf, read_sgf_file, record_from_session, replay
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.players.factory import RandomPlayer
-from zeroforge.shared.players.gtp import GtpPlayer
+from zeroforge.shared.nets import NetConfig
+from zeroforge.shared.players import GtpPlayer, RandomPlayer
 
 GNUGO = "gnugo --mode gtp --level 1"
 # area scoring like zeroforge, and every dead stone captured before it passes: its

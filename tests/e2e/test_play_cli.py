@@ -13,8 +13,8 @@ import pytest
 from tests.e2e.test_cli import ZF, zf
 from tests.play_nets import tiny_checkpoint
 from tests.processes import ignores_sigint
-from zeroforge.shared.formats.sgf import read_sgf_file, replay
-from zeroforge.shared.players.factory import PLAYER_SPECS
+from zeroforge.shared.formats import read_sgf_file, replay
+from zeroforge.shared.players import PLAYER_SPECS
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from selenium.webdriver.common.by import By
 from tests.e2e.browser import chromium, console_errors, output_dir
 from tests.e2e.test_cli import ZF
 from tests.web_board import play_board
-from zeroforge.shared.formats.sgf import read_sgf, replay
+from zeroforge.shared.formats import read_sgf, replay
 from zeroforge.shared.games import make_game
 
 

@@ -10,9 +10,8 @@ from tests.e2e.test_cli import zf
 from zeroforge.deploy.config import load_train_config
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.pretrain import pretrain
-from zeroforge.shared.formats.sgf import record_from_session, write_sgf
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.formats import record_from_session, write_sgf
+from zeroforge.shared.games import GameSession, make_game
 
 
 def write_rule_games(folder, n: int, seed: int) -> None:

@@ -15,12 +15,12 @@ from zeroforge.actors.config import EvaluationConfig
 from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.rating.rate import figure
 from zeroforge.shared.config import to_dict
-from zeroforge.shared.formats.weight_blob import save_weights
+from zeroforge.shared.formats import save_weights
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.players import ladder as ladders
+from zeroforge.shared.nets import NetConfig, build_net
+from zeroforge.shared.players import load_ladder
 from zeroforge.shared.run_files import RunFiles, snapshot_path
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search import SearchConfig
 
 SNAPSHOTS = (30, 90)
 
@@ -49,7 +49,7 @@ def test_rate_plays_the_chosen_pairs_and_shows_the_ladder(tmp_path):
     played = [line for line in r.stdout.splitlines() if " vs " in line]
     assert len(played) == 4  # 24 games in batches of 6
     names = {"weights-000030s", "weights-000090s", "random", "uct:8"}
-    lad = ladders.load_ladder(run_dir)
+    lad = load_ladder(run_dir)
     assert set(lad.players) == names
     assert sum(sum(cell) for cell in lad.results.values()) == 24
     # the first choices chain both newcomers to the ladder (anchor, then the neighbour)
@@ -77,7 +77,7 @@ def test_rate_plays_the_chosen_pairs_and_shows_the_ladder(tmp_path):
     again = zf("rate", str(run_dir), "--no-play", timeout=120)
     assert again.returncode == 0, again.stderr
     assert " vs " not in again.stdout and table in again.stdout
-    assert sum(sum(c) for c in ladders.load_ladder(run_dir).results.values()) == 24
+    assert sum(sum(c) for c in load_ladder(run_dir).results.values()) == 24
 
 
 @pytest.mark.parametrize("case, expected", [

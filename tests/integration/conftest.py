@@ -16,16 +16,15 @@ import redis
 from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.selfplay import SelfPlayWorker
-from zeroforge.deploy.builder import build_learner, build_rating_service
 from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.deploy.ray.private_api import init_on_node_ip
+from zeroforge.deploy.runtime.builder import build_learner, build_rating_service
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.transport import RedisServer, connect, open_transport
 
 

@@ -10,11 +10,11 @@ import dataclasses
 
 from tests.integration.conftest import learner_service
 from zeroforge.actors.config import SelfPlayConfig
-from zeroforge.deploy.builder import build_selfplay
 from zeroforge.deploy.config import RunConfig, TrainConfig
+from zeroforge.deploy.runtime.builder import build_selfplay
 from zeroforge.learner.config import LearnerConfig
-from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.nets import NetConfig
+from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.transport import open_transport
 
 NET = NetConfig(kind="resnet", channels=8, blocks=2, global_pool_every=2, pool_channels=4,

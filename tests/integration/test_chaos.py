@@ -58,9 +58,7 @@ from zeroforge.deploy.ray.handle import RunHandle, start_run
 from zeroforge.deploy.ray.naming import run_actor_names
 from zeroforge.learner.learner import load_checkpoint
 from zeroforge.shared.samples import GameSamples, decode
-from zeroforge.shared.transport import RedisServer, connect, stream_key
-from zeroforge.shared.transport.server import RedisServerConfig
-from zeroforge.shared.transport.stream import FIELD
+from zeroforge.shared.transport import FIELD, RedisServer, RedisServerConfig, connect, stream_key
 
 SETTINGS = [*DISTRIBUTED_SETTINGS, "search.num_simulations=8", "selfplay.workers=2"]
 """The distributed tests' tiny run (later overrides win), with two workers."""

@@ -24,7 +24,7 @@ from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import ControllerLost, RunHandle, start_run
 from zeroforge.deploy.ray.naming import NAMESPACE, controller_name, run_actor_names
 from zeroforge.learner.learner import load_checkpoint
-from zeroforge.shared.transport.server import free_port
+from zeroforge.shared.transport import free_port
 
 COUNTERS = ("games", "games_received", "learner_steps", "positions")
 

@@ -16,9 +16,8 @@ from zeroforge.actors.inference import InferenceServerConfig
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.deploy.ray.hosts import NoInferenceServerError, RemoteEvaluator, make_inference_actor
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
+from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.transport import RedisServer, WeightStore, connect
 
 GAME = "tictactoe"

@@ -32,8 +32,8 @@ from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run
 from zeroforge.deploy.ray.naming import run_actor_names
 from zeroforge.shared.games import make_game
-from zeroforge.shared.players.factory import make_player
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.players import make_player
+from zeroforge.shared.search import SearchConfig
 
 GROUP = ["learner.replicas=2", "learner.batch_size=32", "learner.replica_timeout_s=20"]
 

@@ -26,7 +26,7 @@ from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import ReplicaGroup, ReplicaGroupError
 from zeroforge.shared import config as cfg
 from zeroforge.shared.board_sizes import size_mix
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 
 GAME = "tictactoe"
 NET = NetConfig(kind="convnet", trunk=(8, 16), batch_norm=False, policy_channels=2,

@@ -26,14 +26,13 @@ from zeroforge.learner.service import (
     SERVICE_STATE_FORMAT,
     LearnerService,
 )
-from zeroforge.shared.formats.weight_blob import load_weights
+from zeroforge.shared.formats import load_weights
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets import NetConfig, build_net
 from zeroforge.shared.run_files import snapshot_files
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.transport import SampleStream, TransportError, stream_key
-from zeroforge.shared.transport.weight_store import WeightStore
+from zeroforge.shared.search import SearchConfig
+from zeroforge.shared.transport import SampleStream, TransportError, WeightStore, stream_key
 
 GAME = "tictactoe"
 

@@ -11,10 +11,8 @@ import pytest
 import torch
 
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.transport import connect
-from zeroforge.shared.transport.node_cache import NodeCachedWeights, node_cache_dir
-from zeroforge.shared.transport.weight_store import WeightStore
+from zeroforge.shared.nets import NetConfig, build_net
+from zeroforge.shared.transport import NodeCachedWeights, WeightStore, connect, node_cache_dir
 
 WORKERS_PER_NODE = 6
 

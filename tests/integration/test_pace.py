@@ -16,14 +16,14 @@ import pytest
 from tests.integration.conftest import learner_service, renamed, tiny_net_games
 from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay_service import SelfPlayService
-from zeroforge.deploy.builder import build_selfplay
 from zeroforge.deploy.config import RunConfig, TrainConfig
+from zeroforge.deploy.runtime.builder import build_selfplay
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.service import LearnerService
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.pace import Pace, selfplay_should_pause
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.transport import PaceSignal, RedisServer, SampleStream, open_transport
 
 GAME = "tictactoe"

@@ -11,9 +11,8 @@ from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.deploy.config import RunConfig, TrainConfig
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
-from zeroforge.shared.search.config import SearchConfig
+from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
+from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.transport import SampleStream
 
 GAME = "tictactoe"

@@ -11,12 +11,11 @@ from zeroforge.actors.config import EvaluationConfig
 from zeroforge.actors.rating_service import BEST
 from zeroforge.deploy.config import RunConfig, TrainConfig
 from zeroforge.learner.learner import LearnerConfig
-from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.formats import weights_to_bytes
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
-from zeroforge.shared.transport.weight_store import WeightStore
+from zeroforge.shared.nets import NetConfig, build_net
+from zeroforge.shared.search import SearchConfig
+from zeroforge.shared.transport import EvalResultsStore, ResultsFormatError, WeightStore
 
 GAME = "tictactoe"
 ANCHORS = ("random", "minimax")
@@ -149,8 +148,8 @@ def test_garbage_in_the_results_keys(redis_server, redis_client, run_id):
 
 def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
         redis_server, redis_client, run_id, tmp_path):
-    from zeroforge.shared.formats.sgf import read_sgf_file, replay
-    from zeroforge.shared.players import ladder as ladders
+    from zeroforge.shared.formats import read_sgf_file, replay
+    from zeroforge.shared.players import load_ladder
     from zeroforge.shared.run_files import RunFiles
 
     store = WeightStore(redis_client, run_id)
@@ -160,7 +159,7 @@ def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
     store.publish(random_weights(2), 4)
     second = ev.run_once()
 
-    lad = ladders.load_ladder(tmp_path)
+    lad = load_ladder(tmp_path)
     assert lad.run_id == run_id and lad.anchor == "random"
     assert set(lad.players) == {"v3", "v4", *ANCHORS}
     assert lad.players["v3"].kind == "version" and lad.players["v3"].spec is None
@@ -201,7 +200,7 @@ def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
                               record=RunFiles(tmp_path))
     WeightStore(redis_client, run_id + "-b").publish(random_weights(5), 1)
     other.run_once()
-    assert set(ladders.load_ladder(tmp_path).players) == {"v1", *ANCHORS}
+    assert set(load_ladder(tmp_path).players) == {"v1", *ANCHORS}
     assert len(list(tmp_path.glob("ladder-*.json"))) == 1
     # and so are its game records: games/eval holds this run's only
     assert len(list(tmp_path.glob("games/eval-*/v3-random-*.sgf"))) == 4

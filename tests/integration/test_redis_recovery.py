@@ -29,21 +29,20 @@ from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.actors.selfplay_service import SelfPlayService
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
+from zeroforge.shared.nets import NetConfig, build_net
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.search import SearchConfig, UniformEvaluator
 from zeroforge.shared.transport import (
+    EvalResultsStore,
     RedisServer,
     RedisServerConfig,
     SampleStream,
     TransportError,
     WeightStore,
     connect,
+    free_port,
     open_transport,
 )
-from zeroforge.shared.transport.results import EvalResultsStore
-from zeroforge.shared.transport.server import free_port
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:

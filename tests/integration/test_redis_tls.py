@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_transport import make_games
-from zeroforge.shared.transport import CA_ENV, SampleStream, TransportError, connect
-from zeroforge.shared.transport.server import free_port
+from zeroforge.shared.transport import CA_ENV, SampleStream, TransportError, connect, free_port
 
 PASSWORD = "pw-tls-test"
 

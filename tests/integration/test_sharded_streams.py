@@ -20,7 +20,7 @@ from tests.integration.test_learner_service import (
     drain,
     train_config,
 )
-from zeroforge.deploy.builder import build_learner
+from zeroforge.deploy.runtime.builder import build_learner
 from zeroforge.learner.learner import CheckpointError
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.transport import (
@@ -28,10 +28,10 @@ from zeroforge.shared.transport import (
     RedisServerConfig,
     ShardedSampleStream,
     TransportError,
+    WeightStore,
     open_transport,
+    shard_of,
 )
-from zeroforge.shared.transport.shards import shard_of
-from zeroforge.shared.transport.weight_store import WeightStore
 
 SHARDS = 3
 GAME = "tictactoe"

@@ -13,9 +13,9 @@ import pytest
 import redis
 import torch
 
-from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.formats import weights_to_bytes
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import build_net
+from zeroforge.shared.nets import build_net
 from zeroforge.shared.samples import GameSamples, encode
 from zeroforge.shared.transport import (
     BINARY_ENV,
@@ -31,8 +31,8 @@ from zeroforge.shared.transport import (
     WeightsIntegrityError,
     WeightStore,
     connect,
+    free_port,
 )
-from zeroforge.shared.transport.server import free_port
 
 GOMOKU = "gomoku:size=15,k=5"
 
@@ -356,7 +356,7 @@ def test_a_redis_that_cannot_write_its_disk_is_a_transport_error_also_in_a_pipel
     """MISCONF (the AOF on a full or read-only disk) reads as a passing outage, a
     ``TransportError`` the callers retry, whether a lone command or a pipeline's (whose
     error redis-py prefixes with the failing command) met it."""
-    from zeroforge.shared.transport.connection import redis_errors
+    from zeroforge.shared.transport import redis_errors
 
     with RedisServer() as server:
         client = connect(server.url)

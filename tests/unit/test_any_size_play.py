@@ -15,10 +15,10 @@ from zeroforge.deploy.engines.agent import Agent
 from zeroforge.deploy.engines.gtp import GtpEngine
 from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.shared.config import to_dict
-from zeroforge.shared.formats.weight_blob import save_weights
+from zeroforge.shared.formats import save_weights
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.players.factory import load_net, make_player
+from zeroforge.shared.nets import NetConfig
+from zeroforge.shared.players import load_net, make_player
 from zeroforge.shared.run_files import snapshot_path
 
 TRAINED = "go:size=5,obs=features"

@@ -7,10 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, State
-from zeroforge.shared.players.arena import elo_difference, evaluate_against, play_match
-from zeroforge.shared.players.factory import MCTSPlayer, MinimaxPlayer, RandomPlayer
+from zeroforge.shared.games import Game, State, make_game
+from zeroforge.shared.players import (
+    MCTSPlayer,
+    MinimaxPlayer,
+    RandomPlayer,
+    elo_difference,
+    evaluate_against,
+    play_match,
+)
 
 TTT = make_game("tictactoe")
 
@@ -132,8 +137,7 @@ def test_elo_interval_shrinks_with_games_and_draws():
 def test_agent_samples_only_its_opening_moves():
     """MCTSPlayer(opening_moves=k): the first k plies follow visit counts at temperature 1
     (different games open differently); without it every game gets the same move."""
-    from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.search.evaluator import UniformEvaluator
+    from zeroforge.shared.search import SearchConfig, UniformEvaluator
 
     game = make_game("gomoku6")
     search = SearchConfig(num_simulations=16, temperature_moves=30)

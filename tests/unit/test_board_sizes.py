@@ -28,14 +28,11 @@ from zeroforge.learner.replay_sizes import MixedReplayWindow, split_capacity
 from zeroforge.learner.sample_checks import REJECTION_REASONS, rejection
 from zeroforge.shared import config as cfg
 from zeroforge.shared.board_sizes import SizeMix, size_mix
-from zeroforge.shared.formats.weight_blob import weights_to_bytes
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.go_features import OPP, OWN
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+from zeroforge.shared.formats import weights_to_bytes
+from zeroforge.shared.games import OPP, OWN, make_game
+from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
 from zeroforge.shared.samples import GameSamples, decode, encode
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.search import SearchConfig, UniformEvaluator
 
 EVAL = "go:size=7,obs=features"
 MIX = size_mix(EVAL, (5, 7))

@@ -6,7 +6,7 @@ import pytest
 
 from zeroforge.deploy.config import TrainConfig, load_train_config
 from zeroforge.shared.config import ConfigError
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 
 
 def test_defaults_and_overrides():

@@ -21,7 +21,7 @@ from zeroforge.deploy.dashboard.server import (
     page_url,
     read_token,
 )
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 
 
 def _status() -> RunStatus:

@@ -10,8 +10,13 @@ import numpy as np
 import pytest
 
 from zeroforge.shared.games import make_game
-from zeroforge.shared.search.eval_cache import CachedEvaluator, EvalCache, position_keys
-from zeroforge.shared.search.evaluator import Evaluation, EvaluationError
+from zeroforge.shared.search import (
+    CachedEvaluator,
+    EvalCache,
+    Evaluation,
+    EvaluationError,
+    position_keys,
+)
 
 A = 5
 
@@ -197,8 +202,7 @@ def test_real_net_outputs_are_the_nets_own_and_a_weights_swap_invalidates(spec):
     to float reassociation across batch sizes), and loading weights empties the cache."""
     import torch
 
-    from zeroforge.shared.nets.model import NetConfig, build_net
-    from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
+    from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
 
     torch.manual_seed(0)
     game = make_game(spec)
@@ -238,7 +242,7 @@ def test_selfplay_with_the_cache_plays_the_same_games_as_without():
     move, while the cache answers a good share of the positions."""
     from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay import SelfPlayWorker
-    from zeroforge.shared.search.config import SearchConfig
+    from zeroforge.shared.search import SearchConfig
 
     game = make_game("gomoku6")
 
@@ -269,7 +273,7 @@ def test_inference_server_cache_answers_repeats_and_counts_hits():
     from zeroforge.actors.config import InferenceServerConfig
     from zeroforge.actors.inference import InferenceServer
     from zeroforge.shared.metrics import merge, total
-    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.nets import NetConfig
 
     game = make_game("gomoku6")
     server = InferenceServer("gomoku6", NetConfig.preset("small"),
@@ -302,10 +306,10 @@ def test_selfplay_service_counts_worker_cache_hits_and_empties_it_on_new_weights
     from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay_service import SelfPlayService
     from zeroforge.shared.metrics import merge, total
-    from zeroforge.shared.nets.model import NetConfig, build_net
+    from zeroforge.shared.nets import NetConfig, build_net
     from zeroforge.shared.run_context import RunContext
-    from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.transport.memory import MemoryTransport
+    from zeroforge.shared.search import SearchConfig
+    from zeroforge.shared.transport import MemoryTransport
 
     transport = MemoryTransport("cache-test")
     store = transport.weights()

@@ -10,10 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import IllegalMoveError
-from zeroforge.shared.games.fivestone import FiveStone, FiveStoneState
-from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.games import (
+    FiveStone,
+    FiveStoneState,
+    GameSession,
+    IllegalMoveError,
+    make_game,
+)
 
 GAME = FiveStone()
 

@@ -7,9 +7,15 @@ import pytest
 
 from tests.fakes import TTT, Bandit, BanditEvaluator
 from zeroforge.shared.games import make_game
-from zeroforge.shared.search import MCTS, SearchConfig, UniformEvaluator
-from zeroforge.shared.search.forced import forced_root_pick, prune_forced_visits
-from zeroforge.shared.search.tree import ILLEGAL, UNEXPANDED
+from zeroforge.shared.search import (
+    ILLEGAL,
+    MCTS,
+    UNEXPANDED,
+    SearchConfig,
+    UniformEvaluator,
+    forced_root_pick,
+    prune_forced_visits,
+)
 
 # Arm 0 is clearly bad (-0.9 against the best arm's 0.6) and has a small prior: PUCT alone
 # gives it about one visit, forced playouts about sqrt(2 · 0.1 · 400) ≈ 9.

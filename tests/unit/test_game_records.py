@@ -9,12 +9,10 @@ from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.game_records import RecordWriter, safe_name, sgf_of_moves
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.deploy.cli import main
-from zeroforge.shared.formats.sgf import GameRecord, read_sgf, read_sgf_file, replay, write_sgf
+from zeroforge.shared.formats import GameRecord, read_sgf, read_sgf_file, replay, write_sgf
 from zeroforge.shared.games import make_game
-from zeroforge.shared.players.arena import play_match
-from zeroforge.shared.players.factory import RandomPlayer, make_player
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.players import RandomPlayer, make_player, play_match
+from zeroforge.shared.search import SearchConfig, UniformEvaluator
 
 
 @pytest.mark.parametrize("spec, gm", [("go:size=5", 1), ("gomoku:width=6,height=6,k=4", 4),

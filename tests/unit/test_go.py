@@ -13,12 +13,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zeroforge.shared.games import go_kernels as K
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import IllegalMoveError
-from zeroforge.shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
-from zeroforge.shared.games.sampling import sample_legal
-from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.games import (
+    BLACK,
+    COUNT_SHIFT,
+    EMPTY,
+    HASH_MASK,
+    WHITE,
+    GameSession,
+    Go,
+    GoState,
+    IllegalMoveError,
+    make_game,
+    make_go,
+    sample_legal,
+)
 
 
 def position(game: Go, picture: str, to_play: int = 0, ko_point: int = -1) -> GoState:
@@ -615,9 +623,9 @@ def test_stored_position_keys_are_the_hash_low_bits_under_the_stone_count():
     g = make_go(size=9)
     s = play(g, g.init(1), "E5", "D4", "C3", "pass", "F6")
     keys = s.position_hashes[0, :s.num_positions[0]]
-    assert (keys >> np.uint64(K.COUNT_SHIFT)).tolist() == [0, 1, 2, 3, 3, 4]
-    low = keys[-1] & K.HASH_MASK
-    assert low == s.zobrist[0] & K.HASH_MASK and low != 0
+    assert (keys >> np.uint64(COUNT_SHIFT)).tolist() == [0, 1, 2, 3, 3, 4]
+    low = keys[-1] & HASH_MASK
+    assert low == s.zobrist[0] & HASH_MASK and low != 0
     assert len(set(keys.tolist())) == 5  # only the pass repeats a key
     # the reverse tables keep the keys' low bits, still one point per key and colour
     for colour in (0, 1):

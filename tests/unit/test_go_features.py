@@ -11,10 +11,22 @@ import numpy as np
 import pytest
 
 from tests.unit.test_go import DAME, KO, SEKI, play, position
-from zeroforge.shared.games import go_features as F
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.go import BLACK, EMPTY, WHITE, Go, GoState, make_go
-from zeroforge.shared.games.sampling import sample_legal
+from zeroforge.shared.games import (
+    BLACK,
+    EMPTY,
+    MOVES,
+    OPP,
+    OPP_LIBS,
+    OWN,
+    OWN_LIBS,
+    WHITE,
+    Go,
+    GoState,
+    make_game,
+    make_go,
+    sample_legal,
+)
+from zeroforge.shared.games import KO as KO_PLANE
 
 
 def grid(picture: str) -> np.ndarray:
@@ -85,13 +97,13 @@ def ref_features(game: Go, state: GoState, i: int, moves: list[int]) -> np.ndarr
             continue
         side = 0 if v == me else 1
         out[side, p] = 1
-        out[(F.OWN_LIBS, F.OPP_LIBS)[side] + min(libs[p], 3) - 1, p] = 1
+        out[(OWN_LIBS, OPP_LIBS)[side] + min(libs[p], 3) - 1, p] = 1
     ko = int(state.ko_point[i])
     if ko >= 0 and not state.legal[i, ko]:
-        out[F.KO, ko] = 1
+        out[KO_PLANE, ko] = 1
     for t, a in enumerate(reversed(moves[-(game.history - 1):])):
         if a < n:
-            out[F.MOVES + t, a] = 1
+            out[MOVES + t, a] = 1
     out[-1] = int(state.to_play[i]) == 0
     return out.reshape(-1, size, size)
 
@@ -106,7 +118,7 @@ def test_features_preset_spec_and_version():
     # a new encoding, a new version; the existing presets keep theirs
     assert g.spec.version == 2
     assert make_game("go9").spec.version == make_game("go:size=9,obs=compact").spec.version == 1
-    assert g.piece_planes() == (F.OWN, F.OPP) == (0, 1)
+    assert g.piece_planes() == (OWN, OPP) == (0, 1)
     longer = make_game("go:size=7,obs=features,history=6")
     assert longer.spec.obs_shape == (15, 7, 7)
     assert longer.spec.spec_string.endswith("obs=features,history=6")
@@ -141,13 +153,13 @@ def test_liberty_planes_of_known_chains():
         obs = g.observe(s)[0]
         board = s.board[0].reshape(5, 5)
         mine, theirs = (BLACK, WHITE) if to_play == 0 else (WHITE, BLACK)
-        np.testing.assert_array_equal(obs[F.OWN], board == mine)
-        np.testing.assert_array_equal(obs[F.OPP], board == theirs)
+        np.testing.assert_array_equal(obs[OWN], board == mine)
+        np.testing.assert_array_equal(obs[OPP], board == theirs)
         for k, want in enumerate([libs == 1, libs == 2, libs >= 3]):
-            np.testing.assert_array_equal(obs[F.OWN_LIBS + k], want & (board == mine), f"own {k}")
-            np.testing.assert_array_equal(obs[F.OPP_LIBS + k], want & (board == theirs),
+            np.testing.assert_array_equal(obs[OWN_LIBS + k], want & (board == mine), f"own {k}")
+            np.testing.assert_array_equal(obs[OPP_LIBS + k], want & (board == theirs),
                                           f"opp {k}")
-        assert (obs[F.KO] == 0).all() and (obs[F.MOVES:-1] == 0).all()  # set-up: no moves
+        assert (obs[KO_PLANE] == 0).all() and (obs[MOVES:-1] == 0).all()  # set-up: no moves
         assert (obs[-1] == (to_play == 0)).all()
     # the reference agrees with the hand count
     np.testing.assert_array_equal(
@@ -158,17 +170,17 @@ def test_liberty_planes_follow_merges_and_captures():
     g = make_go(size=5, obs="features")
     s = play(g, position(g, CHAINS), "A3")  # joins A5-A4 and B3: liberties A2, B2, C3
     obs = g.observe(s)[0]  # white's view
-    np.testing.assert_array_equal(obs[F.OPP_LIBS + 0], marks(g))
-    np.testing.assert_array_equal(obs[F.OPP_LIBS + 1], marks(g, "B1"))
-    np.testing.assert_array_equal(obs[F.OPP_LIBS + 2],
+    np.testing.assert_array_equal(obs[OPP_LIBS + 0], marks(g))
+    np.testing.assert_array_equal(obs[OPP_LIBS + 1], marks(g, "B1"))
+    np.testing.assert_array_equal(obs[OPP_LIBS + 2],
                                   marks(g, "A5", "A4", "A3", "B3", "D4", "E4", "D3"))
-    np.testing.assert_array_equal(obs[F.OWN_LIBS + 0], marks(g, "A1"))
+    np.testing.assert_array_equal(obs[OWN_LIBS + 0], marks(g, "A1"))
     s = play(g, s, "A2", "B2")  # white extends A1 to A2 (one liberty, B2); black takes both
     assert s.captures[0].tolist() == [2, 0]
     obs = g.observe(s)[0]
-    np.testing.assert_array_equal(obs[F.OPP_LIBS + 0], marks(g))
-    np.testing.assert_array_equal(obs[F.OPP_LIBS + 1], marks(g))  # B1 joined B2-B3-...
-    np.testing.assert_array_equal(obs[F.OWN_LIBS + 2], marks(g, "D1"))
+    np.testing.assert_array_equal(obs[OPP_LIBS + 0], marks(g))
+    np.testing.assert_array_equal(obs[OPP_LIBS + 1], marks(g))  # B1 joined B2-B3-...
+    np.testing.assert_array_equal(obs[OWN_LIBS + 2], marks(g, "D1"))
     moves = [g.parse_action(m) for m in ("A3", "A2", "B2")]
     np.testing.assert_array_equal(obs, ref_features(g, s, 0, moves))
 
@@ -181,18 +193,18 @@ def test_ko_point_after_a_single_stone_capture(rule):
     g = make_go(size=5, ko=rule, obs="features")
     s = play(g, position(g, KO), "C3")  # black takes B3; white may not retake at once
     obs = g.observe(s)[0]
-    np.testing.assert_array_equal(obs[F.KO], marks(g, "B3"))
-    np.testing.assert_array_equal(obs[F.MOVES], marks(g, "C3"))
-    assert (obs[F.MOVES + 1] == 0).all() and (obs[F.MOVES + 2] == 0).all()
+    np.testing.assert_array_equal(obs[KO_PLANE], marks(g, "B3"))
+    np.testing.assert_array_equal(obs[MOVES], marks(g, "C3"))
+    assert (obs[MOVES + 1] == 0).all() and (obs[MOVES + 2] == 0).all()
     # the black C3 stone is the opponent's now, in atari (its one liberty is B3)
-    np.testing.assert_array_equal(obs[F.OPP_LIBS], marks(g, "C3"))
+    np.testing.assert_array_equal(obs[OPP_LIBS], marks(g, "C3"))
     s = play(g, s, "E5")  # a ko threat: the ban has lapsed for black's next move
-    assert (g.observe(s)[0, F.KO] == 0).all()
+    assert (g.observe(s)[0, KO_PLANE] == 0).all()
     s = play(g, s, "E1", "B3")  # answered; white retakes, and now black must wait
     obs = g.observe(s)[0]
-    np.testing.assert_array_equal(obs[F.KO], marks(g, "C3"))
+    np.testing.assert_array_equal(obs[KO_PLANE], marks(g, "C3"))
     for t, m in enumerate(["B3", "E1", "E5"]):
-        np.testing.assert_array_equal(obs[F.MOVES + t], marks(g, m), f"{t + 1} moves ago")
+        np.testing.assert_array_equal(obs[MOVES + t], marks(g, m), f"{t + 1} moves ago")
 
 
 def test_ko_point_is_marked_only_when_the_mover_may_not_play_it():
@@ -200,10 +212,10 @@ def test_ko_point_is_marked_only_when_the_mover_may_not_play_it():
     taken = play(g, position(g, KO), "C3")
     # the same position set up with the ko given, and with a ko point that captures nothing
     again = g.from_board(taken.board, to_play=1, ko_point=g.parse_action("B3"))
-    np.testing.assert_array_equal(g.observe(again)[0, F.KO], marks(g, "B3"))
+    np.testing.assert_array_equal(g.observe(again)[0, KO_PLANE], marks(g, "B3"))
     loose = position(g, KO, ko_point=g.parse_action("E5"))
     assert loose.legal[0, g.parse_action("E5")]
-    assert (g.observe(loose)[0, F.KO] == 0).all()
+    assert (g.observe(loose)[0, KO_PLANE] == 0).all()
 
 
 def test_last_moves_skip_passes_and_outlive_captures():
@@ -214,17 +226,17 @@ def test_last_moves_skip_passes_and_outlive_captures():
     obs = g.observe(s)[0]
     for t, want in enumerate(["E2", "B3", "E1", None, "C3"]):
         plane = marks(g, want) if want else marks(g)
-        np.testing.assert_array_equal(obs[F.MOVES + t], plane, f"{t + 1} moves ago")
+        np.testing.assert_array_equal(obs[MOVES + t], plane, f"{t + 1} moves ago")
     short = make_go(size=5, obs="features", history=1)
     obs = short.observe(play(short, short.init(1), "C3"))[0]
     assert obs.shape[0] == 10 and (obs[-1] == 0).all()  # no move planes; white to move
-    np.testing.assert_array_equal(obs[F.OPP], marks(short, "C3"))
+    np.testing.assert_array_equal(obs[OPP], marks(short, "C3"))
 
 
 def test_observation_is_the_same_position_seen_by_each_side():
     g = make_go(size=5, obs="features")
     black, white = (g.observe(position(g, CHAINS, to_play=t))[0] for t in (0, 1))
-    swap = [F.OPP, F.OWN, *range(F.OPP_LIBS, F.OPP_LIBS + 3), *range(F.OWN_LIBS, F.OWN_LIBS + 3)]
+    swap = [OPP, OWN, *range(OPP_LIBS, OPP_LIBS + 3), *range(OWN_LIBS, OWN_LIBS + 3)]
     np.testing.assert_array_equal(white[:8], black[swap])
     assert (black[-1] == 1).all() and (white[-1] == 0).all()
 
@@ -248,7 +260,7 @@ def test_random_positions_match_the_reference(size, ko, plies):
     s, actions = random_states(g, batch=8, plies=plies, seed=size)
     obs = g.observe(s)
     assert obs.shape == (8, *g.spec.obs_shape) and obs.dtype == np.uint8
-    assert obs[:, F.OWN_LIBS + 2].any() and obs[:, F.OPP_LIBS].any()  # the test sees variety
+    assert obs[:, OWN_LIBS + 2].any() and obs[:, OPP_LIBS].any()  # the test sees variety
     for i in range(8):
         moves = [int(a) for a in actions[:, i] if a >= 0]
         np.testing.assert_array_equal(obs[i], ref_features(g, s, i, moves), f"game {i}")
@@ -274,8 +286,8 @@ def test_features_commute_with_every_symmetry():
         a = g.parse_action(m) if m else int(sample_legal(s.legal, rng)[0])
         states.append(g.step(s, np.array([a])))
         played.append(a)
-    np.testing.assert_array_equal(g.observe(states[1])[0, F.KO], marks(g, "C5"))
-    np.testing.assert_array_equal(g.observe(states[4])[0, F.KO], marks(g, "D5"))
+    np.testing.assert_array_equal(g.observe(states[1])[0, KO_PLANE], marks(g, "C5"))
+    np.testing.assert_array_equal(g.observe(states[4])[0, KO_PLANE], marks(g, "D5"))
     for sym in g.symmetries():
         inv = np.empty_like(sym.action_perm)
         inv[sym.action_perm] = np.arange(sym.action_perm.size)

@@ -8,9 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import IllegalMoveError
-from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.games import GameSession, IllegalMoveError, make_game
 
 
 def play_picture(game, picture: str, last: str) -> GameSession:

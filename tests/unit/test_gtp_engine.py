@@ -12,7 +12,7 @@ from zeroforge import __version__
 from zeroforge.deploy.engines.agent import Agent
 from zeroforge.deploy.engines.gtp import Clock, GtpEngine, clean_line
 from zeroforge.learner.learner import Learner, LearnerConfig
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 
 
 @pytest.fixture(scope="module")

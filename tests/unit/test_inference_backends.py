@@ -15,17 +15,19 @@ import pytest
 import torch
 
 from zeroforge.shared.games import GameSpec, make_game
-from zeroforge.shared.nets.backends import (
+from zeroforge.shared.nets import (
     BACKENDS,
+    PRESETS,
     BackendError,
     ExportedEvaluator,
+    TorchEvaluator,
+    build_net,
     export_onnx,
+    fuse_for_inference,
     legal_move_probabilities,
     make_evaluator,
 )
-from zeroforge.shared.nets.model import PRESETS, build_net, fuse_for_inference
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator
-from zeroforge.shared.search.evaluator import check_evaluation
+from zeroforge.shared.search import check_evaluation
 
 GO_LIKE = GameSpec(name="go-like", version=0, board_shape=(9, 9), num_actions=82,
                    obs_shape=(17, 9, 9), spec_string="go-like", max_moves=200)
@@ -158,7 +160,7 @@ def test_missing_package_names_the_install_command(backend: str, package: str,
 
 
 def test_int8_is_cpu_only() -> None:
-    from zeroforge.shared.nets.torch_evaluator import InferenceConfig
+    from zeroforge.shared.nets import InferenceConfig
 
     with pytest.raises(BackendError, match="'torch-int8' runs on the CPU only"):
         make_evaluator(trained_like("tiny", TTT), "torch-int8",
@@ -171,8 +173,8 @@ def test_inference_server_runs_a_chosen_backend(backend: str) -> None:
 
     from zeroforge.actors.config import InferenceServerConfig
     from zeroforge.actors.inference import InferenceServer
-    from zeroforge.shared.formats.weight_blob import weights_to_bytes
-    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.formats import weights_to_bytes
+    from zeroforge.shared.nets import NetConfig
 
     net = trained_like("tiny", TTT, seed=2)
     obs, legal = batch(TTT, 6)
@@ -217,10 +219,10 @@ def test_selfplay_worker_runs_its_own_net_through_selfplay_backend(backend: str,
     published weights into it (a rebuild) and plays whole games on it."""
     from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay_service import SelfPlayService
-    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.nets import NetConfig
     from zeroforge.shared.run_context import RunContext
-    from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.transport.memory import MemoryTransport
+    from zeroforge.shared.search import SearchConfig
+    from zeroforge.shared.transport import MemoryTransport
 
     transport = MemoryTransport("backend-test")
     store = transport.weights()

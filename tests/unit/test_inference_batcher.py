@@ -10,11 +10,10 @@ import pytest
 import torch
 
 from zeroforge.actors.inference import InferenceServer, InferenceServerConfig
-from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.formats import weights_to_bytes
 from zeroforge.shared.games import make_game
 from zeroforge.shared.metrics import CATALOGUE
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import TorchEvaluator, native_bfloat16
+from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net, native_bfloat16
 
 GAME = "tictactoe"
 SPEC = make_game(GAME).spec

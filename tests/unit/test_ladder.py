@@ -9,8 +9,20 @@ import math
 import numpy as np
 import pytest
 
-from zeroforge.shared.players import ladder as ladders
-from zeroforge.shared.players.ladder import ELO_PER_NAT, Ladder, fit_ratings, variance_drop
+from zeroforge.shared.players import (
+    ELO_PER_NAT,
+    Fit,
+    Ladder,
+    LadderError,
+    LadderPlayer,
+    expected_score,
+    fit_ratings,
+    format_table,
+    load_ladder,
+    next_pair,
+    save_ladder,
+    variance_drop,
+)
 
 
 def ladder_of(ratings: dict[str, float], games: int, rng: np.random.Generator,
@@ -125,7 +137,7 @@ def test_players_without_a_chain_to_the_anchor_are_unrated():
     assert fit.rated("x") and not fit.rated("y") and not fit.rated("z")
     with pytest.raises(KeyError):
         fit.interval("y")
-    assert "y" in ladders.format_table(fit, lad)
+    assert "y" in format_table(fit, lad)
 
 
 def test_next_pair_prefers_uncertain_neighbours():
@@ -154,12 +166,12 @@ def test_next_pair_prefers_uncertain_neighbours():
     assert max(gains, key=gains.get) == ("near", "new")
     assert all(g > 0 for g in gains.values())
     # equally well known opponents: the one near in rating tells more (p (1 - p))
-    fit = ladders.Fit(anchor="random", names=["random", "near", "far", "x"],
+    fit = Fit(anchor="random", names=["random", "near", "far", "x"],
                       elo={"random": 0.0, "near": 100.0, "far": 700.0, "x": 150.0},
                       sd={}, games={}, cov=np.diag([0.01, 0.01, 1.0]),
                       free=["near", "far", "x"])
     assert variance_drop(fit, "x", "near", 10) > 2 * variance_drop(fit, "x", "far", 10)
-    assert ladders.next_pair(fit, [ladders.LadderPlayer(n, "snapshot", "s")
+    assert next_pair(fit, [LadderPlayer(n, "snapshot", "s")
                                    for n in ("near", "far", "x")]) == ("near", "x")
 
 
@@ -169,7 +181,7 @@ def test_variance_drop_matches_refitting_with_the_expected_games():
     lad = ladder_of({"random": 0.0, "x": 100.0, "y": 250.0}, 30, np.random.default_rng(3))
     fit = lad.refit()
     before = float(np.trace(fit.cov))
-    p = ladders.expected_score(fit, "x", "y")
+    p = expected_score(fit, "x", "y")
     drop = variance_drop(fit, "x", "y", 20)
     results = {k: list(v) for k, v in lad.results.items()}
     key = ("x", "y")
@@ -183,15 +195,15 @@ def test_the_ladder_file_round_trips_atomically(tmp_path):
     lad = ladder_of({"random": 0.0, "x": 100.0}, 20, np.random.default_rng(0))
     lad.run_id = "r1"
     lad.refit()
-    ladders.save_ladder(tmp_path, lad)
+    save_ladder(tmp_path, lad)
     assert [p.name for p in tmp_path.iterdir()] == ["ladder.json"]  # no temp file left
     data = json.loads((tmp_path / "ladder.json").read_text())
     assert {r["name"] for r in data["fit"]["ratings"]} == {"random", "x"}
-    back = ladders.load_ladder(tmp_path)
+    back = load_ladder(tmp_path)
     assert back.run_id == "r1" and back.players == lad.players
     assert back.results == lad.results
     assert back.refit().elo == pytest.approx(lad.fit.elo)
-    assert ladders.load_ladder(tmp_path / "nowhere").players == {}  # no file: empty ladder
+    assert load_ladder(tmp_path / "nowhere").players == {}  # no file: empty ladder
 
 
 @pytest.mark.parametrize("text", ["{\"format\": 1, \"players\": [{\"nam", "[1, 2]",
@@ -199,14 +211,14 @@ def test_the_ladder_file_round_trips_atomically(tmp_path):
                                   "[{\"a\": \"ghost\", \"b\": \"x\"}]}"])
 def test_a_corrupt_ladder_is_kept_aside_with_a_one_line_error(tmp_path, text):
     (tmp_path / "ladder.json").write_text(text)
-    with pytest.raises(ladders.LadderError) as err:
-        ladders.load_ladder(tmp_path)
+    with pytest.raises(LadderError) as err:
+        load_ladder(tmp_path)
     message = str(err.value)
     assert "\n" not in message and "ladder.json" in message and "kept aside" in message
     kept = list(tmp_path.glob("ladder-corrupt-*.json"))
     assert len(kept) == 1 and kept[0].read_text() == text and kept[0].name in message
     assert not (tmp_path / "ladder.json").exists()
-    assert ladders.load_ladder(tmp_path).players == {}  # the next load starts afresh
+    assert load_ladder(tmp_path).players == {}  # the next load starts afresh
 
 
 def test_bad_games_are_refused():

@@ -9,10 +9,9 @@ import torch
 
 from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
 from zeroforge.learner.replay import ReplayWindow
-from zeroforge.shared.formats.weight_blob import weights_to_bytes
+from zeroforge.shared.formats import weights_to_bytes
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
-from zeroforge.shared.nets.torch_evaluator import native_bfloat16
+from zeroforge.shared.nets import NetConfig, native_bfloat16
 from zeroforge.shared.samples import GameSamples
 
 

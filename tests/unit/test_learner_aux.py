@@ -13,10 +13,9 @@ from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.samples import GameSamples, decode, encode
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.search import SearchConfig, UniformEvaluator
 
 AUX_NET = NetConfig(kind="resnet", channels=16, blocks=2, global_pool_every=2,
                     pool_channels=4, heads="pooled", policy_channels=4, value_channels=4,

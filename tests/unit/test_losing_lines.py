@@ -8,7 +8,7 @@ import numpy as np
 
 from benchmarks.learn_tictactoe import losing_lines
 from zeroforge.shared.games import make_game
-from zeroforge.shared.players.factory import make_player
+from zeroforge.shared.players import make_player
 
 
 class LowestMove:

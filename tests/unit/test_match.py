@@ -10,11 +10,17 @@ import shlex
 import numpy as np
 import pytest
 
-from zeroforge.deploy.engines.match import _margin, play_game, run_match
-from zeroforge.shared.formats.sgf import read_sgf_file
+from zeroforge.deploy.engines.match import black_lead, play_game, run_match
+from zeroforge.shared.formats import read_sgf_file
 from zeroforge.shared.games import make_game
-from zeroforge.shared.players.factory import RandomPlayer, make_player
-from zeroforge.shared.players.gtp import GtpError, GtpPlayer, Resigned, resolve_command
+from zeroforge.shared.players import (
+    GtpError,
+    GtpPlayer,
+    RandomPlayer,
+    Resigned,
+    make_player,
+    resolve_command,
+)
 
 GO5 = "go:size=5"
 
@@ -133,8 +139,8 @@ def test_a_forfeit_goes_on_record() -> None:
 
 
 def test_margins() -> None:
-    assert _margin("B+3.5") == 3.5 and _margin("W+12") == -12 and _margin("0") == 0
-    assert _margin("W+R") is None and _margin(None) is None and _margin("?") is None
+    assert black_lead("B+3.5") == 3.5 and black_lead("W+12") == -12 and black_lead("0") == 0
+    assert black_lead("W+R") is None and black_lead(None) is None and black_lead("?") is None
 
 
 def test_bad_sgf_game_is_refused(tmp_path) -> None:

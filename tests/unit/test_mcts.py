@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, State
+from zeroforge.shared.games import Game, State, make_game
 from zeroforge.shared.search import (
     MCTS,
     Evaluation,
     EvaluationError,
     SearchConfig,
     UniformEvaluator,
+    dirichlet_noise,
+    same_states,
+    sample_actions,
 )
-from zeroforge.shared.search.mcts import dirichlet_noise, sample_actions
-from zeroforge.shared.search.tree import same_states
 
 
 def deterministic(**kw) -> SearchConfig:
@@ -431,7 +431,7 @@ class _LyingPrior:
         self.favourite = favourite
 
     def evaluate(self, obs, legal):
-        from zeroforge.shared.search.evaluator import Evaluation
+        from zeroforge.shared.search import Evaluation
 
         logits = np.full(legal.shape, -20.0, np.float32)
         logits[:, self.favourite] = 20.0

@@ -214,7 +214,7 @@ def test_the_guard_holds_every_counter_at_what_was_served():
 def test_status_games_count_a_killed_workers_last_received_games():
     """A worker killed after appending games it had not reported yet: the learner
     received them, so the run's ``games`` is at least the games received in this run."""
-    from zeroforge.deploy.status import RunStatus
+    from zeroforge.deploy.runtime.status import RunStatus
 
     r = Recorder()
     r.inc("selfplay_games_total", 11028, worker_kind="selfplay", worker="0")

@@ -11,21 +11,24 @@ import numpy as np
 import pytest
 import torch
 
-from zeroforge.shared.formats.weight_blob import weights_from_bytes, weights_to_bytes
+from zeroforge.shared.formats import weights_from_bytes, weights_to_bytes
 from zeroforge.shared.games import GameSpec, make_game
-from zeroforge.shared.nets.model import (
+from zeroforge.shared.nets import (
     PRESETS,
+    GlobalPoolBias,
+    InferenceConfig,
     NetConfig,
     NetOutputs,
     PolicyValueNet,
     PoolResBlock,
     ResBlock,
+    TorchEvaluator,
     build_net,
     fuse_for_inference,
+    global_pool,
     score_scale,
+    value_pool,
 )
-from zeroforge.shared.nets.pooling import GlobalPoolBias, global_pool, value_pool
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
 
 DATA = Path(__file__).parent / "data"
 
@@ -318,7 +321,7 @@ def test_weights_round_trip_and_evaluators_serve_an_aux_net() -> None:
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "torch-int8"])
 def test_exported_backends_run_a_pooled_aux_net(backend: str) -> None:
-    from zeroforge.shared.nets.backends import legal_move_probabilities, make_evaluator
+    from zeroforge.shared.nets import legal_move_probabilities, make_evaluator
 
     net = _trained_like(POOLED, GO9, seed=6)
     obs = _obs(GO9.obs_shape, 5, seed=8).numpy().astype(np.uint8)

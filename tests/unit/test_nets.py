@@ -8,15 +8,16 @@ import pytest
 import torch
 
 from zeroforge.shared.games import GameSpec, make_game
-from zeroforge.shared.nets.model import (
+from zeroforge.shared.nets import (
     PRESETS,
+    InferenceConfig,
     NetConfig,
+    TorchEvaluator,
     build_net,
     fuse_for_inference,
     masked_log_softmax,
 )
-from zeroforge.shared.nets.torch_evaluator import InferenceConfig, TorchEvaluator
-from zeroforge.shared.search.evaluator import check_evaluation
+from zeroforge.shared.search import check_evaluation
 
 # Go 9x9 as AlphaGo Zero encodes it (8 history planes per colour + colour to move) with
 # the pass action; built by hand so these tests do not depend on the Go rules.

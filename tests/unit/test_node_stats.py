@@ -1,4 +1,4 @@
-"""Resource figures of an actor's process and node (deploy/node_stats.py)."""
+"""Resource figures of an actor's process and node (deploy/runtime/node_stats.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from zeroforge.deploy.node_stats import ResourceReporter, parse_nvidia_smi
+from zeroforge.deploy.runtime.node_stats import ResourceReporter, parse_nvidia_smi
 from zeroforge.shared import metrics
 
 
@@ -66,7 +66,7 @@ def test_the_learner_initialises_every_rejection_reason_the_code_can_give():
 def test_gpu_figures_come_from_nvidia_smi_on_the_path(tmp_path, monkeypatch):
     """The subprocess path, with a stand-in ``nvidia-smi`` (this machine has no GPU): the
     query's output becomes per-GPU gauges, read again only after ``GPU_POLL_S``."""
-    from zeroforge.deploy import node_stats
+    from zeroforge.deploy.runtime import node_stats
 
     calls = tmp_path / "calls"
     script = tmp_path / "nvidia-smi"

@@ -14,7 +14,7 @@ from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay_service import SelfPlayService
 from zeroforge.deploy.config import RunConfig, TrainConfig, load_train_config
 from zeroforge.shared.config import ConfigError
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.pace import (
     Pace,
     PaceFormatError,
@@ -23,8 +23,8 @@ from zeroforge.shared.pace import (
     pause_floor,
     selfplay_should_pause,
 )
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.transport.memory import MemoryTransport
+from zeroforge.shared.search import SearchConfig
+from zeroforge.shared.transport import MemoryTransport
 
 
 def pace(ratio: float, target: float = 16.0, tolerance: float = 0.25,
@@ -155,7 +155,7 @@ def test_run_waits_while_paced_and_a_stop_ends_the_wait():
 
 
 def test_run_status_carries_the_throttled_seconds_of_each_side():
-    from zeroforge.deploy.status import RunStatus
+    from zeroforge.deploy.runtime.status import RunStatus
     from zeroforge.shared.metrics import Recorder, merge
 
     workers = [Recorder(), Recorder()]

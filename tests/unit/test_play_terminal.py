@@ -18,11 +18,9 @@ from zeroforge.deploy.play.terminal import (
     undo_turn,
     write_record,
 )
-from zeroforge.shared.formats.sgf import read_sgf, replay
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import IllegalMoveError
-from zeroforge.shared.games.session import GameSession
-from zeroforge.shared.players.factory import PLAYER_SPECS, MCTSPlayer, UCTPlayer, make_player
+from zeroforge.shared.formats import read_sgf, replay
+from zeroforge.shared.games import GameSession, IllegalMoveError, make_game
+from zeroforge.shared.players import PLAYER_SPECS, MCTSPlayer, UCTPlayer, make_player
 
 GAMES = ["tictactoe", "gomoku6", "go:size=5", "go9", "5stone_chess", "gomoku15"]
 
@@ -198,8 +196,8 @@ def test_a_runs_snapshot_plays_with_the_net_config_of_its_run(tmp_path) -> None:
 
     from zeroforge.learner.learner import Learner, LearnerConfig
     from zeroforge.shared.config import to_dict
-    from zeroforge.shared.formats.weight_blob import save_weights
-    from zeroforge.shared.nets.model import NetConfig
+    from zeroforge.shared.formats import save_weights
+    from zeroforge.shared.nets import NetConfig
     from zeroforge.shared.run_files import snapshot_path
 
     net = NetConfig.preset("tiny").replace(channels=8, blocks=1)

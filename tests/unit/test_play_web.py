@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from zeroforge.deploy.play.web import BoardServer, PlayService
-from zeroforge.shared.formats.sgf import read_sgf, replay
+from zeroforge.shared.formats import read_sgf, replay
 from zeroforge.shared.games import make_game
 
 

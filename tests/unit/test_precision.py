@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig, build_net
-from zeroforge.shared.nets.torch_evaluator import (
+from zeroforge.shared.nets import (
     InferenceConfig,
+    NetConfig,
     TorchEvaluator,
+    build_net,
     native_bfloat16,
     resolve_dtype,
 )
@@ -70,8 +71,8 @@ def test_selfplay_worker_own_network_follows_selfplay_precision(tmp_path):
     from zeroforge.actors.config import SelfPlayConfig
     from zeroforge.actors.selfplay_service import SelfPlayService
     from zeroforge.shared.run_context import RunContext
-    from zeroforge.shared.search.config import SearchConfig
-    from zeroforge.shared.transport.memory import MemoryTransport
+    from zeroforge.shared.search import SearchConfig
+    from zeroforge.shared.transport import MemoryTransport
 
     transport = MemoryTransport("precision-test")
     store = transport.weights()

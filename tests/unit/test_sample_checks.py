@@ -12,11 +12,9 @@ import pytest
 from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.learner.sample_checks import REASONS, check_game, legal_superset
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game
+from zeroforge.shared.games import Game, make_game
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import UniformEvaluator
+from zeroforge.shared.search import SearchConfig, UniformEvaluator
 
 GAMES = ("tictactoe", "gomoku6", "gomoku:size=5,k=4,exact=true", "go:size=9",
          "go:size=7,obs=features",

@@ -14,17 +14,15 @@ import pytest
 
 from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
-from zeroforge.deploy.builder import build_learner
 from zeroforge.deploy.config import RunConfig, TrainConfig
+from zeroforge.deploy.runtime.builder import build_learner
 from zeroforge.learner.learner import LearnerConfig
 from zeroforge.learner.sample_checks import REASONS
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
-from zeroforge.shared.search.config import SearchConfig
-from zeroforge.shared.search.evaluator import UniformEvaluator
-from zeroforge.shared.transport import StreamConfig
-from zeroforge.shared.transport.memory import MemoryTransport
+from zeroforge.shared.search import SearchConfig, UniformEvaluator
+from zeroforge.shared.transport import MemoryTransport, StreamConfig
 
 GAME = "tictactoe"
 DECODE_REASONS = {"not_msgpack", "not_a_map", "unknown_schema", "missing_field", "bad_field",

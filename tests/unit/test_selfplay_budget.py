@@ -19,11 +19,16 @@ from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.learner.sample_checks import check_game
 from zeroforge.shared.config import ConfigError, from_dict
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import NetConfig
+from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
-from zeroforge.shared.search import MCTS, Evaluation, SearchConfig, UniformEvaluator
-from zeroforge.shared.search.mcts import dirichlet_noise
-from zeroforge.shared.search.tree import ILLEGAL
+from zeroforge.shared.search import (
+    ILLEGAL,
+    MCTS,
+    Evaluation,
+    SearchConfig,
+    UniformEvaluator,
+    dirichlet_noise,
+)
 
 GOMOKU = make_game("gomoku6")
 
@@ -361,9 +366,9 @@ def test_the_service_counts_policy_targets_beside_positions(tmp_path, full_searc
     searches with it (counted from the samples the worker recorded)."""
     from zeroforge.actors.selfplay_service import SelfPlayService
     from zeroforge.shared.metrics import merge, total
-    from zeroforge.shared.nets.model import build_net
+    from zeroforge.shared.nets import build_net
     from zeroforge.shared.run_context import RunContext
-    from zeroforge.shared.transport.memory import MemoryTransport
+    from zeroforge.shared.transport import MemoryTransport
 
     transport = MemoryTransport("cap-metric")
     store = transport.weights()

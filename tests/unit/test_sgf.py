@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zeroforge.shared.formats.sgf import (
+from zeroforge.shared.formats import (
     GameRecord,
     SgfDirStats,
     SgfError,
@@ -21,10 +21,7 @@ from zeroforge.shared.formats.sgf import (
     replay,
     write_sgf,
 )
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import IllegalMoveError
-from zeroforge.shared.games.sampling import sample_legal
-from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.games import GameSession, IllegalMoveError, make_game, sample_legal
 
 FAST = settings(max_examples=25, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from zeroforge.shared.samples import GameSamples
-from zeroforge.shared.transport import TransportError
-from zeroforge.shared.transport.memory import MemoryTransport
-from zeroforge.shared.transport.shards import (
+from zeroforge.shared.transport import (
+    MemoryTransport,
     ShardedSampleStream,
+    TransportError,
     advance_cursor,
     parse_cursor,
     shard_of,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 
 ROWS = [
     {"kind": "learner", "index": 0, "state": "alive", "node": "a1b2c3d4", "pid": 4242,

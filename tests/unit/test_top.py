@@ -9,7 +9,7 @@ import io
 import pytest
 from rich.console import Console
 
-from zeroforge.deploy.status import RunStatus
+from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.deploy.top import app, view
 
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zeroforge.shared.games import make_game
-from zeroforge.shared.games.base import Game, State
-from zeroforge.shared.players.arena import play_match
-from zeroforge.shared.players.factory import MinimaxPlayer, RandomPlayer, UCTPlayer
-from zeroforge.shared.search import UCTConfig, uct_search
-from zeroforge.shared.search.rollout import (
+from zeroforge.shared.games import Game, State, make_game
+from zeroforge.shared.players import MinimaxPlayer, RandomPlayer, UCTPlayer, play_match
+from zeroforge.shared.search import (
+    UCTConfig,
     policy_rollout_values,
     random_rollout_values,
     sample_from_policy,
+    uct_search,
+    winning_actions,
 )
-from zeroforge.shared.search.tactics import winning_actions
 
 TTT = make_game("tictactoe")
 GOMOKU6 = make_game("gomoku6")

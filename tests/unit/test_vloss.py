@@ -11,8 +11,7 @@ import pytest
 from tests.fakes import ARM_VALUES, TTT, Bandit, BanditEvaluator, ttt
 from tests.unit.test_mcts import random_positions
 from zeroforge.shared.games import make_game
-from zeroforge.shared.search import MCTS, Evaluation, SearchConfig, UniformEvaluator
-from zeroforge.shared.search.vloss import search_rounds
+from zeroforge.shared.search import MCTS, Evaluation, SearchConfig, UniformEvaluator, search_rounds
 
 
 def deterministic(**kw) -> SearchConfig:

@@ -13,7 +13,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from zeroforge.shared.formats.weight_blob import (
+from zeroforge.shared.formats import (
     load_weights,
     save_weights,
     weights_from_bytes,
@@ -21,7 +21,7 @@ from zeroforge.shared.formats.weight_blob import (
     weights_to_bytes,
 )
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets.model import build_net
+from zeroforge.shared.nets import build_net
 
 SPEC = make_game("gomoku6").spec
 DATA = Path(__file__).parent / "data"

@@ -22,7 +22,7 @@ from zeroforge.learner.replica_group import GroupSeat, LearnerReplica, ReplicaGr
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles
-from zeroforge.shared.search.evaluator import VersionedEvaluator
+from zeroforge.shared.search import VersionedEvaluator
 from zeroforge.shared.transport import Transport
 
 
