@@ -68,8 +68,10 @@ def init_local(num_cpus: int | None = None) -> None:
     the evaluator take turns on the same cores rather than waiting for a free one."""
     private_token()
     with single_node_mode():
-        init_on_node_ip("127.0.0.1", namespace=NAMESPACE, include_dashboard=False,
-                        logging_level=logging.WARNING, log_to_driver=True,
+        # address "local": always a new cluster; without it ray.init joins a cluster that
+        # `ray start` left on this machine (another run's, another user's)
+        init_on_node_ip("127.0.0.1", address="local", namespace=NAMESPACE,
+                        include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
                         num_cpus=num_cpus or 2 * (os.cpu_count() or 2),
                         dashboard_host="127.0.0.1")
     private_token()

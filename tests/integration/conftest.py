@@ -30,9 +30,10 @@ from zeroforge.shared.transport import RedisServer, connect, open_transport
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    """A local Ray cluster (2 CPUs, loopback) for one test module."""
-    init_on_node_ip("127.0.0.1", num_cpus=2, include_dashboard=False, namespace=NAMESPACE,
-                    logging_level="ERROR")
+    """A local Ray cluster of this module's own (2 CPUs, loopback): never one that another
+    test (or test process) started with ``ray start`` on this machine."""
+    init_on_node_ip("127.0.0.1", address="local", num_cpus=2, include_dashboard=False,
+                    namespace=NAMESPACE, logging_level="ERROR")
     yield
     ray.shutdown()
 

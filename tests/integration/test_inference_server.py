@@ -29,7 +29,7 @@ SERVER = InferenceServerConfig(num_cpus=0.5, max_wait_ms=20, weights_poll_s=0.2)
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
              configure_logging=False)
     yield
     ray.shutdown()
