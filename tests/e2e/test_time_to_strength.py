@@ -95,7 +95,8 @@ def test_eval_after_judges_the_snapshots_once_the_whole_run_has_ended(tmp_path):
 def test_judging_on_several_cores_gives_the_serial_scores_in_order(tmp_path):
     """--judge-cpus: the snapshots are scored by children on two cores at once, and the
     row is what judging them one at a time here gives, in snapshot order."""
-    out, data = run_bench(tmp_path, "--minutes", "0.5", "--anchor", "uct:50",
+    # 0.8 minutes: at least three 6-second snapshots on a busy machine too
+    out, data = run_bench(tmp_path, "--minutes", "0.8", "--anchor", "uct:50",
                           "--target", "1.0", "--eval-after", "--train-cpus", "0",
                           "--judge-cpus", "0", "1")
     (row,) = data["rows"]

@@ -50,11 +50,16 @@ _RUNS: list = []
 
 
 @pytest.fixture(autouse=True)
-def _shutdown_runs():
-    """Each test's run is shut down afterwards, so its actors free the CPUs they hold."""
+def shutdown_runs():
+    """Each test's run is shut down afterwards, so its actors free the CPUs they hold.
+    Other modules start runs with ``start_run`` too and shut them down themselves: what
+    they left in the list is forgotten first (in a parallel suite their test may have run
+    in this process just before, in another Ray cluster)."""
+    _RUNS.clear()
     yield
-    while _RUNS:
-        controller = _RUNS.pop()
+    runs = list(_RUNS)
+    _RUNS.clear()
+    for controller in reversed(runs):
         ray.get(controller.shutdown.remote())
         ray.kill(controller)
 

@@ -55,14 +55,17 @@ class _Probe:
 
 
 def test_local_run_listens_on_loopback_and_keeps_its_token_private():
+    me = psutil.Process()
+    # this run's processes: started by this test (a test process that ran others before
+    # may still have their processes winding down among its children)
+    before = {p.pid for p in me.children(recursive=True)}
     with RedisServer() as redis_server:
         init_local(num_cpus=2)
         try:
             probe = _Probe.remote()
             ray.get(probe.pid.remote())
             session = session_dir()
-            me = psutil.Process()
-            pids = {p.pid for p in me.children(recursive=True)} | {me.pid}
+            pids = {p.pid for p in me.children(recursive=True)} - before | {me.pid}
             pids |= {p.pid for p in naming(session)}
             assert redis_server.pid in pids
             listeners = _listeners(pids)
