@@ -14,8 +14,8 @@ without a decorator; a slow test elsewhere carries
 ``scripts/test`` runs the tests in parallel (pytest-xdist, ``-n``): most slow tests wait on
 processes, heartbeats and timeouts rather than compute, so several share two cores. Every
 test starts what it needs on free ports with its own run id, Ray cluster and run directory,
-so tests in different worker processes never meet. The modules with the longest tests
-(``slowest.txt``) are collected first, so that no worker is left with one of them at the end.
+so tests in different worker processes never meet. The longest tests (``slowest.txt``) are
+collected first, so that no worker is left with one of them at the end.
 """
 
 from __future__ import annotations
@@ -41,6 +41,15 @@ def known_seconds(path: Path = SLOWEST) -> dict[str, float]:
     return seconds
 
 
+def shares_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module-scoped fixture (a Ray cluster, the network bed): its
+    module's tests then run in one process, which builds the fixture once."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         try:
@@ -49,12 +58,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if top in SLOW_DIRS:
             item.add_marker(pytest.mark.slow)
-    # the modules with the longest tests first, each module's tests together and in their
-    # usual order (a stable sort): a parallel run hands tests out in this order, so the long
-    # ones overlap instead of ending the run alone, and a module's fixtures (a Ray cluster,
-    # the network bed) are built once per worker process rather than once per test
+    # The parallel run (--dist loadgroup) hands out one unit at a time, in this order, to
+    # whichever process is free: a module whose tests share a module-scoped fixture is one
+    # unit, every other test a unit of its own. Longest first (a stable sort, so a module's
+    # tests stay together), so that the long units overlap instead of ending the run alone.
     seconds = known_seconds()
-    longest: dict[Path, float] = {}
+    grouped = {item.path for item in items if shares_module_fixture(item)}
+    module_seconds: dict[Path, float] = {}
     for item in items:
-        longest[item.path] = max(longest.get(item.path, 0.0), seconds.get(item.nodeid, 0.0))
-    items.sort(key=lambda item: -longest[item.path])
+        module_seconds[item.path] = module_seconds.get(item.path, 0.0) + seconds.get(
+            item.nodeid, 0.0)
+        if item.path in grouped:
+            item.add_marker(pytest.mark.xdist_group(
+                name=str(Path(item.path).relative_to(TESTS.parent))))
+    items.sort(key=lambda item: -(module_seconds[item.path] if item.path in grouped
+                                  else seconds.get(item.nodeid, 0.0)))
