@@ -2,8 +2,9 @@
 without Ray: ``python -m tests.replica_peer RANK REPLICAS HOST PORT CONFIG_JSON``.
 
 CONFIG_JSON holds ``game``, ``net`` (a NetConfig as a dict) and ``learner`` (a
-LearnerConfig as a dict). The replica follows rank 0 until it says STOP, then prints one
-JSON line ``{"rank": R, "steps": N}``; a failed group exits 1 with the error's line.
+LearnerConfig as a dict). Its first line on stderr says it is ready to join; it follows
+rank 0 until it says STOP, then prints one JSON line ``{"rank": R, "steps": N}``; a failed
+group exits 1 with the error's line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from zeroforge.learner.replica_group import GroupAddress, LearnerReplica, Replic
 from zeroforge.shared import config as cfg
 from zeroforge.shared.nets import NetConfig
 
+READY = "replica ready"
+"""The first line on stderr, once the replica is about to join."""
+
 
 def main(argv: list[str]) -> int:
     rank, replicas, host, port = int(argv[0]), int(argv[1]), argv[2], int(argv[3])
@@ -29,6 +33,9 @@ def main(argv: list[str]) -> int:
     learner = Learner(dataclasses.replace(learner_config, replay_capacity=1), spec["game"], net)
     replica = LearnerReplica(learner, rank, replicas, lambda: GroupAddress(host, port),
                              timeout_s=float(spec.get("timeout_s", 60.0)))
+    # torch imported and the net built (seconds on a busy machine): rank 0 may start the
+    # group's clock now (the test waits for this line before it forms the group)
+    print(READY, file=sys.stderr, flush=True)
     try:
         result = replica.run()
     except ReplicaGroupError as err:

@@ -16,12 +16,13 @@ import psutil
 from tests.e2e.runs import TrainProcess
 from tests.fault_report import report
 
-BOUND_S = {"redis": 2.0, "ray": 10.0, "agents": 90.0}
+BOUND_S = {"redis": 2.0, "ray": 45.0, "agents": 90.0}
 """How long each part may outlive the SIGKILLed driver. Measured on a loaded 2-core machine
 (docs/reliability.md): redis-server 0.2 s (SIGTERM from the kernel, a final AOF fsync),
 Ray's GCS, raylet, workers and actors 2.3 s, its two agents 61 s (they see the raylet
 die at once, then try to report it to the dead GCS until their call times out); the
-bounds leave room for a busier machine."""
+bounds leave room for a busier machine (within a parallel suite on two cores, load ~20,
+Ray's processes took 26 s)."""
 
 
 def _alive(procs: list[psutil.Process]) -> list[str]:

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.replica_peer import READY
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import ReplicaGroup, ReplicaGroupError
@@ -84,6 +85,16 @@ class Peer:
             [sys.executable, "-m", "tests.replica_peer", "1", "2", group.address.host,
              str(group.address.port), json.dumps(spec)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the group's timeouts are short (seconds) and start when rank 0 forms the group:
+        # wait until the peer has imported torch and built its net (a parallel suite on
+        # two cores took over 8 s), so that they time the group, not the interpreter start
+        before = []  # whatever it wrote first (a warning, an error)
+        while self.proc.stderr and (line := self.proc.stderr.readline()):
+            if line.strip() == READY:
+                break
+            before.append(line)
+        else:
+            raise AssertionError(f"the peer ended before it was ready: {''.join(before)}")
 
     def finish(self, timeout_s: float = 60) -> tuple[int, str, str]:
         out, err = self.proc.communicate(timeout=timeout_s)
