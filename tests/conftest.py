@@ -62,6 +62,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # whichever process is free: a module whose tests share a module-scoped fixture is one
     # unit, every other test a unit of its own. Longest first (a stable sort, so a module's
     # tests stay together), so that the long units overlap instead of ending the run alone.
+    if not config.getoption("numprocesses", None):
+        return  # one process: the usual order
     seconds = known_seconds()
     grouped = {item.path for item in items if shares_module_fixture(item)}
     module_seconds: dict[Path, float] = {}
