@@ -8,8 +8,9 @@ SGF needs the games, and a caller of one should not pay for the other.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from zeroforge.shared.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from zeroforge.shared.formats.sgf import (
@@ -44,7 +45,6 @@ _MODULES = {
                     "weights_to_bytes"),
     "weight_blob_legacy": ("ZIP_MAGIC",),
 }
-_LAZY = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "GameRecord", "SgfDirStats", "SgfError", "StateDict", "WEIGHTS_FORMAT", "ZIP_MAGIC",
@@ -54,7 +54,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _MODULES)

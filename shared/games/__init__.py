@@ -10,7 +10,6 @@ with numba and a caller of one game should not pay for the others.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from zeroforge.shared.games.base import (
     Symmetry,
 )
 from zeroforge.shared.games.session import GameSession
+from zeroforge.shared.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from zeroforge.shared.games.fivestone import NUM_ACTIONS as FIVESTONE_ACTIONS
@@ -41,10 +41,6 @@ _MODULES = {
     "gomoku": ("Gomoku", "GomokuState", "TicTacToe", "make_gomoku"),
     "sampling": ("sample_legal",),
 }
-_LAZY: dict[str, tuple[str, str]] = {
-    name: (f"{__name__}.{module}", name) for module, names in _MODULES.items() for name in names}
-_LAZY["FIVESTONE_ACTIONS"] = (f"{__name__}.fivestone", "NUM_ACTIONS")
-"""Exported name -> (module, its name there): a name of one game gets the game's prefix."""
 
 __all__ = [
     "BLACK", "COLUMN_LETTERS", "COUNT_SHIFT", "EMPTY", "FIVESTONE_ACTIONS", "FiveStone",
@@ -55,11 +51,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module, attribute = _LAZY[name]
-        return getattr(importlib.import_module(module), attribute)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# a name of one game gets the game's prefix
+__getattr__ = lazy_getattr(__name__, _MODULES,
+                           renamed={"FIVESTONE_ACTIONS": ("fivestone", "NUM_ACTIONS")})
 
 
 def _gomoku(**kw: Any) -> Game:

@@ -14,9 +14,9 @@ the command line need them without torch); every other name is imported on first
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from zeroforge.shared.lazy import lazy_getattr
 from zeroforge.shared.nets.names import BACKENDS, PRECISIONS, check_precision
 from zeroforge.shared.nets.net_config import PRESETS, NetConfig
 
@@ -58,7 +58,6 @@ _MODULES = {
     "torch_evaluator": ("InferenceConfig", "TorchEvaluator", "native_bfloat16",
                         "resolve_device", "resolve_dtype"),
 }
-_LAZY = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "BACKENDS", "BackendError", "ExportedEvaluator", "GlobalPoolBias", "InferenceConfig",
@@ -70,7 +69,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _MODULES)

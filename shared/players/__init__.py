@@ -14,8 +14,9 @@ checkpoint loader torch, and a caller that wants the ladder should pay for neith
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from zeroforge.shared.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from zeroforge.shared.players.arena import (
@@ -67,7 +68,6 @@ _MODULES = {
                "next_pair", "save_ladder", "variance_drop"),
     "player": ("Analyst", "MoveInfo", "Player", "SearchAnalysis"),
 }
-_LAZY = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "Analyst", "ELO_CLIP", "ELO_PER_NAT", "EloEstimate", "Fit", "GtpError", "GtpPlayer",
@@ -80,7 +80,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _MODULES)

@@ -8,9 +8,9 @@ package. Importing it connects to nothing;
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from zeroforge.shared.lazy import lazy_getattr
 from zeroforge.shared.transport.base import (
     PaceSignal,
     ResultsStore,
@@ -82,7 +82,6 @@ _MODULES = {
     "weight_store": ("StaleVersionError", "WeightInfo", "WeightsIntegrityError", "WeightStore",
                      "WeightSubscription", "publish_age_s"),
 }
-_LAZY = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "BINARY_ENV", "BackpressureTimeout", "CA_ENV", "EvalResultsStore", "FIELD", "MemoryTransport",
@@ -97,7 +96,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _MODULES)
