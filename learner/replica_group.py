@@ -38,7 +38,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,6 +45,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from zeroforge.learner.group_seat import GroupAddress
 from zeroforge.learner.losses import losses_from_sums, step_scales
 from zeroforge.learner.replay import ReplayBatch
 from zeroforge.shared.metrics import Recorder
@@ -74,25 +74,6 @@ ended and a new group could not form). The process of a group member ends soon a
 
 class ReplicaGroupError(RuntimeError):
     """The replica group failed: a replica died, hung or could not join."""
-
-
-@dataclass(frozen=True)
-class GroupAddress:
-    """Where rank 0 serves the group's store: what the other replicas connect to."""
-
-    host: str
-    port: int
-
-
-@dataclass(frozen=True)
-class GroupSeat:
-    """Where one learner process sits in the run's group: its ``rank`` (0: the learner
-    that reads the stream), the ``host`` other replicas reach it at (rank 0's matters) and,
-    for ranks 1.., how to learn rank 0's ``GroupAddress`` (it exists once rank 0 does)."""
-
-    rank: int = 0
-    host: str = "127.0.0.1"
-    address: Callable[[], GroupAddress] | None = None
 
 
 def backend_for(device: torch.device) -> str:

@@ -30,7 +30,7 @@ from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.deploy.ray.lease import Lease
 from zeroforge.deploy.ray.naming import NAMESPACE
 from zeroforge.deploy.runtime.node_stats import ResourceReporter
-from zeroforge.learner.replica_group import GroupAddress, GroupSeat
+from zeroforge.learner.group_seat import GroupAddress, GroupSeat
 from zeroforge.shared import config as cfg
 from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.run_context import RunContext

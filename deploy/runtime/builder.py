@@ -17,8 +17,9 @@ from zeroforge.actors.replay_worker import ReplayWorker, load_games
 from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
 from zeroforge.actors.worker_host import WorkerHost
 from zeroforge.deploy.config import TrainConfig
+from zeroforge.learner.group_seat import GroupSeat
 from zeroforge.learner.learner import Learner
-from zeroforge.learner.replica_group import GroupSeat, LearnerReplica, ReplicaGroup
+from zeroforge.learner.replica_group import LearnerReplica, ReplicaGroup
 from zeroforge.learner.service import LearnerService
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles

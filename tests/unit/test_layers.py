@@ -81,6 +81,21 @@ def test_torch_stays_out_of_rules_and_search():
     assert bad == []
 
 
+@pytest.mark.parametrize("module", ["zeroforge.deploy.ray.controller",
+                                    "zeroforge.deploy.ray.handle"])
+def test_the_control_plane_starts_without_torch(module):
+    """The controller's process (and the driver's handle) never imports torch: a successor
+    controller is on the clock while the run has none, and torch's import is seconds of it.
+    A subprocess, so that what other tests imported does not count."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"
+
+
 def test_the_checker_sees_a_forbidden_import(tmp_path, monkeypatch):
     """The checks above can fail: a module importing upwards is reported."""
     fake = tmp_path / "shared"
