@@ -51,6 +51,11 @@ class SelfPlayConfig:
     does (fetched and verified, not loaded into a net). "" (the default): real self-play."""
     simulate_games_per_min: float = 6.0
     """Games a simulating worker appends per minute (``simulate_from``)."""
+    cpu_share: float = 0.0
+    """Share of one core a distributed worker's search may use on average (in (0, 1];
+    0: all it can): the worker sleeps between moves to keep to it (``actors.cpu_share``).
+    Ray's ``distributed.worker_cpus`` only books CPUs and never limits them; this holds a
+    worker to, say, a quarter of a core on a node it shares. The local run ignores it."""
     board_sizes: tuple[int, ...] = ()
     """Board sizes self-play plays, e.g. ``[7, 9]`` (Go only; ``shared.board_sizes``):
     each worker keeps ``games_in_parallel`` games of every size (and an evaluation cache
@@ -81,6 +86,8 @@ class SelfPlayConfig:
             raise ValueError(f"games_in_parallel must be >= 1, got {self.games_in_parallel}")
         if self.workers < 0 or self.moves_per_round < 1:
             raise ValueError("workers must be >= 0 and moves_per_round >= 1")
+        if not 0.0 <= self.cpu_share <= 1.0:
+            raise ValueError(f"selfplay.cpu_share must be in [0, 1], got {self.cpu_share}")
         if self.record_every < 0:
             raise ValueError(f"record_every must be >= 0, got {self.record_every}")
 

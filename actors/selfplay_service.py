@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from zeroforge.actors.config import SelfPlayConfig
+from zeroforge.actors.cpu_share import CpuShare
 from zeroforge.actors.game_records import RecordWriter, selfplay_writer
 from zeroforge.actors.selfplay import SelfPlayWorker
 from zeroforge.actors.selfplay_sizes import MixedSizeWorker
@@ -154,6 +155,7 @@ class SelfPlayService(WorkerBasics):
         self._last_poll = -WEIGHTS_POLL_S
         self.errors = 0
         self.pace = pace
+        self.cpu_share = selfplay.cpu_share
         self.throttled_s = 0.0
         """Seconds ``run`` waited for the learner."""
         self.pace_errors = 0
@@ -248,11 +250,14 @@ class SelfPlayService(WorkerBasics):
         if stop is not None:
             self._stop = stop
         start = self.appended
+        share = CpuShare(self.cpu_share) if self.cpu_share else None
         while not self._stop.is_set() and not (max_games and self.appended - start >= max_games):
             self.wait_for_learner()
             if self._stop.is_set():
                 break
             self.run_once(1)
+            if share is not None:
+                share.hold(self._stop)
         if self.weights is not None:
             self.weights.close()  # the node's last worker removes the node's weight cache
         return self.appended - start
