@@ -11,18 +11,29 @@ without a decorator; a slow test elsewhere carries
 - ``scripts/test -m "not slow"`` (or ``python -m pytest -q -m "not slow"``): the fast lane,
   unit and contract tests.
 
-``scripts/test`` runs the tests in parallel (pytest-xdist, ``-n``): most slow tests wait on
-processes, heartbeats and timeouts rather than compute, so several share two cores. Every
-test starts what it needs on free ports with its own run id, Ray cluster and run directory,
-so tests in different worker processes never meet. The longest tests (``slowest.txt``) are
-collected first, so that no worker is left with one of them at the end.
+``scripts/test`` runs the tests in three processes (pytest-xdist, ``-n``; ``ZF_TEST_WORKERS``
+sets how many): most slow tests wait on processes, heartbeats and timeouts rather than
+compute, and their runs keep each self-play worker to a quarter core
+(``selfplay.cpu_share``), so several share two cores. Every test starts what it needs on
+free ports with its own run id, Ray cluster and run directory, so tests in different worker
+processes never meet. The longest tests (``slowest.txt``) are handed out first, so that no
+process is left with one of them at the end.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# One compute thread per process, for the tests' processes and all they start (the
+# variables are inherited; Ray's workers get their own from Ray). torch's intra-op threads
+# spin while they wait: in a parallel suite, two processes training on two threads each
+# spun against each other, and an 11-second training in a test took 183 s. What a test
+# checks does not depend on the thread count; a test that sets one still gets it.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 TESTS = Path(__file__).resolve().parent
 SLOW_DIRS = frozenset({"integration", "e2e", "multihost"})

@@ -21,7 +21,8 @@ TINY = ["--set", "net=tiny", "--set", "search.num_simulations=12",
         "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",
         "--set", "learner.batch_size=32", "--set", "evaluation.games=4",
         "--set", "run.progress_every_s=1", "--set", "distributed.evaluator=false",
-        "--set", "distributed.worker_cpus=0.25", "--set", "distributed.learner_cpus=0.25"]
+        "--set", "distributed.worker_cpus=0.25", "--set", "distributed.learner_cpus=0.25",
+        "--set", "selfplay.cpu_share=0.25"]
 
 
 class TrainProcess:

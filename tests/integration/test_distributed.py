@@ -32,6 +32,9 @@ SETTINGS = [
     "distributed.inference=local", "distributed.worker_cpus=0.25",
     "distributed.learner_cpus=0.25", "distributed.evaluator=false",
     "distributed.monitor_interval_s=0.3",
+    # a worker keeps to the quarter core it books: the run waits on heartbeats and
+    # faults, not on throughput, and the suite runs several such runs side by side
+    "selfplay.cpu_share=0.25",
 ]
 
 

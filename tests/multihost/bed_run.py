@@ -31,6 +31,7 @@ SETTINGS = [
     # the learner on the head (the only CPUs of the bed)
     "distributed.worker_cpus=0", "distributed.learner_cpus=1",
     "distributed.worker_resource=zf_selfplay", "distributed.worker_spread=true",
+    "selfplay.cpu_share=0.25",  # the bed runs beside other tests: a quarter core a worker
 ]
 """The bed's tiny tic-tac-toe run."""
 
