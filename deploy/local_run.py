@@ -157,7 +157,7 @@ class LocalRun:
         after the checkpoint is on disk, so the log says what runs, and Ctrl-C skips it
         without losing anything."""
         ev = self.config.evaluation
-        saved = "" if self.learner.checkpoint_error else "the checkpoint is written; "
+        saved = "" if self.learner.checkpoint_health.error else "the checkpoint is written; "
         self._say(f"final evaluation: {ev.games} games a match against "
                   f"{', '.join(ev.anchors)} ({saved}Ctrl-C skips this)")
         try:
@@ -181,7 +181,7 @@ class LocalRun:
                 while not self.learner.limit_reached(start):
                     self.worker.run_once(moves)
                     self.learner.run_once(max_read=LEARNER_READ, block_ms=0)
-                    if self.learner.checkpoint_failures:
+                    if self.learner.checkpoint_health.failures:
                         # a full or read-only run directory: the distributed learner
                         # trains on, but here nothing is acked without a checkpoint and
                         # the one thread would wait at the stream's backlog limit for
@@ -207,7 +207,7 @@ class LocalRun:
             self._state = "stopped"
             final = self.status()
             self._say(final.progress_line())
-            failed = self.learner.checkpoint_error
+            failed = self.learner.checkpoint_health.error
             if failed:
                 # a full or read-only run directory: the last good checkpoint stays, but
                 # the games received since lived in this process's stream only

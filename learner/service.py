@@ -395,16 +395,6 @@ class LearnerService:
             self.stream.recover_pending()
         return path
 
-    @property
-    def checkpoint_failures(self) -> int:
-        """Checkpoint writes that failed in a row (0 once one succeeds)."""
-        return self.checkpoint_health.failures
-
-    @property
-    def checkpoint_error(self) -> str | None:
-        """Why the last checkpoint write failed, while ``checkpoint_failures`` > 0."""
-        return self.checkpoint_health.error
-
     def _ack(self, ids: list[str]) -> None:
         """Ack ``ids``; on a Redis failure keep them for the next checkpoint (re-delivered
         ones at or below the cursor are skipped on restart, so a late ack is harmless)."""
@@ -596,8 +586,8 @@ class LearnerService:
             "seconds_since_checkpoint": round(time.monotonic() - self._last_checkpoint, 1),
             "transport_errors": self.transport_errors,
             "undrained": self.undrained,
-            "checkpoint_failures": self.checkpoint_failures,
-            "checkpoint_error": self.checkpoint_error,
+            "checkpoint_failures": self.checkpoint_health.failures,
+            "checkpoint_error": self.checkpoint_health.error,
             "unpublished_steps": self.learner.steps - max(self._steps_at_publish, 0),
             "replicas": self.group.replicas if self.group is not None else 1,
             "stream_shards": len(getattr(self.stream, "shards", ())) or 1,

@@ -38,6 +38,19 @@ def local_ray() -> Iterator[None]:
     ray.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def no_ray_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that found Ray down leaves it down (unless a Ray fixture holds it): many Ray
+    calls (``ray.util.list_named_actors`` ...) start a local cluster when none is up, and
+    one left in a test process made the next module's ``local_ray`` fail there."""
+    was_up = ray.is_initialized()
+    yield
+    if not was_up and ray.is_initialized() and not {"local_ray", "ray_cluster"} & set(
+            request.fixturenames):
+        ray.shutdown()
+        pytest.fail(f"{request.node.nodeid} left Ray initialized in the test process")
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """The bundled redis-server on a free loopback port with a generated password."""

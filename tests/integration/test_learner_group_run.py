@@ -202,5 +202,8 @@ def test_a_group_the_cluster_cannot_hold_fails_at_start(tmp_path):
     # Ray's own start-up notes may precede it (it checks a cluster that is up): ours is one
     [line] = [x for x in r.stderr.splitlines() if x.startswith("zeroforge train:")]
     assert "error: learner.replicas=64 needs 64 CPU" in line and "lower learner.replicas" in line
-    assert run_actor_names("too-many-learners") == []
-    assert not (tmp_path / "checkpoint.pt").exists()
+    # no run was started: no run record, status or checkpoint (its own local Ray has gone
+    # with it; asking Ray here for the run's actors would start a new, empty cluster in
+    # this test process and leave it to the next test that starts one)
+    assert not any((tmp_path / name).exists()
+                   for name in ("run.json", "status.json", "checkpoint.pt"))

@@ -374,7 +374,7 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         producer.append(renamed(played[:16], "good"))
         drain(service)
         good = path.read_bytes()
-        assert service.checkpoint_failures == 0 and producer.info().pending == 0
+        assert service.checkpoint_health.failures == 0 and producer.info().pending == 0
 
         def failures(file: str) -> float:
             return series(service.stats(), "learner_save_failures_total")[(("file", file),)]
@@ -389,8 +389,8 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         producer.append(renamed(played[16:28], "full"))
         drain(service, max_read=3)
         assert service.learner.steps > steps
-        assert service.checkpoint_failures >= 2
-        assert failures("checkpoint") == service.checkpoint_failures
+        assert service.checkpoint_health.failures >= 2
+        assert failures("checkpoint") == service.checkpoint_health.failures
         assert "No space left on device" in service.status()["checkpoint_error"]
         [line] = lines("checkpoint not written")
         assert "No space left on device" in line and "\n" not in line
@@ -401,12 +401,12 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         assert files == [FILLER, CHECKPOINT_NAME]
         assert failures("snapshot") == 1 and len(lines("snapshot")) == 1
         assert producer.info().pending == 12  # nothing acked without a checkpoint
-        full_failures = service.checkpoint_failures
+        full_failures = service.checkpoint_health.failures
         # disk space back: the next checkpoint holds every game, acks them, says so
         disk.free()
         producer.append(renamed(played[28:32], "back"))
         drain(service)
-        assert service.checkpoint_failures == 0 and producer.info().pending == 0
+        assert service.checkpoint_health.failures == 0 and producer.info().pending == 0
         assert len(lines("written again after")) == 1
         assert path.read_bytes() != good
 
@@ -417,7 +417,7 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         drain(service)
         assert len(lines("checkpoint not written")) == 2
         assert "Read-only file system" in lines("checkpoint not written")[1]
-        read_only_failures = service.checkpoint_failures
+        read_only_failures = service.checkpoint_health.failures
         # 3. the final checkpoint fails too: no exception, the final status says so
         service.stop()
         final = service.status()
