@@ -28,8 +28,6 @@ class CpuShare:
         if not 0.0 < share <= 1.0:
             raise ValueError(f"a CPU share must be in (0, 1], got {share}")
         self.share = share
-        self.slept_s = 0.0
-        """Seconds slept to keep the share, all told."""
         self._restart()
 
     def _restart(self) -> None:
@@ -47,7 +45,6 @@ class CpuShare:
             began = time.monotonic()
             stop.wait(due)
             slept = time.monotonic() - began
-            self.slept_s += slept
         if wall + slept >= WINDOW_S:
             self._restart()
         return slept

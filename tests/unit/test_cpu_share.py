@@ -84,3 +84,27 @@ def test_a_busy_thread_keeps_to_its_share():
         share.hold(stop)
     used = (time.thread_time() - cpu0) / (time.monotonic() - wall0)
     assert used <= 0.5 + 0.05, used
+
+
+@pytest.mark.timeout(120)
+def test_a_distributed_worker_keeps_its_configured_share():
+    """``selfplay.cpu_share`` reaches the worker's ``run`` loop: its thread plays, and
+    within a quarter core (it takes a whole one on an idle machine without the share)."""
+    from tests.unit.test_pace import _worker
+    from zeroforge.shared.transport import MemoryTransport
+
+    transport = MemoryTransport("cpu-share")
+    worker = _worker(transport, cpu_share=0.25)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    clock = time.pthread_getcpuclockid(thread.ident)
+    time.sleep(0.5)  # past the worker's first weights poll and first move
+    cpu0, wall0 = time.clock_gettime(clock), time.monotonic()
+    positions = worker.worker.stats.positions
+    time.sleep(3.0)
+    used = (time.clock_gettime(clock) - cpu0) / (time.monotonic() - wall0)
+    stop.set()
+    thread.join(timeout=30)
+    assert worker.worker.stats.positions > positions  # it played
+    assert used <= 0.25 + 0.08, used

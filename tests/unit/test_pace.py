@@ -109,10 +109,10 @@ def test_default_tolerance_is_a_quarter():
     assert load_train_config(None, []).learner.samples_per_insert_tolerance == 0.25
 
 
-def _worker(transport: MemoryTransport) -> SelfPlayService:
+def _worker(transport: MemoryTransport, cpu_share: float = 0.0) -> SelfPlayService:
     config = TrainConfig(game="tictactoe", net=NetConfig.preset("tiny"),
                          search=SearchConfig(num_simulations=2),
-                         selfplay=SelfPlayConfig(games_in_parallel=4),
+                         selfplay=SelfPlayConfig(games_in_parallel=4, cpu_share=cpu_share),
                          run=RunConfig(torch_threads=1))
     ctx = config.context(transport.run_id, "memory://pace-test")
     # No weights published: the worker plays with its random initial net.
