@@ -257,7 +257,9 @@ class SelfPlayService(WorkerBasics):
                 break
             self.run_once(1)
             if share is not None:
-                share.hold(self._stop)
+                # counted as it goes, like the pace's waits
+                self.recorder.inc("selfplay_cpu_share_seconds_total", share.hold(self._stop),
+                                  worker_kind="selfplay", worker=self.worker_label)
         if self.weights is not None:
             self.weights.close()  # the node's last worker removes the node's weight cache
         return self.appended - start

@@ -57,6 +57,9 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
     Metric("selfplay_throttled_seconds_total", "counter",
            "Time a self-play worker paused because the learner's samples-per-insert was "
            "below its floor.", ("worker_kind", "worker")),
+    Metric("selfplay_cpu_share_seconds_total", "counter",
+           "Time a self-play worker slept to keep to its selfplay.cpu_share of a core.",
+           ("worker_kind", "worker")),
     Metric("weights_fetches_total", "counter",
            "Published weights a self-play worker took, by where the blob came from.",
            ("worker_kind", "worker", "source")),

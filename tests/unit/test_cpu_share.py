@@ -108,3 +108,8 @@ def test_a_distributed_worker_keeps_its_configured_share():
     thread.join(timeout=30)
     assert worker.worker.stats.positions > positions  # it played
     assert used <= 0.25 + 0.08, used
+    [(labels, slept)] = worker.stats()["values"]["selfplay_cpu_share_seconds_total"]
+    assert dict(map(tuple, labels)) == {"worker_kind": "selfplay", "worker": "0"}
+    # it slept to keep its share (a loaded machine may give it less than its share: then
+    # it had no cause to)
+    assert slept > 0 or used < 0.2, (slept, used)
