@@ -143,17 +143,12 @@ def test_keys_of_the_old_layout_still_load_and_say_where_they_went(capsys):
     ("zeroforge.shared.run_context", ("actors", "learner", "deploy")),
 ])
 def test_each_section_lives_beside_its_side(module, sides):
-    """A side's section imports no other side, and the run context no side (a subprocess,
-    so modules other tests imported do not count)."""
-    import subprocess
-    import sys
+    """A side's section imports no other side, and the run context no side."""
+    from tests.unit.test_layers import modules_loaded_by
 
-    code = (f"import sys, {module}; "
-            f"print(sorted(m for m in sys.modules if m.split('.')[:2] in "
-            f"{[['zeroforge', side] for side in sides]!r}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out == "[]"
+    crossing = [m for m in modules_loaded_by(module)
+                if m.split(".")[:2] in [["zeroforge", side] for side in sides]]
+    assert sorted(crossing) == []
 
 
 def test_flags_are_overrides_applied_once():

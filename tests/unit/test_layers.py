@@ -81,19 +81,25 @@ def test_torch_stays_out_of_rules_and_search():
     assert bad == []
 
 
+def modules_loaded_by(module: str) -> set[str]:
+    """Every module a fresh interpreter holds after ``import module`` (a subprocess, so
+    that what other tests imported here does not count)."""
+    import json
+    import subprocess
+    import sys
+
+    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    return set(json.loads(out))
+
+
 @pytest.mark.parametrize("module", ["zeroforge.deploy.ray.controller",
                                     "zeroforge.deploy.ray.handle"])
 def test_the_control_plane_starts_without_torch(module):
     """The controller's process (and the driver's handle) never imports torch: a successor
-    controller is on the clock while the run has none, and torch's import is seconds of it.
-    A subprocess, so that what other tests imported does not count."""
-    import subprocess
-    import sys
-
-    code = f"import sys, {module}; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out == "False"
+    controller is on the clock while the run has none, and torch's import is seconds of it."""
+    assert "torch" not in modules_loaded_by(module)
 
 
 def test_the_checker_sees_a_forbidden_import(tmp_path, monkeypatch):
