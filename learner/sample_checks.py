@@ -73,9 +73,9 @@ below it; one misplaced visit out of a few hundred is above it)."""
 REASONS = ("too_long", "bad_to_play", "bad_observation", "bad_policy", "illegal_policy",
            "bad_outcome_for_position", "bad_aux_target")
 """The ``SampleFormatError.reason`` labels ``check_game`` raises."""
-DECODE_REASONS = ("no_data", "oversized", "not_msgpack", "not_a_map", "unknown_schema",
-                  "missing_field", "bad_field", "bad_shape", "bad_length", "bad_outcome",
-                  "bad_policy", "bad_to_play")
+DECODE_REASONS = ("no_data", "oversized", "not_msgpack", "too_deep", "over_limits", "not_a_map",
+                  "unknown_schema", "missing_field", "bad_field", "bad_shape", "bad_length",
+                  "bad_outcome", "bad_policy", "bad_to_play")
 """Reasons the stream's decoding gives (``shared.samples.SampleFormatError``)."""
 REJECTION_REASONS = tuple(dict.fromkeys((*DECODE_REASONS, "wrong_game", "wrong_size",
                                          "duplicate", *REASONS)))

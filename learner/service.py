@@ -40,6 +40,7 @@ Bad input
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -67,7 +68,7 @@ from zeroforge.learner.stream_drain import drain_stream
 from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.pace import Pace
 from zeroforge.shared.run_context import RunContext
-from zeroforge.shared.samples import GameSamples
+from zeroforge.shared.samples import EntryLimits, GameSamples
 from zeroforge.shared.transport import (
     StaleVersionError,
     StreamConfig,
@@ -164,7 +165,11 @@ class LearnerService:
                               self.positions_received, self.throttled_s, self.rejected)
 
         self.transport = transport
-        self.stream = transport.samples(stream_config)
+        # Entries are decoded within what the run's longest legal game needs, so a hostile
+        # one costs no more memory than its bytes (shared.samples.EntryLimits).
+        limits = EntryLimits.for_games(g.spec for g in self.learner.games.values())
+        self.stream = transport.samples(dataclasses.replace(
+            stream_config or StreamConfig(), entry_limits=limits))
         # Re-delivered entries at or below the cursor are already in the restored window.
         try:
             self.stream.skip_through(self.cursor)

@@ -19,7 +19,9 @@ without those (gomoku and the others) keep schemas 1 and 2.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgpack
 import numpy as np
@@ -34,6 +36,17 @@ MAX_ABS_SCORE = 10_000.0
 """A final score margin beyond this is rejected (a 19x19 board holds 361 points)."""
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 """Entries above this are rejected: no legitimate game comes near it."""
+MAX_TEXT_CHARS = 1024
+"""Longest string field (ids, the game's spec string) a decoder accepts."""
+_ENTRY_SLACK_BYTES = 16 * 1024
+"""What an entry holds besides its arrays: the keys, ids, spec string and numbers."""
+_MAX_FIELDS = 32
+"""More map keys than any schema has (schema 3 has 17)."""
+_MAX_ARRAY = 8
+"""The one array in an entry is ``obs_shape`` (3 long)."""
+
+if TYPE_CHECKING:
+    from zeroforge.shared.games.base import GameSpec
 
 
 class SampleFormatError(ValueError):
@@ -42,6 +55,42 @@ class SampleFormatError(ValueError):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
+
+
+@dataclass(frozen=True)
+class EntryLimits:
+    """The most an entry of a run's games can hold, checked while msgpack reads it.
+
+    An entry is a map of a dozen fields whose arrays are byte strings; nothing legitimate
+    nests. So the decoder refuses, at the header that announces it and before allocating
+    anything, a map or array longer than the schema has, a string longer than an id and a
+    byte string longer than the longest legal game needs: a hostile entry (16 MiB of nested
+    empty arrays becomes ~1 GiB of Python lists) costs no more memory than its own bytes.
+    """
+
+    max_bytes: int = MAX_ENTRY_BYTES
+    """Largest entry, in bytes, accepted at all."""
+    max_bin_bytes: int = MAX_ENTRY_BYTES
+    """Largest byte-string field (the observations or the policies of a whole game)."""
+
+    @classmethod
+    def for_games(cls, specs: Iterable[GameSpec]) -> EntryLimits:
+        """The limits for a run of ``specs`` (several for a run of several board sizes): the
+        longest game each can have (``GameSpec.max_moves`` positions) at its sizes."""
+        biggest_bin = biggest_entry = 0
+        for spec in specs:
+            t = spec.max_moves
+            channels, height, width = spec.obs_shape
+            obs = t * ((channels * height * width + 7) // 8)
+            policy = t * spec.num_actions * 2  # float16
+            biggest_bin = max(biggest_bin, obs, policy)
+            entry = obs + policy + 2 * t + height * width + _ENTRY_SLACK_BYTES
+            biggest_entry = max(biggest_entry, entry)
+        if not biggest_entry:
+            raise ValueError("EntryLimits.for_games: no game given")
+        return cls(max_bytes=min(biggest_entry, MAX_ENTRY_BYTES),
+                   max_bin_bytes=min(biggest_bin, MAX_ENTRY_BYTES))
+
 
 
 @dataclass
@@ -168,12 +217,26 @@ def _field(entry: dict, name: str, kind: type | tuple[type, ...]):
     return value
 
 
-def decode(data: bytes) -> GameSamples:
-    """Decode and validate one entry; raises SampleFormatError with a reason label."""
-    if len(data) > MAX_ENTRY_BYTES:
-        raise SampleFormatError("oversized", f"{len(data)} bytes > {MAX_ENTRY_BYTES}")
+def decode(data: bytes, limits: EntryLimits | None = None) -> GameSamples:
+    """Decode and validate one entry; raises SampleFormatError with a reason label.
+
+    ``limits``: the run's (``EntryLimits.for_games``); without them, the loosest any game
+    may need. Either way no container or string beyond them is built (``over_limits``) and
+    nesting stops at msgpack's own depth limit (``too_deep``)."""
+    limits = limits or EntryLimits()
+    if len(data) > limits.max_bytes:
+        raise SampleFormatError("oversized", f"{len(data)} bytes > {limits.max_bytes}")
     try:
-        entry = msgpack.unpackb(data, raw=False, strict_map_key=True)
+        entry = msgpack.unpackb(data, raw=False, strict_map_key=True,
+                                max_map_len=_MAX_FIELDS, max_array_len=_MAX_ARRAY,
+                                max_str_len=MAX_TEXT_CHARS, max_bin_len=limits.max_bin_bytes,
+                                max_ext_len=0)
+    except msgpack.StackError:
+        raise SampleFormatError("too_deep", "nesting beyond msgpack's depth limit") from None
+    except ValueError as err:
+        if "exceeds max_" in str(err):  # a header announcing more than the limits allow
+            raise SampleFormatError("over_limits", str(err)) from None
+        raise SampleFormatError("not_msgpack", str(err)) from None
     except Exception as err:  # msgpack raises several unrelated types for garbage
         raise SampleFormatError("not_msgpack", str(err)) from None
     if not isinstance(entry, dict):

@@ -206,7 +206,7 @@ class MemorySampleStream:
     def _decode_batch(self, raw: list[tuple[int, bytes | None]]
                       ) -> list[tuple[str, GameSamples]]:
         good, drop, skipped = decode_entries([(_entry_id(seq), data) for seq, data in raw],
-                                             self._skip_through, self.config.max_entry_bytes,
+                                             self._skip_through, self.config.read_limits(),
                                              self.rejected, self.key)
         self.skipped_duplicates += skipped
         if drop:

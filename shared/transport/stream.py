@@ -45,7 +45,14 @@ from typing import Any, cast
 
 import redis
 
-from zeroforge.shared.samples import MAX_ENTRY_BYTES, GameSamples, SampleFormatError, decode, encode
+from zeroforge.shared.samples import (
+    MAX_ENTRY_BYTES,
+    EntryLimits,
+    GameSamples,
+    SampleFormatError,
+    decode,
+    encode,
+)
 from zeroforge.shared.transport.connection import TransportError, redis_errors
 
 log = logging.getLogger(__name__)
@@ -111,6 +118,9 @@ class StreamConfig:
     """Seconds between backlog checks while ``append`` waits."""
     max_entry_bytes: int = MAX_ENTRY_BYTES
     """Encoded games above this are refused by ``append`` and rejected by ``read``."""
+    entry_limits: EntryLimits | None = None
+    """What a read entry may hold (the reader's games: ``EntryLimits.for_games``), checked
+    while it is decoded; None: the loosest limits (``max_entry_bytes`` for any field)."""
 
     def __post_init__(self) -> None:
         if self.max_backlog < 1 or self.append_timeout_s < 0 or self.poll_interval_s <= 0:
@@ -120,6 +130,12 @@ class StreamConfig:
             raise ValueError(f"StreamConfig.max_entry_bytes must be 1..{MAX_ENTRY_BYTES}")
         if not self.group or not self.consumer:
             raise ValueError("StreamConfig: group and consumer names must be non-empty")
+
+    def read_limits(self) -> EntryLimits:
+        """``entry_limits`` within ``max_entry_bytes``."""
+        limits = self.entry_limits or EntryLimits()
+        return EntryLimits(max_bytes=min(limits.max_bytes, self.max_entry_bytes),
+                           max_bin_bytes=min(limits.max_bin_bytes, self.max_entry_bytes))
 
 
 @dataclass(frozen=True)
@@ -385,7 +401,7 @@ class SampleStream:
         entries = [(_text(raw_id), fields.get(FIELD) if fields else None)
                    for raw_id, fields in raw]
         good, drop, skipped = decode_entries(entries, self._skip_through,
-                                             self.config.max_entry_bytes, self.rejected, self.key)
+                                             self.config.read_limits(), self.rejected, self.key)
         self.skipped_duplicates += skipped
         if drop:
             # Ack the bad ones now: left pending they would come back after every restart.
@@ -404,11 +420,11 @@ def encode_entries(games: list[GameSamples], max_entry_bytes: int) -> list[bytes
 
 
 def decode_entries(entries: list[tuple[str, bytes | None]], skip_through: tuple[int, int] | None,
-                   max_entry_bytes: int, rejected: Counter[str], where: str
+                   limits: EntryLimits, rejected: Counter[str], where: str
                    ) -> tuple[list[tuple[str, GameSamples]], list[str], int]:
     """The reading rules every ``SampleSource`` shares: entries at or below the
-    ``skip_through`` cursor are duplicates; an entry without data, over the size limit or
-    failing ``decode`` is counted in ``rejected`` by reason and logged in one line. Returns
+    ``skip_through`` cursor are duplicates; an entry without data or failing ``decode``
+    within ``limits`` is counted in ``rejected`` by reason and logged in one line. Returns
     (decoded games with their ids, ids to ack unread, duplicates skipped)."""
     good: list[tuple[str, GameSamples]] = []
     drop: list[str] = []
@@ -421,9 +437,7 @@ def decode_entries(entries: list[tuple[str, bytes | None]], skip_through: tuple[
         try:
             if data is None:
                 raise SampleFormatError("no_data", "entry has no data field (or was deleted)")
-            if len(data) > max_entry_bytes:
-                raise SampleFormatError("oversized", f"{len(data)} bytes > {max_entry_bytes}")
-            good.append((entry_id, decode(data)))
+            good.append((entry_id, decode(data, limits)))
         except SampleFormatError as err:
             rejected[err.reason] += 1
             drop.append(entry_id)

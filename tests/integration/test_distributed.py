@@ -10,17 +10,20 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
+from pathlib import Path
 
 import msgpack
 import numpy as np
+import psutil
 import pytest
 import ray
 
 from tests.fault_report import report
+from tests.unit.test_entry_limits import deep_entry, nested_array_bomb
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run as start_run_handle
 from zeroforge.shared.games import make_game
-from zeroforge.shared.samples import GameSamples, encode
+from zeroforge.shared.samples import EntryLimits, GameSamples, encode
 from zeroforge.shared.transport import connect, stream_key
 
 SETTINGS = [
@@ -74,6 +77,14 @@ def start_run(redis_server, run_id, tmp_path, *extra):
     controller = start_run_handle(config, ctx).actor
     _RUNS.append(controller)
     return controller
+
+
+def peak_rss(pid: int) -> int:
+    """The most resident memory process ``pid`` has held, in bytes (``VmHWM``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
 
 
 def status(controller) -> dict:
@@ -199,7 +210,16 @@ def test_malformed_entries_are_rejected_while_the_run_goes_on(
         "bad_to_play": {"d": msgpack.packb({**fields, "to_play": b"\x00\x02\x00"},
                                            use_bin_type=True)},
         "wrong_game": {"d": encode(foreign)},
+        # hostile ones: 16 MiB of nested empty arrays (~1 GiB as Python lists), the same
+        # as large as the run's limits let an entry be, and 10,000 arrays deep
+        "oversized": {"d": nested_array_bomb()},
+        "over_limits": {"d": nested_array_bomb(
+            EntryLimits.for_games([make_game("tictactoe").spec]).max_bytes)},
+        "too_deep": {"d": deep_entry()},
     }
+    learner = psutil.Process(ray.get(ray.get(controller.actor_handles.remote("learner"))[0]
+                                     .pid.remote()))
+    peak_before = peak_rss(learner.pid)
     for entry in bad.values():
         client.xadd(stream_key(run_id), entry)
     rejected = wait_for(lambda: status(controller)["rejected"]
@@ -207,6 +227,11 @@ def test_malformed_entries_are_rejected_while_the_run_goes_on(
     # every known reason is reported from 0; the ones injected once each, the rest 0
     assert {reason: n for reason, n in rejected.items() if n} == dict.fromkeys(bad, 1)
     assert set(bad) <= set(rejected)
+    # the same learner took them all, its peak memory within 100 MB of what it was
+    assert status(controller)["restarts"]["learner"] == 0
+    assert learner.is_running()
+    grown = peak_rss(learner.pid) - peak_before
+    assert grown < 100 * 1024 * 1024, f"the learner's peak grew {grown / 2**20:.0f} MB"
     before = status(controller)["games_received"]
     wait_for(lambda: status(controller)["games_received"] > before)
     ray.get(controller.stop.remote())
