@@ -7,19 +7,20 @@ about where samples come from (the local loop or a Redis stream) or where weight
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from zeroforge.learner.config import LearnerConfig
+from zeroforge.learner.durable_file import Disk, write_durably
 from zeroforge.learner.losses import (
     AuxTargets,
     LossScales,
@@ -70,6 +71,8 @@ class Learner:
             self.games = {spec: (self.game if spec == self.game.spec.spec_string
                                  else make_game(spec)) for spec in sizes.specs}
         self.net_config = net_config
+        self.disk = Disk()
+        """The file-system calls ``save`` makes (a seam: tests record their order)."""
         self.device = pick_device(config.device)
         torch.manual_seed(config.seed)
         self.net = build_net(net_config, self.game.spec).to(self.device)
@@ -258,7 +261,8 @@ class Learner:
 
     # --- checkpoints -----------------------------------------------------------------------
     def save(self, path: str | os.PathLike, extra: dict | None = None) -> Path:
-        """Write everything to ``path`` atomically (temp file + rename).
+        """Write everything to ``path`` atomically and durably (``write_durably``: temp
+        file, fsync, rename, directory fsync, through ``self.disk``).
 
         ``extra`` is state of whoever drives the learner (e.g. the learner service's stream
         cursor), saved in the same file so that it can never disagree with the replay window;
@@ -287,16 +291,8 @@ class Learner:
             "saved_at": time.time(),
             "extra": dict(extra or {}),
         }
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            _write_file(tmp, blob)
-            os.replace(tmp, path)
-        except BaseException:
-            # a full or failing disk leaves a partial temp file: drop it (the last good
-            # checkpoint at ``path`` was never touched)
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        # on disk, data and name, when this returns: the caller acks what it holds next
+        write_durably(path, lambda f: _torch_save(blob, f), self.disk)
         return path
 
     def restore(self, path: str | os.PathLike) -> dict:
@@ -335,24 +331,18 @@ class Learner:
         raise ValueError(f"learner.optimizer must be 'sgd' or 'adamw', not {c.optimizer!r}")
 
 
-def _write_file(path: Path, blob: dict) -> None:
-    """``torch.save(blob)`` into a new file at ``path``, on disk (fsynced) when it returns.
+def _torch_save(blob: dict, f: BinaryIO) -> None:
+    """``torch.save(blob)`` into the open file ``f``.
 
     A failed write raises the OSError that says why (``[Errno 28] No space left on
-    device``): given a path, torch reports a short write only as ``unexpected pos N vs M``
-    (a RuntimeError), so it writes through a Python file here and the OS's reason, which
-    torch's error carries as its context, is raised instead. The fsync makes a rename
-    that follows replace the old file with a complete one, not one whose data is still
-    in the page cache (a machine that dies then would leave an empty checkpoint)."""
-    with open(path, "wb") as f:
-        try:
-            torch.save(blob, f)
-        except RuntimeError as err:
-            if isinstance(err.__context__, OSError):
-                raise err.__context__ from None
-            raise
-        f.flush()
-        os.fsync(f.fileno())
+    device``): torch reports a short write only as ``unexpected pos N vs M`` (a
+    RuntimeError) and carries the OS's reason as its context, which is raised instead."""
+    try:
+        torch.save(blob, f)
+    except RuntimeError as err:
+        if isinstance(err.__context__, OSError):
+            raise err.__context__ from None
+        raise
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
