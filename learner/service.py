@@ -53,6 +53,7 @@ from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.game_id_window import GameIdWindow
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
+from zeroforge.learner.received_games import ReceivedGames
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.sample_checks import REJECTION_REASONS
 from zeroforge.learner.service_metrics import (
@@ -82,8 +83,8 @@ log = logging.getLogger(__name__)
 __all__ = ["LearnerService", "REJECTION_REASONS", "SERVICE_STATE_FORMAT"]
 
 RECENT_GAME_IDS = 10_000
-"""Game ids remembered (and checkpointed) to drop duplicates: ~1 MB at most. At least twice
-the stream's ``max_backlog`` are kept (see ``_drop_duplicates`` for what that covers)."""
+"""The last game ids received that ``game_ids`` reports (and the checkpoint keeps, for
+checkpoints that predate ``ReceivedGames``): ~1 MB at most."""
 _ACK_CHUNK = 1000
 """Ids per XACK: one huge command would stall Redis for everyone else."""
 DRAIN_GRACE_S = 30.0
@@ -100,7 +101,7 @@ class LearnerService:
     ``stream_config`` names the consumer group and consumer (a restarted learner must keep
     its consumer name to get its pending entries back) and the backlog limit;
     ``weights_keep`` is how many versions the weight store keeps; ``recent_game_ids`` how
-    many received game ids ``recent_game_ids`` remembers.
+    many of the last received game ids ``game_ids`` reports.
 
     Not thread-safe: ``run_once``, ``run``, ``checkpoint`` and ``stop`` belong to one
     thread (to stop ``run`` from elsewhere, set its ``stop`` event); ``stats`` and
@@ -136,11 +137,10 @@ class LearnerService:
         self.rejected: collections.Counter[str] = collections.Counter()
         """Entries rejected by reason: the stream's decode failures, ``wrong_game`` and the
         semantic checks' reasons (``zeroforge.learner.sample_checks.REASONS``)."""
-        # a resent game follows its first copy within a backlog of its own shard, but the
-        # learner reads the shards in turn: the window covers every shard's backlog
-        backlog = (stream_config or StreamConfig()).max_backlog * ctx.stream_shards
-        self.recent_game_ids = GameIdWindow(max(recent_game_ids, 2 * backlog))
+        self.recent_game_ids = GameIdWindow(recent_game_ids)
         """Ids of the last received games, oldest first, each once (checkpointed)."""
+        self.received = ReceivedGames()
+        """Every game id received over the run: a copy is dropped however late it comes."""
         self.transport_errors = 0
         """Redis failures ``run`` rode out (and failed acks, retried at the next checkpoint)."""
         self.throttled_s = 0.0
@@ -244,6 +244,7 @@ class LearnerService:
             self.positions_received += game.num_positions
             if game.game_id:
                 self.recent_game_ids.remember(game.game_id)
+                self.received.remember(game.game_id)
             self.recorder.inc("learner_games_received_total")
             self.recorder.inc("learner_positions_received_total", game.num_positions)
             self.recorder.observe("learner_policy_lag_versions",
@@ -259,11 +260,11 @@ class LearnerService:
 
     def _drop_duplicates(self, entries: list[tuple[str, GameSamples]]
                          ) -> list[tuple[str, GameSamples]]:
-        """``entries`` less the games already received (by game id, ``GameIdWindow``):
+        """``entries`` less the games already received (by game id, ``ReceivedGames``):
         those are acked at once, counted as ``duplicate`` and never trained on. Acking a
         copy early is safe: its original is either in the checkpoint or still pending and
         comes back after a crash."""
-        fresh, copies = self.recent_game_ids.split(game.game_id for _, game in entries)
+        fresh, copies = self.received.split(game.game_id for _, game in entries)
         dropped = [entries[i][0] for i in copies]
         if dropped:
             self.rejected["duplicate"] += len(dropped)
@@ -380,7 +381,7 @@ class LearnerService:
             positions_received=self.positions_received,
             steps_at_publish=self._steps_at_publish, rejected=dict(self.rejected),
             recent_game_ids=list(self.recent_game_ids), throttled_s=self.throttled_s,
-            trained_s=self.snapshots.lived(),
+            trained_s=self.snapshots.lived(), received=self.received,
             run_id=self.run_id).to_extra()
         try:
             path = self.learner.save(self.checkpoint_path, extra)
@@ -426,9 +427,11 @@ class LearnerService:
         self.throttled_s = state.throttled_s
         self.snapshots.lived_before = state.trained_s
         self.rejected.update(state.rejected)
+        self.received = state.received
         for game_id in state.recent_game_ids:
-            # older checkpoints kept copies: ``remember`` takes each id once
+            # older checkpoints kept copies and no ``received``: each id is taken once
             self.recent_game_ids.remember(game_id)
+            self.received.remember(game_id)
         log.info("resumed from %s: step %d, %d games, weights v%d, stream cursor %s",
                  self.checkpoint_path, self.learner.steps, self.games_received,
                  self.learner.version, self.cursor)
@@ -569,10 +572,8 @@ class LearnerService:
         last turn."""
         return {
             "run_id": self.run_id,
-            "steps": self.learner.steps,
-            "samples_trained": self.learner.samples_trained,
-            "games_received": self.games_received,
-            "positions_received": self.positions_received,
+            "steps": self.learner.steps, "samples_trained": self.learner.samples_trained,
+            "games_received": self.games_received, "positions_received": self.positions_received,
             "weights_version": self.learner.version,
             "replay_positions": len(self.learner.replay),
             **replay_by_size(self.learner),
@@ -584,8 +585,7 @@ class LearnerService:
             "stream_backlog": self._stream_info.get("backlog"),
             "stream_undelivered": self._stream_info.get("undelivered"),
             "unacked": len(self._unacked),
-            "stream_cursor": self.cursor,
-            "skipped_duplicates": self.stream.skipped_duplicates,
+            "stream_cursor": self.cursor, "skipped_duplicates": self.stream.skipped_duplicates,
             "rejected": dict(self.rejected),
             "losses": dict(self.last_losses),
             "seconds_since_checkpoint": round(time.monotonic() - self._last_checkpoint, 1),

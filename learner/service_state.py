@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from zeroforge.learner.learner import CheckpointError
+from zeroforge.learner.received_games import ReceivedGames
 
 SERVICE_STATE_FORMAT = "zeroforge-learner-service-v1"
 """Tag of the service's part (``extra``) of the learner checkpoint."""
@@ -36,11 +37,14 @@ class ServiceState:
     throttled_s: float
     """Seconds the learner waited at its target ratio over the run."""
     run_id: str = ""
+    """The run the checkpoint belongs to (informational)."""
     trained_s: float = 0.0
     """Seconds the run's learners had lived when this checkpoint was written (a resumed
     or replaced learner goes on from it: its snapshots are named by the run's learner
     time, never again from 0 over an earlier learner's)."""
-    """The run the checkpoint belongs to (informational)."""
+    received: ReceivedGames = dataclasses.field(default_factory=ReceivedGames)
+    """Every game id received over the run (a checkpoint older than 2026-12-02 has none:
+    only ``recent_game_ids``)."""
 
     def to_extra(self) -> dict:
         """The ``extra`` dict ``Learner.save`` stores."""
@@ -49,7 +53,8 @@ class ServiceState:
                 "positions_received": self.positions_received,
                 "steps_at_publish": self.steps_at_publish, "rejected": dict(self.rejected),
                 "recent_game_ids": list(self.recent_game_ids),
-                "throttled_s": self.throttled_s, "trained_s": self.trained_s}
+                "throttled_s": self.throttled_s, "trained_s": self.trained_s,
+                "received_games": self.received.to_state()}
 
     @classmethod
     def from_extra(cls, extra: dict | None, where: Path, *, games_seen: int,
@@ -74,7 +79,8 @@ class ServiceState:
                 recent_game_ids=[str(g) for g in extra.get("recent_game_ids", [])],
                 throttled_s=float(extra.get("throttled_s", 0.0)),
                 run_id=str(extra.get("run_id", "")),
-                trained_s=float(extra.get("trained_s", 0.0)))
+                trained_s=float(extra.get("trained_s", 0.0)),
+                received=ReceivedGames.from_state(dict(extra.get("received_games", {}))))
         except (TypeError, ValueError, AttributeError) as err:
             raise CheckpointError(f"{where}: malformed learner-service state "
                                   f"({type(err).__name__}: {err})") from None

@@ -216,20 +216,24 @@ def test_a_resent_game_is_dropped_by_id_even_after_a_learner_restart(
     assert (info.pending, info.length) == (0, 0)  # copies were acked, never left pending
 
 
-def test_the_id_window_is_bounded_and_its_set_stays_in_step(url, run_id, tmp_path, played):
-    a = learner_service(train_config(), url, run_id, str(tmp_path), recent_game_ids=1,
+def test_the_recent_ids_are_bounded_and_a_copy_is_dropped_in_or_out_of_them(
+        url, run_id, tmp_path, played):
+    """The window of recent ids (what ``game_ids`` reports) keeps its size and its set in
+    step; duplicates are caught by the run's whole record (``ReceivedGames``), so a copy
+    of a game that left the window long ago is dropped as well."""
+    a = learner_service(train_config(), url, run_id, str(tmp_path), recent_game_ids=6,
                         stream_config=dataclasses.replace(
                             open_transport(url, run_id).samples().config, max_backlog=3))
-    assert a.recent_game_ids.maxlen == 6  # at least twice the backlog
+    assert a.recent_game_ids.maxlen == 6
     producer = open_transport(url, run_id).samples()
     for start in range(0, 16, 2):
         producer.append(played[start:start + 2])
         drain(a)
     assert list(a.recent_game_ids) == [g.game_id for g in played[-6:]]
     assert a.recent_game_ids.members == set(a.recent_game_ids)
-    producer.append(played[-1:] + played[:1])  # a copy in the window, an id that left it
+    producer.append(played[-1:] + played[:1])  # a copy in the window, one long out of it
     drain(a)
-    assert a.rejected["duplicate"] == 1 and a.games_received == 17
+    assert a.rejected["duplicate"] == 2 and a.games_received == 16
     assert a.recent_game_ids.members == set(a.recent_game_ids) and len(a.recent_game_ids) == 6
     a.close()
 

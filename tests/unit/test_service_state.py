@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from zeroforge.learner.learner import CheckpointError
+from zeroforge.learner.received_games import ReceivedGames
 from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
 
 WHERE = Path("runs/r/checkpoint.pt")
@@ -18,7 +19,10 @@ def read(extra):
 def test_round_trip_keeps_every_field():
     state = ServiceState(stream_cursor="17-3", games_received=12, positions_received=340,
                          steps_at_publish=40, rejected={"duplicate": 2, "wrong_game": 1},
-                         recent_game_ids=["a", "b", "c"], throttled_s=3.5, run_id="r1")
+                         recent_game_ids=["a", "b", "c"], throttled_s=3.5, run_id="r1",
+                         trained_s=12.5, received=ReceivedGames())
+    for game_id in ("w-x-0", "w-x-1", "w-x-5", "v-y-2", "other"):
+        state.received.remember(game_id)
     extra = state.to_extra()
     assert extra["format"] == SERVICE_STATE_FORMAT
     assert read(extra) == state
@@ -38,6 +42,8 @@ def test_a_local_loop_checkpoint_takes_the_learners_own_counters():
     ({"format": SERVICE_STATE_FORMAT, "games_received": "many"}, "malformed.*ValueError"),
     ({"format": SERVICE_STATE_FORMAT, "rejected": ["duplicate"]}, "malformed"),
     ({"format": SERVICE_STATE_FORMAT, "throttled_s": None}, "malformed.*TypeError"),
+    ({"format": SERVICE_STATE_FORMAT, "received_games": {"w-x": [2, [1]]}},
+     "malformed.*received games of 'w-x'"),
 ])
 def test_a_bad_state_is_one_error_naming_the_file(extra, needle):
     with pytest.raises(CheckpointError, match=needle) as caught:
