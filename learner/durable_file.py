@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -44,14 +46,19 @@ class Disk:
             os.close(fd)
 
 
-def write_durably(path: Path, write: Callable[[BinaryIO], None], disk: Disk) -> None:
+def write_durably(path: Path, write: Callable[[BinaryIO], None], disk: Disk,
+                  guard: Callable[[], AbstractContextManager[None]] | None = None) -> None:
     """Replace ``path`` with what ``write`` writes, atomically and durably: a temp file
-    beside it, fsynced, renamed over it, the directory fsynced. A failure (a full or
-    read-only disk) leaves ``path`` as it was and no temp file."""
-    tmp = path.with_name(path.name + ".tmp")
+    beside it (``<name>.<pid>-<random>.tmp``), fsynced, renamed over it, the directory
+    fsynced. A failure (a full or read-only disk, or ``guard`` refusing) leaves ``path`` as
+    it was and no temp file. ``guard``: held around the rename (the run directory's fence)."""
+    # a name of its own: a learner fenced off but still writing must not write into the
+    # temp file its successor is about to rename into place
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(3)}.tmp")
     try:
         disk.write_synced(tmp, write)
-        disk.replace(tmp, path)
+        with guard() if guard is not None else contextlib.nullcontext():
+            disk.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()

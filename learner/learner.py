@@ -12,6 +12,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -260,9 +261,11 @@ class Learner:
         return self.version
 
     # --- checkpoints -----------------------------------------------------------------------
-    def save(self, path: str | os.PathLike, extra: dict | None = None) -> Path:
+    def save(self, path: str | os.PathLike, extra: dict | None = None,
+             guard: Callable[[], AbstractContextManager[None]] | None = None) -> Path:
         """Write everything to ``path`` atomically and durably (``write_durably``: temp
-        file, fsync, rename, directory fsync, through ``self.disk``).
+        file, fsync, rename, directory fsync, through ``self.disk``); ``guard`` is held
+        around the rename (the run directory's fence, ``run_dir_fence``).
 
         ``extra`` is state of whoever drives the learner (e.g. the learner service's stream
         cursor), saved in the same file so that it can never disagree with the replay window;
@@ -292,7 +295,7 @@ class Learner:
             "extra": dict(extra or {}),
         }
         # on disk, data and name, when this returns: the caller acks what it holds next
-        write_durably(path, lambda f: _torch_save(blob, f), self.disk)
+        write_durably(path, lambda f: _torch_save(blob, f), self.disk, guard)
         return path
 
     def restore(self, path: str | os.PathLike) -> dict:

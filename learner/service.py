@@ -55,15 +55,16 @@ from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.received_games import ReceivedGames
 from zeroforge.learner.replica_group import ReplicaGroup
+from zeroforge.learner.run_dir_fence import RunDirFence
 from zeroforge.learner.sample_checks import REJECTION_REASONS
 from zeroforge.learner.service_metrics import (
     count_restored_totals,
     new_recorder,
     record_training,
-    replay_by_size,
     set_gauges,
 )
 from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
+from zeroforge.learner.service_status import service_status
 from zeroforge.learner.snapshots import WeightSnapshots
 from zeroforge.learner.stream_drain import drain_stream
 from zeroforge.shared.nets import NetConfig
@@ -71,11 +72,13 @@ from zeroforge.shared.pace import Pace
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import EntryLimits, GameSamples
 from zeroforge.shared.transport import (
+    FencedError,
     StaleVersionError,
     StreamConfig,
     Transport,
     TransportError,
     advance_cursor,
+    take_epoch_patiently,
 )
 
 log = logging.getLogger(__name__)
@@ -159,12 +162,21 @@ class LearnerService:
 
         self.snapshots = WeightSnapshots(self.run_dir, self.config.snapshot_every_s,
                                          self.recorder)
+        # Fence off every earlier learner of the run, in Redis and in the run directory,
+        # before restoring: an old one's last checkpoint is then either what this one
+        # restores or refused, and none of its acks, publishes or pace goes through.
+        self.transport = transport
+        self.epoch = take_epoch_patiently(transport, DRAIN_GRACE_S)
+        """This learner's epoch in the run's Redis (``shared.transport.fencing``)."""
+        self.run_dir_fence = RunDirFence(self.run_dir)
+        self.run_dir_fence.claim()
+        self.fenced_by: int | None = None
+        """The newer learner's epoch once this one has been fenced off (it then stops)."""
         if resume and self.checkpoint_path.exists():
             self._restore()
         count_restored_totals(self.recorder, self.learner, self.games_received,
                               self.positions_received, self.throttled_s, self.rejected)
 
-        self.transport = transport
         # Entries are decoded within what the run's longest legal game needs, so a hostile
         # one costs no more memory than its bytes (shared.samples.EntryLimits).
         limits = EntryLimits.for_games(g.spec for g in self.learner.games.values())
@@ -384,7 +396,7 @@ class LearnerService:
             trained_s=self.snapshots.lived(), received=self.received,
             run_id=self.run_id).to_extra()
         try:
-            path = self.learner.save(self.checkpoint_path, extra)
+            path = self.learner.save(self.checkpoint_path, extra, self.run_dir_fence.commit)
         except OSError as err:
             self._last_checkpoint = time.monotonic()  # the next try after checkpoint_every_s
             self.checkpoint_health.failed(err, len(self._unacked))
@@ -453,22 +465,28 @@ class LearnerService:
         start = float("inf")
         received = self.games_received
         backoff = 0.1
-        while not self._finished(start, stop):
-            try:
-                self.run_once(max_read, block_ms)
-                backoff = 0.1
-                if start == float("inf") and self.games_received > received:
-                    start = time.monotonic()
-            except TransportError as err:
-                self.transport_errors += 1
-                log.warning("learner turn failed, retrying in %.1f s: %s", backoff, err)
-                if stop is not None:
-                    stop.wait(backoff)
-                else:
-                    time.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-        self.drain()
-        self.stop()
+        try:
+            while not self._finished(start, stop):
+                try:
+                    self.run_once(max_read, block_ms)
+                    backoff = 0.1
+                    if start == float("inf") and self.games_received > received:
+                        start = time.monotonic()
+                except TransportError as err:
+                    self.transport_errors += 1
+                    log.warning("learner turn failed, retrying in %.1f s: %s", backoff, err)
+                    if stop is not None:
+                        stop.wait(backoff)
+                    else:
+                        time.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+            self.drain()
+            self.stop()
+        except FencedError as err:
+            self.fenced_by = err.newer
+            log.error("learner (epoch %d) stops without writing anything more: %s",
+                      err.epoch, err)
+            self.close()
         return self.status()  # after the final publish and acks: what they could not do
 
     def drain(self, max_read: int = 256) -> int:
@@ -569,32 +587,5 @@ class LearnerService:
 
     def status(self) -> dict:
         """Human-level numbers, from memory (no Redis call): stream figures are as of the
-        last turn."""
-        return {
-            "run_id": self.run_id,
-            "steps": self.learner.steps, "samples_trained": self.learner.samples_trained,
-            "games_received": self.games_received, "positions_received": self.positions_received,
-            "weights_version": self.learner.version,
-            "replay_positions": len(self.learner.replay),
-            **replay_by_size(self.learner),
-            "samples_per_insert": round(self.samples_per_insert(), 3),
-            "samples_per_insert_target": self.config.samples_per_insert,
-            "samples_per_insert_tolerance": self.config.samples_per_insert_tolerance,
-            "selfplay_paused": bool(self.pacer.pauses),
-            "throttled_s": round(self.throttled_s, 1),
-            "stream_backlog": self._stream_info.get("backlog"),
-            "stream_undelivered": self._stream_info.get("undelivered"),
-            "unacked": len(self._unacked),
-            "stream_cursor": self.cursor, "skipped_duplicates": self.stream.skipped_duplicates,
-            "rejected": dict(self.rejected),
-            "losses": dict(self.last_losses),
-            "seconds_since_checkpoint": round(time.monotonic() - self._last_checkpoint, 1),
-            "transport_errors": self.transport_errors,
-            "undrained": self.undrained,
-            "checkpoint_failures": self.checkpoint_health.failures,
-            "checkpoint_error": self.checkpoint_health.error,
-            "unpublished_steps": self.learner.steps - max(self._steps_at_publish, 0),
-            "replicas": self.group.replicas if self.group is not None else 1,
-            "stream_shards": len(getattr(self.stream, "shards", ())) or 1,
-            "stream_shard_errors": dict(getattr(self.stream, "shard_errors", {})),
-        }
+        last turn (``service_status``)."""
+        return service_status(self)

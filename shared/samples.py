@@ -46,7 +46,7 @@ _MAX_ARRAY = 8
 """The one array in an entry is ``obs_shape`` (3 long)."""
 
 if TYPE_CHECKING:
-    from zeroforge.shared.games.base import GameSpec
+    from zeroforge.shared.games import GameSpec
 
 
 class SampleFormatError(ValueError):

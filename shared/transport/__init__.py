@@ -27,6 +27,7 @@ from zeroforge.shared.transport.connection import (
     TransportError,
     connect,
 )
+from zeroforge.shared.transport.fencing import FencedError, take_epoch_patiently
 from zeroforge.shared.transport.opener import open_transport
 from zeroforge.shared.transport.server import (
     BINARY_ENV,
@@ -84,7 +85,8 @@ _MODULES = {
 }
 
 __all__ = [
-    "BINARY_ENV", "BackpressureTimeout", "CA_ENV", "EvalResultsStore", "FIELD", "MemoryTransport",
+    "BINARY_ENV", "BackpressureTimeout", "CA_ENV", "EvalResultsStore", "FIELD", "FencedError",
+    "MemoryTransport",
     "NodeCachedWeights", "PASSWORD_ENV", "PaceSignal", "RedisConfig", "RedisServer",
     "RedisServerConfig", "RedisServerError", "RedisTransport", "ResultsFormatError",
     "ResultsStore", "SampleSink", "SampleSource", "SampleStream", "SavedControlState",
@@ -92,7 +94,8 @@ __all__ = [
     "TransportError", "WeightInfo", "WeightSink", "WeightSource", "WeightStore",
     "WeightSubscription", "WeightsIntegrityError", "advance_cursor", "check_run_id", "connect",
     "default_cache_root", "free_port", "node_cache_dir", "open_transport", "parse_cursor",
-    "parse_id", "publish_age_s", "redis_errors", "shard_of", "split_id", "stream_key"
+    "parse_id", "publish_age_s", "redis_errors", "shard_of", "split_id", "stream_key",
+    "take_epoch_patiently",
 ]
 
 

@@ -207,6 +207,12 @@ class Transport(Protocol):
 
     run_id: str
 
+    def take_epoch(self) -> int:
+        """Take a new learner epoch, fencing off every earlier learner of the run: the
+        endpoints handed out afterwards write only while no newer one is taken
+        (``shared.transport.fencing``; a refused write raises ``FencedError``)."""
+        ...
+
     def samples(self, config: StreamConfig | None = None) -> SampleStreamEndpoint:
         """A sample stream endpoint (both append and read; each side uses its half)."""
         ...

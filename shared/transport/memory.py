@@ -33,6 +33,7 @@ from zeroforge.shared.transport.control_state import (
     SavedControlState,
     encode_control_state,
 )
+from zeroforge.shared.transport.fencing import MemoryFence
 from zeroforge.shared.transport.pace_signal import PaceDecoder, check_ttl
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
 from zeroforge.shared.transport.shards import ShardedSampleStream
@@ -85,8 +86,11 @@ class MemorySampleStream:
     """``SampleSink`` and ``SampleSource`` over a ``_StreamData`` (see module docstring)."""
 
     def __init__(self, data: _StreamData, run_id: str, config: StreamConfig | None = None,
-                 shard: int = 0) -> None:
+                 shard: int = 0, fence: MemoryFence | None = None,
+                 epoch: int | None = None) -> None:
         self._data = data
+        self._fence = fence or MemoryFence()
+        self.epoch = epoch
         self.run_id = check_run_id(run_id)
         self.config = config or StreamConfig()
         self.key = f"memory:{run_id}:samples" + (f":{shard}" if shard else "")
@@ -218,6 +222,7 @@ class MemorySampleStream:
             return self._ack_locked(ids)
 
     def _ack_locked(self, ids: list[str]) -> int:
+        self._fence.check(f"ack on {self.key}", self.epoch)
         d = self._data
         acked = 0
         for entry_id in ids:
@@ -255,10 +260,13 @@ class _WeightData:
 class MemoryWeightStore:
     """``WeightSink``: versioned weights blobs with sha256 checks and announcements."""
 
-    def __init__(self, data: _WeightData, run_id: str, keep: int = 3) -> None:
+    def __init__(self, data: _WeightData, run_id: str, keep: int = 3,
+                 fence: MemoryFence | None = None, epoch: int | None = None) -> None:
         if keep < 1:
             raise ValueError(f"WeightStore: keep must be >= 1, got {keep}")
         self._data = data
+        self._fence = fence or MemoryFence()
+        self.epoch = epoch
         self.run_id = check_run_id(run_id)
         self.keep = keep
         self._fetched = 0
@@ -269,6 +277,7 @@ class MemoryWeightStore:
         sha = hashlib.sha256(blob).hexdigest()
         d = self._data
         with d.cond:
+            self._fence.check(f"publish of weights version {version}", self.epoch)
             if d.latest is not None and version <= d.latest:
                 raise StaleVersionError(f"cannot publish weights version {version} of run "
                                         f"{self.run_id}: latest is already {d.latest}")
@@ -409,9 +418,12 @@ class _PaceData:
 class MemoryPaceSignal(PaceDecoder):
     """``PaceSignal`` in memory: the same bytes and expiry as the Redis key."""
 
-    def __init__(self, data: _PaceData, run_id: str, ttl_s: float = PACE_TTL_S) -> None:
+    def __init__(self, data: _PaceData, run_id: str, ttl_s: float = PACE_TTL_S,
+                 fence: MemoryFence | None = None, epoch: int | None = None) -> None:
         super().__init__()
         self._data = data
+        self._fence = fence or MemoryFence()
+        self.epoch = epoch
         self.run_id = check_run_id(run_id)
         self.ttl_s = check_ttl(ttl_s)
         self.key = f"memory:{run_id}:pace"
@@ -419,6 +431,7 @@ class MemoryPaceSignal(PaceDecoder):
     def publish(self, pace: Pace) -> None:
         blob = encode_pace(pace)
         with self._data.lock:
+            self._fence.check(f"pace write to {self.key}", self.epoch)
             self._data.blob = blob
             self._data.expires = time.monotonic() + self.ttl_s
 
@@ -429,6 +442,7 @@ class MemoryPaceSignal(PaceDecoder):
 
     def clear(self) -> None:
         with self._data.lock:
+            self._fence.check(f"pace write to {self.key}", self.epoch)
             self._data.blob = None
 
 
@@ -482,6 +496,9 @@ class MemoryTransport:
         self._results = MemoryResultsStore(run_id)
         self._pace = _PaceData()
         self._control = _ControlData()
+        self._fence = MemoryFence()
+        self.epoch: int | None = None
+        """The learner epoch this transport took last (``take_epoch``)."""
 
     @classmethod
     def named(cls, url: str, run_id: str, stream_shards: int = 1) -> MemoryTransport:
@@ -493,19 +510,28 @@ class MemoryTransport:
                 cls._named[key].url = url
             return cls._named[key]
 
+    def take_epoch(self) -> int:
+        """Fence off every earlier learner of the run (``shared.transport.fencing``): the
+        endpoints handed out from now on write under the new epoch."""
+        self.epoch = self._fence.take()
+        return self.epoch
+
     def samples(self, config: StreamConfig | None = None) -> SampleStreamEndpoint:
-        streams = [MemorySampleStream(data, self.run_id, config, shard=k)
+        streams = [MemorySampleStream(data, self.run_id, config, shard=k, fence=self._fence,
+                                      epoch=self.epoch)
                    for k, data in enumerate(self._streams)]
         return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
     def weights(self, keep: int = 3) -> MemoryWeightStore:
-        return MemoryWeightStore(self._weights, self.run_id, keep)
+        return MemoryWeightStore(self._weights, self.run_id, keep, fence=self._fence,
+                                 epoch=self.epoch)
 
     def results(self) -> MemoryResultsStore:
         return self._results
 
     def pace(self, ttl_s: float = PACE_TTL_S) -> MemoryPaceSignal:
-        return MemoryPaceSignal(self._pace, self.run_id, ttl_s)
+        return MemoryPaceSignal(self._pace, self.run_id, ttl_s, fence=self._fence,
+                                epoch=self.epoch)
 
     def control_state(self) -> MemoryControlStateStore:
         return MemoryControlStateStore(self._control, self.run_id)

@@ -22,9 +22,18 @@ import redis
 
 from zeroforge.shared.pace import PACE_TTL_S, Pace, PaceFormatError, decode_pace, encode_pace
 from zeroforge.shared.transport.connection import redis_errors
+from zeroforge.shared.transport.fencing import epoch_key, fence_check, fenced_reply
 from zeroforge.shared.transport.stream import check_run_id
 
 log = logging.getLogger(__name__)
+
+
+# KEYS: the run's learner epoch, the pace. ARGV: the writer's epoch, TTL in ms, the pace
+# (empty: delete it).
+_FENCED_WRITE_SCRIPT = fence_check() + """
+if ARGV[3] == '' then return redis.call('DEL', KEYS[2]) end
+return redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+"""
 
 
 def check_ttl(ttl_s: float) -> float:
@@ -67,16 +76,39 @@ class PaceDecoder:
 class RedisPaceSignal(PaceDecoder):
     """``PaceSignal`` of one run in Redis (see the module docstring for the key)."""
 
-    def __init__(self, client: redis.Redis, run_id: str, ttl_s: float = PACE_TTL_S) -> None:
+    def __init__(self, client: redis.Redis, run_id: str, ttl_s: float = PACE_TTL_S,
+                 epoch: int | None = None) -> None:
+        """``epoch``: the publishing learner's; a publish or clear then fails with
+        ``FencedError`` once a newer learner has taken a higher one."""
         super().__init__()
+        self.epoch = epoch
+        self._fenced_write = client.register_script(_FENCED_WRITE_SCRIPT)
         self.redis = client
         self.run_id = check_run_id(run_id)
         self.ttl_s = check_ttl(ttl_s)
         self.key = f"zf:{{{run_id}}}:pace"
 
     def publish(self, pace: Pace) -> None:
+        self._write(encode_pace(pace))
+
+    def _write(self, blob: bytes | None) -> None:
+        """SET the pace for ``ttl_s`` (DEL with None), fenced by ``epoch``."""
+        ttl_ms = max(int(self.ttl_s * 1000), 1)
         with redis_errors(self.redis):
-            self.redis.set(self.key, encode_pace(pace), px=max(int(self.ttl_s * 1000), 1))
+            if self.epoch is None:
+                if blob is None:
+                    self.redis.delete(self.key)
+                else:
+                    self.redis.set(self.key, blob, px=ttl_ms)
+                return
+            try:
+                self._fenced_write(keys=[epoch_key(self.run_id), self.key],
+                                   args=[self.epoch, ttl_ms, b"" if blob is None else blob])
+            except redis.ResponseError as err:
+                fenced = fenced_reply(err, f"pace write to {self.key}", self.epoch)
+                if fenced is None:
+                    raise
+                raise fenced from None
 
     def read(self) -> Pace | None:
         try:
@@ -90,5 +122,4 @@ class RedisPaceSignal(PaceDecoder):
         return self._decoded(blob)
 
     def clear(self) -> None:
-        with redis_errors(self.redis):
-            self.redis.delete(self.key)
+        self._write(None)

@@ -17,6 +17,7 @@ from zeroforge.shared.pace import PACE_TTL_S
 from zeroforge.shared.transport.base import SampleStreamEndpoint
 from zeroforge.shared.transport.connection import connect
 from zeroforge.shared.transport.control_state import RedisControlStateStore
+from zeroforge.shared.transport.fencing import take_epoch
 from zeroforge.shared.transport.pace_signal import RedisPaceSignal
 from zeroforge.shared.transport.results import EvalResultsStore
 from zeroforge.shared.transport.shards import ShardedSampleStream
@@ -38,6 +39,9 @@ class RedisTransport:
         self.stream_shards = stream_shards
         self.redis = connect(url)
         self._closed = False
+        self.epoch: int | None = None
+        """The learner epoch this transport took (``take_epoch``): its sample streams,
+        weight store and pace then write only while no newer learner has taken one."""
         self._clients = {url: self.redis}
         try:
             self.stream_clients = [self._client(u) for u in stream_urls or [url]]
@@ -51,16 +55,23 @@ class RedisTransport:
             self._clients[url] = connect(url)
         return self._clients[url]
 
+    def take_epoch(self) -> int:
+        """Fence off every earlier learner of the run (``shared.transport.fencing``): the
+        endpoints this transport hands out from now on write under the new epoch."""
+        self.epoch = take_epoch(self.redis, self.stream_clients, self.run_id)
+        return self.epoch
+
     def samples(self, config: StreamConfig | None = None) -> SampleStreamEndpoint:
         clients = self.stream_clients
-        streams = [SampleStream(clients[k % len(clients)], self.run_id, config, shard=k)
+        streams = [SampleStream(clients[k % len(clients)], self.run_id, config, shard=k,
+                                epoch=self.epoch)
                    for k in range(self.stream_shards)]
         return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
     def weights(self, keep: int = 3):  # -> WeightSink (imports torch, so lazily)
         from zeroforge.shared.transport.weight_store import WeightStore
 
-        store = WeightStore(self.redis, self.run_id, keep=keep)
+        store = WeightStore(self.redis, self.run_id, keep=keep, epoch=self.epoch)
         if not self.weights_cache_dir:
             return store
         from zeroforge.shared.transport.node_cache import NodeCachedWeights
@@ -73,7 +84,7 @@ class RedisTransport:
         return EvalResultsStore(self.redis, self.run_id)
 
     def pace(self, ttl_s: float = PACE_TTL_S) -> RedisPaceSignal:
-        return RedisPaceSignal(self.redis, self.run_id, ttl_s)
+        return RedisPaceSignal(self.redis, self.run_id, ttl_s, epoch=self.epoch)
 
     def control_state(self) -> RedisControlStateStore:
         return RedisControlStateStore(self.redis, self.run_id)

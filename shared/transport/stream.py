@@ -54,6 +54,7 @@ from zeroforge.shared.samples import (
     encode,
 )
 from zeroforge.shared.transport.connection import TransportError, redis_errors
+from zeroforge.shared.transport.fencing import epoch_key, fence_check, fenced_reply
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,12 @@ return redis.call('XLEN', key)
 
 class BackpressureTimeout(TransportError):
     """``append`` waited ``append_timeout_s`` for the learner to drain the backlog."""
+
+
+# KEYS: the run's learner epoch, the stream. ARGV: the learner's epoch, group, ids...
+_FENCED_XACK_SCRIPT = fence_check() + """
+return redis.call('XACK', KEYS[2], ARGV[2], unpack(ARGV, 3))
+"""
 
 
 @dataclass(frozen=True)
@@ -183,7 +190,10 @@ class SampleStream:
     """Append finished games (workers) and read / acknowledge them (the learner)."""
 
     def __init__(self, client: redis.Redis, run_id: str,
-                 config: StreamConfig | None = None, shard: int = 0) -> None:
+                 config: StreamConfig | None = None, shard: int = 0,
+                 epoch: int | None = None) -> None:
+        """``epoch``: the learner's (``fencing.take_epoch``): every ack then checks, in the
+        script that acks, that no newer learner has taken the fence (``FencedError``)."""
         if client.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("SampleStream needs a client with decode_responses=False "
                              "(entries are binary); use shared.transport.connect")
@@ -199,6 +209,8 @@ class SampleStream:
         self.backpressure_wait_s = 0.0
         """Total seconds ``append`` spent waiting for room."""
         self._trim = client.register_script(_TRIM_SCRIPT)
+        self.epoch = epoch
+        self._fenced_xack = client.register_script(_FENCED_XACK_SCRIPT)
         # After a (re)start, first drain our own pending entries: they were delivered to
         # this consumer name before a crash and never acknowledged.
         self._pending_cursor: str | None = "0"
@@ -308,10 +320,23 @@ class SampleStream:
             return 0
         with redis_errors(self.redis):
             pipe = self.redis.pipeline(transaction=False)
-            pipe.xack(self.key, self.config.group, *ids)
+            self._xack(ids, pipe)
             self._trim(keys=[self.key], client=pipe)
-            acked, _ = pipe.execute()
-        return int(acked)
+            acked, _ = pipe.execute(raise_on_error=False)
+        return self._acked(acked)
+
+    def _xack(self, ids: list[str], client: Any) -> Any:
+        """XACK ``ids`` on ``client`` (a pipeline or the connection), fenced by ``epoch``."""
+        if self.epoch is None:
+            return client.xack(self.key, self.config.group, *ids)
+        return self._fenced_xack(keys=[epoch_key(self.run_id), self.key],
+                                 args=[self.epoch, self.config.group, *ids], client=client)
+
+    def _acked(self, reply: Any) -> int:
+        if isinstance(reply, Exception):
+            raise fenced_reply(reply, f"ack on {self.key}", self.epoch) or TransportError(
+                f"ack on {self.key} failed: {reply}")
+        return int(reply)
 
     def trim(self) -> int:
         """Drop entries every group has acknowledged; returns the stream's new length."""
@@ -405,7 +430,10 @@ class SampleStream:
         self.skipped_duplicates += skipped
         if drop:
             # Ack the bad ones now: left pending they would come back after every restart.
-            self.redis.xack(self.key, self.config.group, *drop)
+            try:
+                self._acked(self._xack(drop, self.redis))
+            except redis.ResponseError as err:
+                self._acked(err)
         return good
 
 

@@ -16,6 +16,7 @@ the blob against the sha256 recorded at publish time and refuses a mismatch.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import time
@@ -28,12 +29,14 @@ from torch import nn
 
 from zeroforge.shared.formats import StateDict, weights_from_bytes, weights_to_bytes
 from zeroforge.shared.transport.connection import TransportError, redis_errors
+from zeroforge.shared.transport.fencing import epoch_key, fence_check, fenced_reply
 from zeroforge.shared.transport.stream import check_run_id
 
-# KEYS: staging, blob, meta, latest, versions. ARGV: version, sha256, size, time, keep,
-# channel, key prefix. The blob arrives in a staging key set just before (in the same
-# pipeline) rather than as an argument, so a large net is not copied into Lua's memory.
-_PUBLISH_SCRIPT = """
+# KEYS: staging, blob, meta, latest, versions, the learner epoch. ARGV: version, sha256,
+# size, time, keep, channel, key prefix, the publisher's epoch ('' without one). The blob
+# arrives in a staging key set just before (in the same pipeline) rather than as an
+# argument, so a large net is not copied into Lua's memory.
+_PUBLISH_SCRIPT = fence_check(6, 8) + """
 local version = tonumber(ARGV[1])
 local current = tonumber(redis.call('GET', KEYS[4]) or '-1')
 if version <= current then
@@ -85,7 +88,9 @@ class WeightStore:
     """Versioned weights of one run in Redis (see the module docstring for the keys)."""
 
     def __init__(self, client: redis.Redis, run_id: str, keep: int = 3,
-                 staging_ttl_s: float = 120.0) -> None:
+                 staging_ttl_s: float = 120.0, epoch: int | None = None) -> None:
+        """``epoch``: the publishing learner's (``fencing.take_epoch``): a publish then
+        fails with ``FencedError`` once a newer learner has taken a higher one."""
         if keep < 1:
             raise ValueError(f"WeightStore: keep must be >= 1, got {keep}")
         self.redis = client
@@ -97,6 +102,7 @@ class WeightStore:
         self.prefix = f"zf:{{{run_id}}}:weights:"
         self.channel = f"zf:{{{run_id}}}:weights"
         self._publish = client.register_script(_PUBLISH_SCRIPT)
+        self.epoch = epoch
         self._fetched = 0
 
     def key(self, version: int) -> str:
@@ -116,12 +122,18 @@ class WeightStore:
             pipe.set(staging, blob, px=int(self.staging_ttl_s * 1000))
             self._publish(
                 keys=[staging, self.key(version), f"{self.key(version)}:meta",
-                      f"{self.prefix}latest", f"{self.prefix}versions"],
+                      f"{self.prefix}latest", f"{self.prefix}versions",
+                      epoch_key(self.run_id)],
                 args=[version, sha, len(blob), f"{time.time():.6f}", self.keep,
-                      self.channel, self.prefix],
+                      self.channel, self.prefix, "" if self.epoch is None else self.epoch],
                 client=pipe)
             _, result = pipe.execute(raise_on_error=False)
         if isinstance(result, redis.ResponseError):
+            fenced = fenced_reply(result, f"publish of weights version {version}", self.epoch)
+            if fenced:
+                with contextlib.suppress(redis.RedisError):
+                    self.redis.delete(staging)
+                raise fenced
             text = str(result)
             if text.startswith("STALE"):
                 raise StaleVersionError(f"cannot publish weights version {version} of run "

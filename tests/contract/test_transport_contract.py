@@ -21,6 +21,7 @@ from zeroforge.shared.pace import Pace
 from zeroforge.shared.samples import GameSamples, decode, encode
 from zeroforge.shared.transport import (
     BackpressureTimeout,
+    FencedError,
     MemoryTransport,
     PaceSignal,
     RedisServer,
@@ -528,3 +529,59 @@ def test_a_bad_control_state_loads_as_absent_and_is_counted(transport, caplog):
         transport.redis.delete(store.key)
         transport.redis.hset(store.key, "a", "b")  # WRONGTYPE: bad content, never a crash
         assert store.load() is None and store.malformed == len(bad) + 1
+
+
+# --- fencing -------------------------------------------------------------------------------
+def successor_of(t: Transport) -> Transport:
+    """The transport of the run's next learner: over Redis its own connections (another
+    process), in memory the same data (the endpoints ``t`` handed out keep their epoch)."""
+    if isinstance(t, MemoryTransport):
+        return t
+    return RedisTransport(t.url, t.run_id, stream_shards=shard_count(t))
+
+
+def test_a_fenced_off_learner_acks_publishes_and_paces_nothing(streams, weights):
+    """Once a newer learner has taken an epoch, every write of the older one is refused
+    in one line naming both epochs, changes nothing, and the newer learner gets the
+    older one's unacknowledged entries back and writes on."""
+    t = streams
+    epoch = t.take_epoch()
+    stream, store, pace = t.samples(), t.weights(), t.pace()
+    stream.append(make_games(6))
+    got = drain(stream, ack=False)
+    assert len(got) == 6
+    stream.ack([got[0][0], got[1][0]])
+    store.publish(weights, 1)
+    pace.publish(_pace(1.0))
+
+    successor = successor_of(t)
+    newer = successor.take_epoch()
+    assert newer > epoch
+    refused = f"this learner holds epoch {epoch}, a newer learner of the run took epoch {newer}"
+    with pytest.raises(FencedError, match=refused):
+        stream.ack([i for i, _ in got[2:]])
+    with pytest.raises(FencedError, match=refused):
+        store.publish(weights, 2)
+    with pytest.raises(FencedError, match=refused):
+        pace.publish(_pace(9.0))
+    with pytest.raises(FencedError, match=refused):
+        pace.clear()
+    assert store.latest_version() == 1 and pace.read() == _pace(1.0)
+
+    taken = drain(successor.samples())  # the same consumer name: the four left pending
+    assert sorted(g.game_id for _, g in taken) == sorted(g.game_id for _, g in got[2:])
+    successor.weights().publish(weights, 2)
+    successor.pace().publish(_pace(2.0))
+    assert successor.weights().latest_version() == 2 and successor.pace().read() == _pace(2.0)
+    assert successor.samples().info().pending == 0
+    if successor is not t:
+        successor.close()
+
+
+def test_endpoints_without_an_epoch_are_not_fenced(transport, weights):
+    """Workers, the evaluator and tools take no epoch: a learner's fence does not stop them."""
+    before = transport.weights()
+    successor_of(transport).take_epoch()
+    before.publish(weights, 1)
+    transport.samples().append(make_games(2))
+    assert len(drain(transport.samples())) == 2

@@ -28,6 +28,11 @@ def bench_cmd(tmp_path: Path, *extra: str) -> list[str]:
             "--out", str(tmp_path / "runs"), "--json", str(tmp_path / "rows.json"), *extra]
 
 
+STAGED = ("--minutes", "0.6", "--anchor", "minimax", "--target", "0.9", "--eval-after",
+          "--train-cpus", "0", "--stages", "0.2", "0.4")
+"""A run of 36 s of learner time in three stages (12, 24, 36 s), 6-second snapshots."""
+
+
 def run_bench(tmp_path: Path, *extra: str) -> tuple[str, dict]:
     proc = subprocess.run(bench_cmd(tmp_path, *extra), cwd=BENCH, capture_output=True,
                           text=True, timeout=300)
@@ -73,14 +78,14 @@ def test_a_target_never_reached_counts_as_more_than_the_limit(tmp_path):
 def test_eval_after_judges_the_snapshots_once_the_whole_run_has_ended(tmp_path):
     """--eval-after: the run lasts its --minutes (no stop at the target), is stopped by
     Ctrl-C without a final evaluation, and then the first snapshot at the target counts."""
-    out, data = run_bench(tmp_path, "--minutes", "1.5", "--anchor", "random",
+    out, data = run_bench(tmp_path, "--minutes", "0.8", "--anchor", "random",
                           "--target", "0.75", "--eval-after", "--train-cpus", "0")
     assert data["eval_after"] is True
     (row,) = data["rows"]
     run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
     snapshots = [s / 60 for s, _ in snapshot_files(run_dir)]
     # every snapshot was written before judging began: the run was not cut short
-    assert row["run_minutes"] >= 1.5 and len(snapshots) >= 2
+    assert row["run_minutes"] >= 0.8 and len(snapshots) >= 2
     assert "stopping (final checkpoint)" in (run_dir / "train.log").read_text()
     judged = [p["minutes"] for p in row["points"]]
     assert judged == snapshots[:len(judged)]
@@ -95,8 +100,8 @@ def test_eval_after_judges_the_snapshots_once_the_whole_run_has_ended(tmp_path):
 def test_judging_on_several_cores_gives_the_serial_scores_in_order(tmp_path):
     """--judge-cpus: the snapshots are scored by children on two cores at once, and the
     row is what judging them one at a time here gives, in snapshot order."""
-    # 0.8 minutes: at least three 6-second snapshots on a busy machine too
-    out, data = run_bench(tmp_path, "--minutes", "0.8", "--anchor", "uct:50",
+    # 0.5 minutes of learner time: five 6-second snapshots (three at least are needed)
+    out, data = run_bench(tmp_path, "--minutes", "0.5", "--anchor", "uct:50",
                           "--target", "1.0", "--eval-after", "--train-cpus", "0",
                           "--judge-cpus", "0", "1")
     (row,) = data["rows"]
@@ -128,10 +133,8 @@ def test_stages_pause_the_run_and_resume_it_until_the_target_or_the_limit(tmp_pa
     """--eval-after --stages: the run stops at each bound of learner time, its snapshots
     are judged, and it goes on from its checkpoint (--resume) when none reached the
     target: one run's learner clock across the stages, every snapshot judged in order."""
-    out, data = run_bench(tmp_path, "--minutes", "1.2", "--anchor", "minimax",
-                          "--target", "0.9", "--eval-after", "--train-cpus", "0",
-                          "--stages", "0.4", "0.8")
-    assert data["stages"] == [0.4, 0.8]
+    out, data = run_bench(tmp_path, *STAGED)
+    assert data["stages"] == [0.2, 0.4]
     (row,) = data["rows"]
     assert row["minutes_to_target"] is None  # 50% is the best against minimax
     run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
@@ -141,13 +144,13 @@ def test_stages_pause_the_run_and_resume_it_until_the_target_or_the_limit(tmp_pa
     assert log.count("resumed from") == 2
     seconds = [s for s, _ in snapshot_files(run_dir)]
     # the learner clock went on across the pauses (no stage started again from 0) and
-    # each stage ended at the snapshot nearest its bound, the last one near 1.2 minutes
+    # each stage ended at the snapshot nearest its bound, the last one near 0.6 minutes
     assert all(b - a > 3 for a, b in zip(seconds, seconds[1:], strict=False))
-    assert 72 - 3 <= seconds[-1] < 72 + 6
-    assert any(24 - 3 <= s < 24 + 6 for s in seconds)
+    assert 36 - 3 <= seconds[-1] < 36 + 6
+    assert any(12 - 3 <= s < 12 + 6 for s in seconds)
     assert [p["minutes"] for p in row["points"]] == [s / 60 for s in seconds]
     assert row["positions_per_s"] > 0 and row["steps_per_s"] > 0
-    assert "| tictactoe | >1.2 | >1.2 |" in out
+    assert "| tictactoe | >0.6 | >0.6 |" in out
 
 
 def _stopped_part_way(tmp_path: Path, how: int, resumes: int) -> subprocess.Popen:
@@ -174,10 +177,6 @@ def _stopped_part_way(tmp_path: Path, how: int, resumes: int) -> subprocess.Pope
     return proc
 
 
-STAGED = ("--minutes", "1.2", "--anchor", "minimax", "--target", "0.9", "--eval-after",
-          "--train-cpus", "0", "--stages", "0.4", "0.8")
-
-
 def test_a_staged_run_stopped_part_way_goes_on_from_its_progress(tmp_path):
     """Stopped by SIGTERM, the run unwinds like Ctrl-C (the run's clean stop, exit 143, no
     row yet); the same command goes on from the checkpoint. Killed (SIGKILL to the group,
@@ -199,6 +198,6 @@ def test_a_staged_run_stopped_part_way_goes_on_from_its_progress(tmp_path):
     seconds = [s for s, _ in snapshot_files(run_dir)]
     assert all(b - a > 3 for a, b in zip(seconds, seconds[1:], strict=False))
     assert [p["minutes"] for p in row["points"]] == [s / 60 for s in seconds]
-    assert 72 - 3 <= seconds[-1] < 72 + 6 and row["minutes_to_target"] is None
-    assert row["run_minutes"] > 0.8 and row["positions_per_s"] > 0
+    assert 36 - 3 <= seconds[-1] < 36 + 6 and row["minutes_to_target"] is None
+    assert row["run_minutes"] > 0.4 and row["positions_per_s"] > 0
     assert (run_dir / "train.log").read_text().count("resumed from") >= 3

@@ -20,6 +20,7 @@ from tests.integration.conftest import learner_service, renamed, tiny_net_games
 from zeroforge.deploy.config import RunConfig, TrainConfig
 from zeroforge.deploy.ray.failures import stop_losses
 from zeroforge.learner.learner import CheckpointError, Learner, LearnerConfig
+from zeroforge.learner.run_dir_fence import EPOCH_NAME, LOCK_NAME
 from zeroforge.learner.service import (
     CHECKPOINT_NAME,
     REJECTION_REASONS,
@@ -398,7 +399,7 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         # no partial checkpoint (``.tmp``) or snapshot is left behind
         files = sorted(str(p.relative_to(disk.path)) for p in disk.path.rglob("*")
                        if p.is_file())
-        assert files == [FILLER, CHECKPOINT_NAME]
+        assert files == sorted([FILLER, CHECKPOINT_NAME, EPOCH_NAME, LOCK_NAME])
         assert failures("snapshot") == 1 and len(lines("snapshot")) == 1
         assert producer.info().pending == 12  # nothing acked without a checkpoint
         full_failures = service.checkpoint_health.failures

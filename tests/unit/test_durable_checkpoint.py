@@ -26,6 +26,12 @@ from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.transport import MemoryTransport, StreamConfig
 
 
+def tmp_name(path: Path) -> str:
+    """``path``'s name, its temp files' ``<pid>-<random>`` shown as ``*``."""
+    parts = path.name.split(".")
+    return ".".join([*parts[:-2], "*", "tmp"]) if parts[-1] == "tmp" else path.name
+
+
 class PowerLossModel(Disk):
     """The real calls, and what a power loss right now would leave of them."""
 
@@ -44,12 +50,12 @@ class PowerLossModel(Disk):
         contents = next(self._ids)
         self.named[path] = contents
         self.synced.add(contents)
-        self.calls.append(f"write {path.name}")
+        self.calls.append(f"write {tmp_name(path)}")
 
     def replace(self, src: Path, dst: Path) -> None:
         super().replace(src, dst)
         self.named[dst] = self.named.pop(src)
-        self.calls.append(f"replace {src.name} {dst.name}")
+        self.calls.append(f"replace {tmp_name(src)} {dst.name}")
 
     def sync_dir(self, directory: Path) -> None:
         super().sync_dir(directory)
@@ -112,7 +118,7 @@ def test_every_ack_follows_a_checkpoint_on_disk_name_and_data(tmp_path):
     assert len(acks) >= 4, calls  # one per turn at least
     for i in acks:  # each after the write, rename and directory sync of a checkpoint
         before = [c for c in calls[:i] if not c.startswith("ack")][-3:]
-        assert before == ["write checkpoint.pt.tmp", "replace checkpoint.pt.tmp checkpoint.pt",
+        assert before == ["write checkpoint.pt.*.tmp", "replace checkpoint.pt.*.tmp checkpoint.pt",
                           f"sync {tmp_path.name}"], calls
 
 
