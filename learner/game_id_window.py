@@ -1,16 +1,16 @@
-"""The learner's window of recently received game ids: how it drops a game's second copy.
+"""The learner's window of recently received game ids, what ``LearnerService.game_ids``
+reports (the ledgers of the chaos tests and the soak read it).
 
-Copies come from a worker resending a batch whose append failed part-way (or was retried
-whole by the Redis client). The resend follows the failure within seconds, so the copy
-lands at most ``max_backlog`` entries (plus one batch per worker, plus what the learner
-reads during the retry delay) after the original; a window of at least twice
-``max_backlog`` ids, checkpointed with the learner, covers that across restarts too.
+It used to be how the learner dropped a game's second copy; a copy that came more than a
+window's worth of games late was trained twice. Duplicates are now caught by every id the
+run received (``received_games.ReceivedGames``); the window is checkpointed still, and seeds
+that record when a checkpoint written before it is restored.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 
 class GameIdWindow:
@@ -49,18 +49,3 @@ class GameIdWindow:
             self._members.discard(self._ids[0])
         self._ids.append(game_id)
         self._members.add(game_id)
-
-    def split(self, game_ids: Iterable[str]) -> tuple[list[int], list[int]]:
-        """Positions in ``game_ids`` of the fresh games and of the copies: an id already in
-        the window, or seen earlier in the same batch, is a copy; an empty id is fresh."""
-        fresh: list[int] = []
-        copies: list[int] = []
-        batch: set[str] = set()
-        for i, game_id in enumerate(game_ids):
-            if game_id and (game_id in self._members or game_id in batch):
-                copies.append(i)
-                continue
-            if game_id:
-                batch.add(game_id)
-            fresh.append(i)
-        return fresh, copies

@@ -29,7 +29,7 @@ def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path):
                                   run_dir=str(tmp_path))
         controller = start_run(config, ctx).actor
         wait_for(lambda: status(controller)["alive"]["selfplay"] == 2
-                 and status(controller)["games_received"] >= 5, timeout=120)
+                 and status(controller)["games_received"] >= 5, timeout=240)
         workers = ray.get(controller.actor_handles.remote("selfplay"))
         nodes = set(ray.get([w.node_id.remote() for w in workers]))
         assert len(nodes) == 2

@@ -7,7 +7,6 @@ power loss would leave must be the one just written, which holds the acked games
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable
 from pathlib import Path
@@ -15,15 +14,11 @@ from typing import BinaryIO
 
 import pytest
 
+from tests.unit.memory_learner import memory_learner
 from tests.unit.test_sample_fuzz import real_games
-from zeroforge.deploy.config import RunConfig, TrainConfig
-from zeroforge.deploy.runtime.builder import build_learner
-from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.durable_file import Disk
-from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.samples import encode
-from zeroforge.shared.search import SearchConfig
-from zeroforge.shared.transport import MemoryTransport, StreamConfig
+from zeroforge.shared.transport import MemoryTransport
 
 
 def tmp_name(path: Path) -> str:
@@ -80,15 +75,8 @@ def train_and_ack(tmp_path: Path, disk: PowerLossModel) -> list[str]:
     """A learner over an in-memory stream, checkpointing each turn, fed real games in four
     turns; at each ack the checkpoint a power loss would leave must be the last written.
     Returns the calls and acks in order."""
-    config = TrainConfig(game="tictactoe", net=NetConfig.preset("tiny"),
-                         search=SearchConfig(num_simulations=4),
-                         learner=LearnerConfig(batch_size=4, min_replay=1, device="cpu",
-                                               checkpoint_every_s=0.0),
-                         run=RunConfig(torch_threads=1))
     transport = MemoryTransport("durable")
-    ctx = dataclasses.replace(config.context("durable"), run_dir=str(tmp_path))
-    service = build_learner(config, ctx, transport, resume=False,
-                            stream_config=StreamConfig(max_backlog=100))
+    service = memory_learner(tmp_path, transport, checkpoint_every_s=0.0)
     service.learner.disk = disk
     stream_ack = service.stream.ack
 

@@ -13,12 +13,9 @@ import numpy as np
 import pytest
 
 from tests.contract.test_games_contract import SPECS
+from tests.unit.memory_learner import memory_learner
 from tests.unit.test_sample_fuzz import real_games
-from zeroforge.deploy.config import RunConfig, TrainConfig
-from zeroforge.deploy.runtime.builder import build_learner
-from zeroforge.learner.config import LearnerConfig
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.samples import (
     MAX_ENTRY_BYTES,
     EntryLimits,
@@ -27,8 +24,7 @@ from zeroforge.shared.samples import (
     decode,
     encode,
 )
-from zeroforge.shared.search import SearchConfig
-from zeroforge.shared.transport import MemoryTransport, StreamConfig
+from zeroforge.shared.transport import MemoryTransport
 
 MB = 1024 * 1024
 
@@ -123,20 +119,13 @@ def test_a_run_of_several_sizes_takes_the_largest():
         EntryLimits.for_games([])
 
 
-def test_the_learner_acks_hostile_entries_by_reason_and_trains_on():
+def test_the_learner_acks_hostile_entries_by_reason_and_trains_on(tmp_path):
     """A learner (its stream in memory) meets the bombs (16 MiB, and as large as a
     tic-tac-toe run's limits allow), a Go game in a tic-tac-toe run and real games: the bad
     ones are rejected by reason and acknowledged, the good ones received, and decoding
     stayed within its bounds."""
-    config = TrainConfig(game="tictactoe", net=NetConfig.preset("tiny"),
-                         search=SearchConfig(num_simulations=4),
-                         learner=LearnerConfig(batch_size=4, min_replay=1, device="cpu",
-                                               checkpoint_every_s=3600.0),
-                         run=RunConfig(torch_threads=1))
     transport = MemoryTransport("bombs")
-    ctx = dataclasses.replace(config.context("bombs"), run_dir="")
-    service = build_learner(config, ctx, transport, resume=False,
-                            stream_config=StreamConfig(max_backlog=100))
+    service = memory_learner(tmp_path, transport)
     good = real_games(3)
     run_sized = EntryLimits.for_games([make_game("tictactoe").spec]).max_bytes
     transport.samples().append_raw([nested_array_bomb(), encode(good[0]), deep_entry(),

@@ -61,26 +61,16 @@ def test_a_learner_drops_a_copy_that_comes_long_after_and_after_a_restart(tmp_pa
     from the checkpoint."""
     import dataclasses
 
+    from tests.unit.memory_learner import memory_learner
     from tests.unit.test_sample_fuzz import real_games
-    from zeroforge.deploy.config import RunConfig, TrainConfig
-    from zeroforge.deploy.runtime.builder import build_learner
-    from zeroforge.learner.config import LearnerConfig
-    from zeroforge.shared.nets import NetConfig
     from zeroforge.shared.samples import encode
-    from zeroforge.shared.search import SearchConfig
-    from zeroforge.shared.transport import MemoryTransport, StreamConfig
+    from zeroforge.shared.transport import MemoryTransport
 
-    config = TrainConfig(game="tictactoe", net=NetConfig.preset("tiny"),
-                         search=SearchConfig(num_simulations=4),
-                         learner=LearnerConfig(batch_size=4, min_replay=10**9, device="cpu",
-                                               checkpoint_every_s=0.0),
-                         run=RunConfig(torch_threads=1))
     transport = MemoryTransport("late")
-    ctx = dataclasses.replace(config.context("late"), run_dir=str(tmp_path))
 
     def learner():
-        return build_learner(config, ctx, transport, resume=True, recent_game_ids=50,
-                             stream_config=StreamConfig(max_backlog=10))
+        return memory_learner(tmp_path, transport, resume=True, max_backlog=10,
+                              min_replay=10**9, checkpoint_every_s=0.0, recent_game_ids=50)
 
     base = real_games(3)
     games = [dataclasses.replace(base[n % 3], game_id=f"w{n % 7}-p{n % 7}-{n // 7}")

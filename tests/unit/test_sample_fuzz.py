@@ -12,17 +12,14 @@ import msgpack
 import numpy as np
 import pytest
 
+from tests.unit.memory_learner import memory_learner
 from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.selfplay import SelfPlayWorker
-from zeroforge.deploy.config import RunConfig, TrainConfig
-from zeroforge.deploy.runtime.builder import build_learner
-from zeroforge.learner.learner import LearnerConfig
 from zeroforge.learner.sample_checks import REASONS
 from zeroforge.shared.games import make_game
-from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode, encode
 from zeroforge.shared.search import SearchConfig, UniformEvaluator
-from zeroforge.shared.transport import MemoryTransport, StreamConfig
+from zeroforge.shared.transport import MemoryTransport
 
 GAME = "tictactoe"
 DECODE_REASONS = {"not_msgpack", "not_a_map", "unknown_schema", "missing_field", "bad_field",
@@ -188,16 +185,9 @@ def test_nothing_malformed_reaches_the_replay_window(tmp_path, seed):
     for g in good:  # the real games, spread through the poison
         entries.insert(int(rng.integers(len(entries) + 1)), encode(g))
 
-    config = TrainConfig(game=GAME, net=NetConfig.preset("tiny"),
-                         search=SearchConfig(num_simulations=4),
-                         learner=LearnerConfig(batch_size=16, min_replay=10**9, device="cpu",
-                                               replay_capacity=100_000,
-                                               checkpoint_every_s=3600.0),
-                         run=RunConfig(torch_threads=1))
     transport = MemoryTransport("fuzz")
-    ctx = dataclasses.replace(config.context("fuzz"), run_dir=str(tmp_path))
-    service = build_learner(config, ctx, transport, resume=False,
-                            stream_config=StreamConfig(max_backlog=100_000))
+    service = memory_learner(tmp_path, transport, max_backlog=100_000, batch_size=16,
+                             min_replay=10**9, replay_capacity=100_000)
     transport.samples().append_raw(entries)
     while service.run_once(max_read=500, block_ms=0)["read"]:
         pass
