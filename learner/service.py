@@ -202,14 +202,19 @@ class LearnerService:
         """Read up to ``max_read`` games, train, maybe publish and checkpoint.
 
         Waits up to ``block_ms`` for new games only when there is nothing to train on, so
-        an idle learner does not spin and a busy one never waits. Returns what happened.
-        """
+        an idle learner does not spin and a busy one never waits. Returns what happened. A
+        Redis failure (read, publish) is raised at the turn's end: with Redis down the
+        learner still trains on what it holds and checkpoints it (acks wait for Redis)."""
         self._check_open()
         trainable = self._trainable()
         wait = 0 if trainable else block_ms
         at_target = not trainable and self._at_target()
         started = time.monotonic()
-        entries = self.stream.read(max_read, wait)
+        failure: TransportError | None = None
+        try:
+            entries = self.stream.read(max_read, wait)
+        except TransportError as err:
+            entries, failure = [], err
         if at_target:
             self._count_throttled(time.monotonic() - started)
         self._mirror_stream_rejections()
@@ -228,11 +233,16 @@ class LearnerService:
             record_training(self.recorder, self.learner, metrics)
         published = None
         if self.learner.steps - self._steps_at_publish >= self.config.publish_every_steps:
-            published = self._publish()
+            try:
+                published = self._publish()
+            except TransportError as err:  # tried again next turn
+                failure = failure or err
         checkpointed = self._checkpoint_due() and self.checkpoint() is not None
         self.snapshots.maybe_write(self.learner.weights)
         self._refresh_stream_info()
         self.publish_pace()
+        if failure is not None:
+            raise failure
         return {"read": len(entries), "added": added, "wrong_game": wrong,
                 "steps": len(metrics), "published": published, "checkpointed": checkpointed}
 
@@ -326,7 +336,7 @@ class LearnerService:
         it was published. Never raises."""
         return self.pacer.offer(self.current_pace(), force)
 
-    def _count_transport_error(self, err: TransportError) -> None:
+    def _count_transport_error(self, err: TransportError | None = None) -> None:
         self.transport_errors += 1
 
     # --- weights ---------------------------------------------------------------------------
@@ -499,14 +509,11 @@ class LearnerService:
             return self._take(entries)[0]
 
         taken, ended = drain_stream(self.stream, take, DRAIN_GRACE_S, max_read,
-                                    self._count_drain_error)
+                                    self._count_transport_error)
         self._mirror_stream_rejections()
         if not ended:
             self.undrained = True
         return taken
-
-    def _count_drain_error(self) -> None:
-        self.transport_errors += 1
 
     def _finished(self, start: float, stop: threading.Event | None) -> bool:
         return bool((stop is not None and stop.is_set())
