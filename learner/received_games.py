@@ -15,7 +15,8 @@ out of order; checkpointed with the learner (``to_state``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator
 
 
 class ReceivedGames:
@@ -32,6 +33,14 @@ class ReceivedGames:
 
     def __len__(self) -> int:
         return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        """Every id received, by producer (numbers in order), then the others."""
+        for producer in sorted(self._complete.keys() | self._ahead.keys()):
+            numbers = itertools.chain(range(self._complete.get(producer, 0)),
+                                      sorted(self._ahead.get(producer, ())))
+            yield from (f"{producer}-{n}" for n in numbers)
+        yield from sorted(self._others)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ReceivedGames) and self.to_state() == other.to_state()

@@ -13,8 +13,9 @@ The ledger compares two records kept apart from the processes that get killed:
   stream trims an entry only once every group has acknowledged it, and the group lives in
   Redis' append-only file, so it survives the redis-server's deaths). A killed worker's
   in-memory list of game ids dies with it; the stream's copy does not.
-- **received**: the learner's final checkpoint (``recent_game_ids`` and its
-  ``games_received`` counter): the games in the replay window's lineage that survived
+- **received**: the learner's final checkpoint (every game id the run's learners received,
+  ``received_games``, and its ``games_received`` counter): the games in the replay
+  window's lineage that survived
   every learner death (a dead learner's games after its last checkpoint were not
   acknowledged, so the stream delivered them again to its successor).
 
@@ -27,8 +28,9 @@ the stream (a pipeline resent after Redis died mid-append) are counted and were 
 What it cannot prove: games a worker had *finished but not yet appended* when it was
 killed existed only in its memory and are invisible to everyone (at most
 ``selfplay.games_in_parallel`` per worker kill); "trained" means "added to the replay
-window once", not how often SGD sampled it; past the learner's id window (10,000 ids)
-older games are accounted by count only.
+window once", not how often SGD sampled it. Every id is compared as a set, over the whole
+run (before 2026-12-02 the learner kept only its last 10,000 ids and older games were
+accounted by count).
 
 Also checked all along: Prometheus counters (the controller's merged snapshot) and the
 status counters never decrease, across controller restarts too, and status ``games`` is at
@@ -57,6 +59,7 @@ from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import RunHandle, start_run
 from zeroforge.deploy.ray.naming import run_actor_names
 from zeroforge.learner.learner import load_checkpoint
+from zeroforge.learner.received_games import ReceivedGames
 from zeroforge.shared.samples import GameSamples, decode
 from zeroforge.shared.transport import FIELD, RedisServer, RedisServerConfig, connect, stream_key
 
@@ -142,12 +145,18 @@ class Auditor:
         self._client.close()
 
 
+def checkpoint_received(extra: dict) -> list[str]:
+    """Every game id in a learner checkpoint's lineage, for the whole run (its
+    ``received_games``, ``learner.received_games``), from the checkpoint's ``extra``."""
+    return list(ReceivedGames.from_state(dict(extra["received_games"])))
+
+
 @dataclasses.dataclass
 class Ledger:
     appended: collections.Counter[str]
     """Game id -> stream entries that carried it (the audit)."""
     received: list[str]
-    """The final checkpoint's game ids, oldest first."""
+    """The final checkpoint's game ids (``checkpoint_received``: the whole run's)."""
     games_received: int
     """The final checkpoint's counter."""
     worker_ids: set[str]
@@ -309,7 +318,7 @@ class AuditedRun:
         worker_ids = {i for ids in ray.get([w.game_ids.remote() for w in workers])
                       for i in ids}
         saved = load_checkpoint(self.run_dir / "checkpoint.pt")["extra"]
-        ledger = Ledger(self.auditor.appended, [str(i) for i in saved["recent_game_ids"]],
+        ledger = Ledger(self.auditor.appended, checkpoint_received(saved),
                         int(saved["games_received"]), worker_ids,
                         {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
         assert self.auditor.undecodable == 0

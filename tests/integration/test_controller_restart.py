@@ -19,6 +19,7 @@ import pytest
 import ray
 
 from tests.fault_report import report
+from tests.integration.test_chaos import checkpoint_received
 from tests.integration.test_distributed import SETTINGS, wait_for
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import ControllerLost, RunHandle, start_run
@@ -104,7 +105,7 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
         assert final.state == "stopped", final.error
         assert not final.error
         saved = load_checkpoint(tmp_path / "checkpoint.pt")["extra"]
-        ids = [str(i) for i in saved["recent_game_ids"]]
+        ids = checkpoint_received(saved)
         assert not [i for i, n in collections.Counter(ids).items() if n > 1]
         assert final.games_received == saved["games_received"] == len(ids)
         assert final.games >= final.games_received

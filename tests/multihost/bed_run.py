@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.test_chaos import Auditor, Ledger
+from tests.integration.test_chaos import Auditor, Ledger, checkpoint_received
 from tests.netbed import Bed
 from tests.processes import read_lines
 from zeroforge.learner.learner import load_checkpoint
@@ -127,7 +127,7 @@ class BedRun:
             assert auditor.undecodable == 0
             appended += auditor.appended
         saved = load_checkpoint(self.run_dir / "checkpoint.pt")["extra"]
-        return Ledger(appended, [str(i) for i in saved["recent_game_ids"]],
+        return Ledger(appended, checkpoint_received(saved),
                       int(saved["games_received"]), set(),
                       {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
 

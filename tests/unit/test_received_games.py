@@ -39,6 +39,7 @@ def test_out_of_order_ids_equal_a_plain_set_and_round_trip(seed):
         if rng.random() < 0.1:  # a copy of an earlier one
             received.remember(ids[order[rng.randrange(order.index(i) + 1)]])
     assert len(received) == len(plain) == len(ids)
+    assert sorted(received) == sorted(plain)  # iterating gives every id once
     assert all(game_id in received for game_id in ids)
     assert not any(f"w{p}-x{p}-{n}" in received for p in range(4) for n in (500, 501))
     back = ReceivedGames.from_state(received.to_state())
