@@ -235,17 +235,32 @@ SOAK_FAULTS = {"worker": "worker", "node": "node (all of its processes)",
 
 
 def soak(data: DataDir, name: str, order: tuple[str, ...]) -> Table:
-    """Recovery after each kind of fault in an hour's soak (``soak.py``), in ``order``."""
+    """Recovery after each kind of fault in an hour's soak (``soak.py``), in ``order``. A
+    fault that was not caused (its ``done`` says ``not caused: WHY``; newer files also say
+    ``caused``) counts in no recovery figure: its row says how often and why apart."""
     doc = data.load(name)
     cap = doc["every_s"]  # a recovery not seen before the next fault is recorded as None
     by_kind: dict[str, list[float | None]] = {}
+    missed: dict[str, list[str]] = {}
     for f in doc["faults"]:
-        by_kind.setdefault(f["fault"], []).append(f["recovery_s"])
+        by_kind.setdefault(f["fault"], [])
+        if not f.get("caused", True) or f["done"].startswith("not caused"):
+            missed.setdefault(f["fault"], []).append(f["done"].removeprefix("not caused: "))
+        else:
+            by_kind[f["fault"]].append(f["recovery_s"])
     unknown = set(by_kind) - set(order)
     if unknown:
         raise ValueError(f"fault kinds the table does not list: {sorted(unknown)}")
-    rows = [[SOAK_FAULTS[k], _recoveries(by_kind[k], cap)] for k in order]
-    return Table(("fault", "recovery, s (each time)"), rows)
+    rows = [[SOAK_FAULTS[k], _recoveries(by_kind[k], cap) or "none",
+             _not_caused(missed.get(k, []))] for k in order]
+    return Table(("fault", "recovery, s (each time)", "not caused"), rows)
+
+
+def _not_caused(reasons: list[str]) -> str:
+    """``3 (no live learner to fault)`` for faults that could not be caused; ``0``."""
+    if not reasons:
+        return "0"
+    return f"{len(reasons)} ({'; '.join(sorted(set(reasons)))})"
 
 
 TABLES: dict[str, Builder] = {

@@ -183,6 +183,27 @@ def _raylet_alive(bed, host: str) -> bool:
     return False
 
 
+RETRY_S = (5.0, 10.0, 20.0)
+"""Waits before each new try of a fault that could not be caused (no live learner to
+fault while the previous fault's successor starts, ...)."""
+
+
+def inject_with_retries(soak: Soak, kind: str, rng: random.Random,
+                        log: Callable[[str], None]) -> tuple[str, bool]:
+    """``inject``, tried again after each of ``RETRY_S`` while it cannot be caused; returns
+    what was done and whether the fault happened. A fault never caused is reported apart
+    and counts in no recovery figure (``report_tables.soak``)."""
+    for wait in (*RETRY_S, None):
+        try:
+            return inject(soak, kind, rng), True
+        except Exception as err:
+            if wait is None:
+                return f"not caused: {err}", False
+            log(f"         {kind:<10} not caused yet ({err}); again in {wait:g} s")
+            time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
 def inject(soak: Soak, kind: str, rng: random.Random) -> str:
     """Cause one fault of ``kind``; returns what was done, in a few words."""
     from scale_sim_bed import _controller_pid
@@ -283,10 +304,7 @@ def main() -> int:
             began = time.monotonic()
             for index, kind in enumerate(kinds):
                 t = time.monotonic() - began
-                try:
-                    done = inject(soak, kind, rng)
-                except Exception as err:  # a fault that could not be caused is reported
-                    done = f"not caused: {err}"
+                done, caused = inject_with_retries(soak, kind, rng, log)
                 spent = time.monotonic() - began - t  # the fault itself (a SIGSTOP's 30 s)
                 # The high-water marks over SETTLE_S after the fault: a status read is up
                 # to a couple of seconds old (the mirror, the monitor tick), and the tiny
@@ -301,7 +319,8 @@ def main() -> int:
                 held = None if held is None else settled + held
                 recovery = None if held is None else spent + held
                 faults.append({"index": index, "at_s": round(t, 1), "fault": kind,
-                               "done": done, "recovery_s": None if recovery is None
+                               "done": done, "caused": caused,
+                               "recovery_s": None if recovery is None or not caused
                                else round(recovery, 1)})
                 log(f"{t:7.1f} s  {kind:<10} {done}; recovered "
                     + ("not within the interval" if recovery is None
