@@ -40,6 +40,10 @@ MAX_TEXT_CHARS = 1024
 """Longest string field (ids, the game's spec string) a decoder accepts."""
 _ENTRY_SLACK_BYTES = 16 * 1024
 """What an entry holds besides its arrays: the keys, ids, spec string and numbers."""
+ENTRY_LIMITS_MARGIN = 4
+"""``EntryLimits.for_games`` allows this many times what the run's longest legal game
+needs: a game of another board size, or longer than the rules allow, still decodes and is
+rejected for what it is (``wrong_size``, ``too_long``); only far beyond, by its size."""
 _MAX_FIELDS = 32
 """More map keys than any schema has (schema 3 has 17)."""
 _MAX_ARRAY = 8
@@ -75,8 +79,9 @@ class EntryLimits:
 
     @classmethod
     def for_games(cls, specs: Iterable[GameSpec]) -> EntryLimits:
-        """The limits for a run of ``specs`` (several for a run of several board sizes): the
-        longest game each can have (``GameSpec.max_moves`` positions) at its sizes."""
+        """The limits for a run of ``specs`` (several for a run of several board sizes):
+        ``ENTRY_LIMITS_MARGIN`` times what the longest game each can have
+        (``GameSpec.max_moves`` positions) needs."""
         biggest_bin = biggest_entry = 0
         for spec in specs:
             t = spec.max_moves
@@ -88,8 +93,8 @@ class EntryLimits:
             biggest_entry = max(biggest_entry, entry)
         if not biggest_entry:
             raise ValueError("EntryLimits.for_games: no game given")
-        return cls(max_bytes=min(biggest_entry, MAX_ENTRY_BYTES),
-                   max_bin_bytes=min(biggest_bin, MAX_ENTRY_BYTES))
+        return cls(max_bytes=min(ENTRY_LIMITS_MARGIN * biggest_entry, MAX_ENTRY_BYTES),
+                   max_bin_bytes=min(ENTRY_LIMITS_MARGIN * biggest_bin, MAX_ENTRY_BYTES))
 
 
 

@@ -17,6 +17,7 @@ from tests.unit.memory_learner import memory_learner
 from tests.unit.test_sample_fuzz import real_games
 from zeroforge.shared.games import make_game
 from zeroforge.shared.samples import (
+    ENTRY_LIMITS_MARGIN,
     MAX_ENTRY_BYTES,
     EntryLimits,
     GameSamples,
@@ -101,13 +102,18 @@ def test_the_longest_legal_game_of_each_game_decodes_within_its_limits(spec):
     assert len(blob) <= limits.max_bytes
     back = decode(blob, limits)
     assert back.num_positions == game.num_positions and back.has_aux == game.has_aux
-    # one position more than the rules allow is refused at its byte strings
-    longer = dataclasses.replace(game, obs=np.concatenate([game.obs, game.obs[:1]]),
-                                 policy=np.concatenate([game.policy, game.policy[:1]]),
-                                 to_play=np.append(game.to_play, game.to_play[0]))
-    with pytest.raises(SampleFormatError) as err:
-        decode(encode(longer), limits)
-    assert err.value.reason in ("over_limits", "oversized")
+    # a game longer than the rules allow still decodes (the learner's ``too_long`` says
+    # what is wrong with it); one past the margin is refused at its byte strings
+    for extra, refused in ((1, False), (ENTRY_LIMITS_MARGIN * game.num_positions, True)):
+        idx = np.arange(game.num_positions + extra) % game.num_positions
+        longer = dataclasses.replace(game, obs=game.obs[idx], policy=game.policy[idx],
+                                     to_play=(np.arange(idx.size) % 2).astype(np.int8))
+        if not refused:
+            assert decode(encode(longer), limits).num_positions == idx.size
+            continue
+        with pytest.raises(SampleFormatError) as err:
+            decode(encode(longer), limits)
+        assert err.value.reason in ("over_limits", "oversized")
 
 
 def test_a_run_of_several_sizes_takes_the_largest():
@@ -138,7 +144,7 @@ def test_the_learner_acks_hostile_entries_by_reason_and_trains_on(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 100 * MB, f"the turn took {peak / MB:.0f} MB"
-    assert dict(service.rejected) == {"over_limits": 1, "too_deep": 1, "oversized": 2}
+    assert dict(service.rejected) == {"over_limits": 2, "too_deep": 1, "oversized": 1}
     assert service.games_received == 3
     assert transport.samples().info().lag == 0  # all seven taken, none left pending
     service.close()
