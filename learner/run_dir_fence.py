@@ -17,15 +17,21 @@ v4, CephFS); the run directory must be on one of them when learners move between
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from zeroforge.shared.transport import FencedError
 
+log = logging.getLogger(__name__)
+
 LOCK_NAME = "learner.lock"
 EPOCH_NAME = "learner.epoch"
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
+"""``flock`` errors of a file system that has no locks."""
 
 
 class RunDirFence:
@@ -35,6 +41,7 @@ class RunDirFence:
         self.run_dir = Path(run_dir)
         self.epoch = 0
         """This learner's epoch in the run directory (0 until ``claim``)."""
+        self._warned = False
 
     def claim(self) -> int:
         """Take the next epoch of the run directory; returns it."""
@@ -63,7 +70,18 @@ class RunDirFence:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as err:
+                if err.errno not in _NO_LOCKS:
+                    raise
+                # a file system without locks (an NFS v3 volume without lockd): the
+                # epoch check still refuses a learner that was replaced before it got here
+                if not self._warned:
+                    self._warned = True
+                    log.warning("the run directory %s cannot be locked (%s): the "
+                                "checkpoint's fence checks its epoch without a lock",
+                                self.run_dir, err.strerror)
             yield
         finally:
             os.close(fd)  # releases the lock

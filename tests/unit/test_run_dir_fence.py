@@ -54,3 +54,26 @@ def test_a_claim_waits_for_a_commit_in_progress(tmp_path):
         left = time.monotonic()
     thread.join(5)
     assert claimed and claimed[0] >= left
+
+
+def test_a_file_system_without_locks_still_checks_the_epoch(tmp_path, monkeypatch, caplog):
+    """NFS v3 without lockd: ``flock`` fails with ENOLCK; each learner's fence warns once
+    and checks the epoch without the lock."""
+    import errno
+    import fcntl
+
+    def no_lock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_lock)
+    old, new = RunDirFence(tmp_path), RunDirFence(tmp_path)
+    old.claim()
+    path = tmp_path / "checkpoint.pt"
+    commit(old, path, b"old")
+    new.claim()
+    with pytest.raises(FencedError):
+        commit(old, path, b"stale")
+    assert path.read_bytes() == b"old"
+    assert [r.getMessage() for r in caplog.records].count(
+        f"the run directory {tmp_path} cannot be locked (No locks available): the "
+        "checkpoint's fence checks its epoch without a lock") == 2  # one per learner
