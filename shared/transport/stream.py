@@ -40,6 +40,7 @@ import logging
 import re
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -99,6 +100,44 @@ return redis.call('XLEN', key)
 
 class BackpressureTimeout(TransportError):
     """``append`` waited ``append_timeout_s`` for the learner to drain the backlog."""
+
+
+# KEYS: the stream. ARGV: group, consumer, count, start id, the most bytes of data an entry
+# may bring back, the data field. XREADGROUP as the reader asked, but the data of an entry
+# above the cap stays in Redis: the field comes back as OVERSIZE_FIELD with the data's size,
+# so that one read of COUNT hostile entries cannot cost the reader COUNT x 512 MB.
+_CAPPED_READ_SCRIPT = """
+local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3],
+                         'STREAMS', KEYS[1], ARGV[4])
+if not reply then return {} end
+local entries = reply[1][2]
+local cap = tonumber(ARGV[5])
+for _, entry in ipairs(entries) do
+  local fields = entry[2]
+  if fields then
+    for j = 1, #fields - 1, 2 do
+      if fields[j] == ARGV[6] and #fields[j + 1] > cap then
+        fields[j] = 'zf:oversize'
+        fields[j + 1] = tostring(#fields[j + 1])
+      end
+    end
+  end
+end
+return entries
+"""
+OVERSIZE_FIELD = b"zf:oversize"
+"""The field a capped read puts in place of data it left in Redis (its value: the size)."""
+READ_POLL_S = 0.05
+"""How often a read that may wait looks for new entries (a script cannot block)."""
+
+
+def _entry_data(fields: dict | None) -> bytes | int | None:
+    """An entry's data, or the size of data a capped read left in Redis (an int)."""
+    if not fields:
+        return None
+    if OVERSIZE_FIELD in fields:
+        return int(fields[OVERSIZE_FIELD])
+    return fields.get(FIELD)
 
 
 # KEYS: the run's learner epoch, the stream. ARGV: the learner's epoch, group, ids...
@@ -211,6 +250,7 @@ class SampleStream:
         self._trim = client.register_script(_TRIM_SCRIPT)
         self.epoch = epoch
         self._fenced_xack = client.register_script(_FENCED_XACK_SCRIPT)
+        self._capped_read = client.register_script(_CAPPED_READ_SCRIPT)
         # After a (re)start, first drain our own pending entries: they were delivered to
         # this consumer name before a crash and never acknowledged.
         self._pending_cursor: str | None = "0"
@@ -406,25 +446,35 @@ class SampleStream:
 
     def _xreadgroup(self, group: str, consumer: str, start: str, count: int,
                     block: int | None) -> list[tuple[bytes, dict | None]]:
-        try:
-            reply = self.redis.xreadgroup(group, consumer, {self.key: start},
-                                          count=count, block=block)
-        except redis.ResponseError as err:
-            if "NOGROUP" not in str(err):
-                raise
-            # The stream vanished (e.g. Redis restarted without persistence): recreate it.
-            log.warning("sample stream %s lost its group %r; recreating it", self.key, group)
-            self._ensure_group()
-            return []
-        # RESP2 (the client default) with decode_responses=False: one [stream key, entries]
-        # pair for our one stream, entries as (id bytes, fields dict or None if deleted).
-        streams = cast("list[list[Any]]", reply)
-        return streams[0][1] if streams else []
+        """XREADGROUP through ``_CAPPED_READ_SCRIPT``: an entry's data above the read
+        limit never leaves Redis (its field is replaced by its size). A script cannot
+        block, so ``block`` ms are waited by polling every ``READ_POLL_S``."""
+        deadline = time.monotonic() + (block or 0) / 1000
+        cap = self.config.read_limits().max_bytes
+        while True:
+            try:
+                reply = self._capped_read(keys=[self.key],
+                                          args=[group, consumer, count, start, cap, FIELD])
+            except redis.ResponseError as err:
+                if "NOGROUP" not in str(err):
+                    raise
+                # The stream vanished (e.g. Redis restarted without persistence): recreate.
+                log.warning("sample stream %s lost its group %r; recreating it", self.key,
+                            group)
+                self._ensure_group()
+                return []
+            # entries as [id, [field, value, ...]] (None for an entry deleted since)
+            entries = [(raw_id, None if not pairs else dict(zip(pairs[::2], pairs[1::2],
+                                                                  strict=True)))
+                       for raw_id, pairs in cast("list[list[Any]]", reply or [])]
+            left = deadline - time.monotonic()
+            if entries or block is None or left <= 0:
+                return entries
+            time.sleep(min(READ_POLL_S, left))
 
     def _decode_batch(self, raw: list[tuple[bytes, dict | None]]
                       ) -> list[tuple[str, GameSamples]]:
-        entries = [(_text(raw_id), fields.get(FIELD) if fields else None)
-                   for raw_id, fields in raw]
+        entries = [(_text(raw_id), _entry_data(fields)) for raw_id, fields in raw]
         good, drop, skipped = decode_entries(entries, self._skip_through,
                                              self.config.read_limits(), self.rejected, self.key)
         self.skipped_duplicates += skipped
@@ -447,7 +497,8 @@ def encode_entries(games: list[GameSamples], max_entry_bytes: int) -> list[bytes
     return blobs
 
 
-def decode_entries(entries: list[tuple[str, bytes | None]], skip_through: tuple[int, int] | None,
+def decode_entries(entries: Sequence[tuple[str, bytes | int | None]],
+                   skip_through: tuple[int, int] | None,
                    limits: EntryLimits, rejected: Counter[str], where: str
                    ) -> tuple[list[tuple[str, GameSamples]], list[str], int]:
     """The reading rules every ``SampleSource`` shares: entries at or below the
@@ -465,6 +516,9 @@ def decode_entries(entries: list[tuple[str, bytes | None]], skip_through: tuple[
         try:
             if data is None:
                 raise SampleFormatError("no_data", "entry has no data field (or was deleted)")
+            if isinstance(data, int):  # left in Redis by a capped read: only its size came
+                raise SampleFormatError("oversized", f"{data} bytes > {limits.max_bytes} "
+                                        "(not read)")
             good.append((entry_id, decode(data, limits)))
         except SampleFormatError as err:
             rejected[err.reason] += 1

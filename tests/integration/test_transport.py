@@ -16,7 +16,7 @@ import torch
 from zeroforge.shared.formats import weights_to_bytes
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets import build_net
-from zeroforge.shared.samples import GameSamples, encode
+from zeroforge.shared.samples import EntryLimits, GameSamples, encode
 from zeroforge.shared.transport import (
     BINARY_ENV,
     PASSWORD_ENV,
@@ -225,6 +225,28 @@ def test_bad_entries_are_rejected_counted_acked_and_skipped(redis_client, run_id
     assert stream.info().pending == 2  # only the good ones wait for an ack
     stream.ack([i for i, _ in got])
     assert stream.info().length == 0
+
+
+def test_an_entry_above_the_read_limit_never_leaves_redis(redis_client, run_id):
+    """A capped read: 64 entries of 8 MB each (half a gigabyte) against a reader whose
+    limit is its 15x15 gomoku run's (0.6 MB): each rejected as oversized with its size, none
+    of their bytes sent (Redis' own count of bytes it wrote to clients), the games around
+    them read."""
+    limits = EntryLimits.for_games([make_game(GOMOKU).spec])
+    stream = SampleStream(redis_client, run_id, StreamConfig(entry_limits=limits))
+    stream.append(make_games(1, 0, t=2))
+    hostile = b"\x92" + b"\0" * (8 * 1024 * 1024)
+    pipe = redis_client.pipeline(transaction=False)
+    for _ in range(64):
+        pipe.xadd(stream.key, {b"d": hostile})
+    pipe.execute()
+    stream.append(make_games(1, 1, t=2))
+    sent = int(redis_client.info("stats")["total_net_output_bytes"])
+    got = [g.game_id for _, g in stream.read(64)] + [g.game_id for _, g in stream.read(64)]
+    sent = int(redis_client.info("stats")["total_net_output_bytes"]) - sent
+    assert got == ["g0", "g1"]
+    assert stream.rejected == {"oversized": 64}
+    assert sent < 1024 * 1024, f"{sent} bytes sent for the read"
 
 
 def test_a_batch_of_only_bad_entries_does_not_look_like_an_empty_stream(redis_client, run_id):
