@@ -9,6 +9,7 @@ server that refuses writes because it cannot write to its disk (``MISCONF``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,11 @@ CA_ENV = "ZEROFORGE_REDIS_CA"
 trust (besides the system's) when the URL has no ``ssl_ca_certs`` option."""
 URL_OPTIONS = ("ssl_ca_certs",)
 """Query options a Redis URL may carry."""
+
+
+_MISCONF = re.compile(r"(^|caused error: |-)MISCONF ")
+"""Redis refusing writes because it cannot write its disk, as a command, a pipeline or a
+script reports it."""
 
 
 class TransportError(RuntimeError):
@@ -144,9 +150,10 @@ def redis_errors(client: redis.Redis) -> Iterator[None]:
         # the callers' retries (a worker holding its games, the learner's backoff) apply,
         # where a bare ResponseError would end the actor
         # (a pipeline's error names the command first: "Command # 1 (XADD ...) of
-        # pipeline caused error: MISCONF ...")
+        # pipeline caused error: MISCONF ...", a script's its line: "Error running script
+        # (call to f_...): @user_script:10: ... -MISCONF ...")
         text = str(err)
-        if text.startswith("MISCONF") or "caused error: MISCONF" in text:
+        if _MISCONF.search(text):
             raise TransportError(f"Redis at {endpoint(client)} cannot write to its disk: "
                                  f"{_first_line(err)}") from None
         raise

@@ -376,8 +376,8 @@ def test_old_versions_are_pruned(redis_client, run_id, net_weights):
 
 def test_a_redis_that_cannot_write_its_disk_is_a_transport_error_also_in_a_pipeline():
     """MISCONF (the AOF on a full or read-only disk) reads as a passing outage, a
-    ``TransportError`` the callers retry, whether a lone command or a pipeline's (whose
-    error redis-py prefixes with the failing command) met it."""
+    ``TransportError`` the callers retry, whether a lone command, a pipeline's (whose
+    error redis-py prefixes with the failing command) or a script's command met it."""
     from zeroforge.shared.transport import redis_errors
 
     with RedisServer() as server:
@@ -385,7 +385,9 @@ def test_a_redis_that_cannot_write_its_disk_is_a_transport_error_also_in_a_pipel
         misconf = "MISCONF Errors writing to the AOF file: No space left on device"
         for raised in (redis.ResponseError(misconf), redis.ResponseError(
                 f"Command # 1 (XADD zf:{{r}}:samples * d x) of pipeline caused error: "
-                f"{misconf}")):
+                f"{misconf}"), redis.ResponseError(  # in a script (the fenced XACK)
+                f"Error running script (call to f_7552e3fe): @user_script:10: "
+                f"@user_script: 10: -{misconf}")):
             with pytest.raises(TransportError, match="cannot write to its disk"), \
                     redis_errors(client):
                 raise raised
