@@ -127,7 +127,7 @@ return entries
 """
 OVERSIZE_FIELD = b"zf:oversize"
 """The field a capped read puts in place of data it left in Redis (its value: the size)."""
-READ_POLL_S = 0.05
+READ_POLL_S = 0.01
 """How often a read that may wait looks for new entries (a script cannot block)."""
 
 
