@@ -94,16 +94,11 @@ class RedisPaceSignal(PaceDecoder):
     def _write(self, blob: bytes | None) -> None:
         """SET the pace for ``ttl_s`` (DEL with None), fenced by ``epoch``."""
         ttl_ms = max(int(self.ttl_s * 1000), 1)
+        epoch = "" if self.epoch is None else self.epoch  # '': a writer without one
         with redis_errors(self.redis):
-            if self.epoch is None:
-                if blob is None:
-                    self.redis.delete(self.key)
-                else:
-                    self.redis.set(self.key, blob, px=ttl_ms)
-                return
             try:
                 self._fenced_write(keys=[epoch_key(self.run_id), self.key],
-                                   args=[self.epoch, ttl_ms, b"" if blob is None else blob])
+                                   args=[epoch, ttl_ms, b"" if blob is None else blob])
             except redis.ResponseError as err:
                 fenced = fenced_reply(err, f"pace write to {self.key}", self.epoch)
                 if fenced is None:

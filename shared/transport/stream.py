@@ -103,9 +103,9 @@ class BackpressureTimeout(TransportError):
 
 
 # KEYS: the stream. ARGV: group, consumer, count, start id, the most bytes of data an entry
-# may bring back, the data field. XREADGROUP as the reader asked, but the data of an entry
-# above the cap stays in Redis: the field comes back as OVERSIZE_FIELD with the data's size,
-# so that one read of COUNT hostile entries cannot cost the reader COUNT x 512 MB.
+# may bring back, the data field, OVERSIZE_FIELD. XREADGROUP as the reader asked, but the
+# data of an entry above the cap stays in Redis: the field comes back as OVERSIZE_FIELD with
+# the data's size, so that one read of COUNT hostile entries cannot cost COUNT x 512 MB.
 _CAPPED_READ_SCRIPT = """
 local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3],
                          'STREAMS', KEYS[1], ARGV[4])
@@ -117,7 +117,7 @@ for _, entry in ipairs(entries) do
   if fields then
     for j = 1, #fields - 1, 2 do
       if fields[j] == ARGV[6] and #fields[j + 1] > cap then
-        fields[j] = 'zf:oversize'
+        fields[j] = ARGV[7]
         fields[j + 1] = tostring(#fields[j + 1])
       end
     end
@@ -367,11 +367,11 @@ class SampleStream:
         return self._acked(acked)
 
     def _xack(self, ids: list[str], client: Any) -> Any:
-        """XACK ``ids`` on ``client`` (a pipeline or the connection), fenced by ``epoch``."""
-        if self.epoch is None:
-            return client.xack(self.key, self.config.group, *ids)
+        """XACK ``ids`` on ``client`` (a pipeline or the connection), fenced by ``epoch``
+        (none: ``''``, not checked)."""
+        epoch = "" if self.epoch is None else self.epoch
         return self._fenced_xack(keys=[epoch_key(self.run_id), self.key],
-                                 args=[self.epoch, self.config.group, *ids], client=client)
+                                 args=[epoch, self.config.group, *ids], client=client)
 
     def _acked(self, reply: Any) -> int:
         if isinstance(reply, Exception):
@@ -456,7 +456,8 @@ class SampleStream:
         while True:
             try:
                 reply = self._capped_read(keys=[self.key],
-                                          args=[group, consumer, count, start, cap, FIELD])
+                                          args=[group, consumer, count, start, cap, FIELD,
+                                                OVERSIZE_FIELD])
             except redis.ResponseError as err:
                 if "NOGROUP" not in str(err):
                     raise
