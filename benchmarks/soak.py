@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import random
@@ -270,6 +271,22 @@ def score_snapshot(path: Path, anchor: str, games: int, sims: int, seed: int) ->
                       np.random.default_rng(seed)).score
 
 
+def write_ids(path: Path, ids: set[str]) -> None:
+    """``ids`` sorted, one a line, gzipped (a soak's ledger side, kept to compare again)."""
+    with gzip.open(path, "wt") as out:
+        out.writelines(f"{game_id}\n" for game_id in sorted(ids))
+
+
+def ledger_by_sets(appended: set[str], trained: set[str], games_received: int) -> dict:
+    """The soak's ledger from the two id sets: ``lost`` = appended - trained; ``doubled``:
+    games the learner counted beyond the distinct ids of its checkpoint (each accepted game
+    adds one to ``games_received``; the lineage keeps ids as a set, so a game trained twice
+    shows only there); ``strangers``: trained but never appended."""
+    return {"appended": len(appended), "trained": len(trained & appended),
+            "lost": len(appended - trained), "doubled": games_received - len(trained),
+            "strangers": len(trained - appended)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0)
@@ -282,7 +299,9 @@ def main() -> int:
                         "in tic-tac-toe a search of 16 already hides most of what the net "
                         "learned)")
     parser.add_argument("--games", type=int, default=100, help="games of each snapshot")
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path,
+                        help="the JSON document; beside it OUT-appended.txt.gz and "
+                        "OUT-trained.txt.gz, the ledger's two id sets")
     args = parser.parse_args()
     from tests.netbed import Bed, BedConfig
 
@@ -339,12 +358,19 @@ def main() -> int:
             last = score_snapshot(snaps[-1], args.anchor, args.games, args.sims, args.seed)
     outcomes = ledger.outcomes()
     lost = {g: o for g, o in outcomes.items() if not o.startswith("trained once")}
+    appended, trained = set(ledger.appended), set(ledger.received)
+    by_sets = ledger_by_sets(appended, trained, ledger.games_received)
+    if args.out:
+        stem = args.out.with_suffix("")
+        write_ids(Path(f"{stem}-appended.txt.gz"), appended)
+        write_ids(Path(f"{stem}-trained.txt.gz"), trained)
     doc = {
         "minutes": args.minutes, "every_s": args.every_s, "seed": args.seed,
         "faults": faults, "drivers": soak.drivers, "reattached": soak.said("re-attached"),
         "driver_warnings": soak.said("warning")[-20:],
         "games_appended": len(ledger.appended), "trained_once": len(outcomes) - len(lost),
-        "lost": lost, "ledger_problems": ledger.problems(), "counters_went_back":
+        "lost": lost, "ledger_by_sets": by_sets, "ledger_problems": ledger.problems(),
+        "counters_went_back":
         soak.went_back, "status_reads": soak.reads, "final_status": {
             k: final_status.get(k) for k in (*COUNTERS, "restarts")},
         "stop": stop_said.strip().splitlines()[-1:] if stop_said else [],
@@ -356,7 +382,8 @@ def main() -> int:
     if args.out:
         args.out.write_text(text + "\n")
     learning = first is not None and last is not None and last > first
-    return 0 if not doc["ledger_problems"] and not soak.went_back and learning else 1
+    exact = by_sets["lost"] == by_sets["doubled"] == by_sets["strangers"] == 0
+    return 0 if exact and not doc["ledger_problems"] and not soak.went_back and learning else 1
 
 
 if __name__ == "__main__":
