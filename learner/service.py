@@ -166,7 +166,7 @@ class LearnerService:
         # before restoring: an old one's last checkpoint is then either what this one
         # restores or refused, and none of its acks, publishes or pace goes through.
         self.transport = transport
-        self.epoch = take_epoch_patiently(transport, DRAIN_GRACE_S)
+        self.epoch = take_epoch_patiently(transport)  # waits out a Redis outage
         """This learner's epoch in the run's Redis (``shared.transport.fencing``)."""
         self.run_dir_fence = RunDirFence(self.run_dir)
         self.run_dir_fence.claim()
@@ -404,7 +404,7 @@ class LearnerService:
             steps_at_publish=self._steps_at_publish, rejected=dict(self.rejected),
             recent_game_ids=list(self.recent_game_ids), throttled_s=self.throttled_s,
             trained_s=self.snapshots.lived(), received=self.received,
-            run_id=self.run_id).to_extra()
+            run_id=self.run_id, learner_epoch=self.run_dir_fence.epoch).to_extra()
         try:
             path = self.learner.save(self.checkpoint_path, extra, self.run_dir_fence.commit)
         except OSError as err:

@@ -45,6 +45,10 @@ class ServiceState:
     received: ReceivedGames = dataclasses.field(default_factory=ReceivedGames)
     """Every game id received over the run (a checkpoint older than 2026-12-02 has none:
     only ``recent_game_ids``)."""
+    learner_epoch: int = 0
+    """The run-directory epoch of the learner that wrote it (``RunDirFence``): a commit
+    by any other epoch is refused, so this names the checkpoint's one writer (0: before
+    fencing, 2026-12-02)."""
 
     def to_extra(self) -> dict:
         """The ``extra`` dict ``Learner.save`` stores."""
@@ -54,7 +58,8 @@ class ServiceState:
                 "steps_at_publish": self.steps_at_publish, "rejected": dict(self.rejected),
                 "recent_game_ids": list(self.recent_game_ids),
                 "throttled_s": self.throttled_s, "trained_s": self.trained_s,
-                "received_games": self.received.to_state()}
+                "received_games": self.received.to_state(),
+                "learner_epoch": self.learner_epoch}
 
     @classmethod
     def from_extra(cls, extra: dict | None, where: Path, *, games_seen: int,
@@ -80,7 +85,8 @@ class ServiceState:
                 throttled_s=float(extra.get("throttled_s", 0.0)),
                 run_id=str(extra.get("run_id", "")),
                 trained_s=float(extra.get("trained_s", 0.0)),
-                received=ReceivedGames.from_state(dict(extra.get("received_games", {}))))
+                received=ReceivedGames.from_state(dict(extra.get("received_games", {}))),
+                learner_epoch=int(extra.get("learner_epoch", 0)))
         except (TypeError, ValueError, AttributeError) as err:
             raise CheckpointError(f"{where}: malformed learner-service state "
                                   f"({type(err).__name__}: {err})") from None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -79,20 +79,32 @@ def take_epoch(run_redis: redis.Redis, shard_servers: Sequence[redis.Redis],
     return epoch
 
 
-def take_epoch_patiently(transport: Any, patience_s: float) -> int:
-    """``transport.take_epoch()``, retried with backoff while the Redis is unreachable
-    (``TransportError``) for up to ``patience_s``: a learner restarted while its Redis is
-    down waits for it rather than crash."""
-    deadline = time.monotonic() + patience_s
-    backoff = 0.2
+EPOCH_WAIT_LOG_S = 30.0
+"""While a learner waits for its Redis to take an epoch, one log line this often."""
+
+
+def take_epoch_patiently(transport: Any, patience_s: float | None = None, *,
+                         sleep: Callable[[float], None] = time.sleep,
+                         clock: Callable[[], float] = time.monotonic) -> int:
+    """``transport.take_epoch()``, retried with backoff (0.2 s doubling to 5 s) while the
+    Redis is unreachable (``TransportError``): for up to ``patience_s``, or, with None,
+    until it answers. A learner restarted while its Redis is down waits for it, saying so
+    once and then every ``EPOCH_WAIT_LOG_S``, rather than crash: three crashes within
+    minutes would fail the run over an outage it could have waited out."""
+    began = clock()
+    backoff, logged = 0.2, None
     while True:
         try:
             return int(transport.take_epoch())
         except TransportError as err:
-            if time.monotonic() + backoff > deadline:
+            waited = clock() - began
+            if patience_s is not None and waited + backoff > patience_s:
                 raise
-            log.warning("cannot take a learner epoch yet, retrying in %.1f s: %s", backoff, err)
-            time.sleep(backoff)
+            if logged is None or waited - logged >= EPOCH_WAIT_LOG_S:
+                logged = waited
+                log.warning("cannot take a learner epoch yet (waited %.0f s; retrying until "
+                            "Redis answers): %s", waited, err)
+            sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
 

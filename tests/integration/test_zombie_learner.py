@@ -13,6 +13,7 @@ from tests.integration.conftest import learner_service
 from tests.integration.test_learner_service import played, train_config  # noqa: F401
 from tests.integration.test_redis_recovery import drain
 from tests.integration.test_transport import make_games
+from zeroforge.learner.learner import load_checkpoint
 from zeroforge.shared.transport import (
     FencedError,
     RedisServer,
@@ -62,6 +63,9 @@ def test_a_paused_learner_replaced_meanwhile_writes_nothing_when_it_wakes(
     assert not list(tmp_path.glob("*.tmp"))
 
     new.stop()  # the final checkpoint: every game once, nothing left pending
+    # the checkpoint names its one writer: the newer learner's run-directory epoch
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["extra"]["learner_epoch"] == (
+        new.run_dir_fence.epoch)
     final = learner_service(config, url, run_id, run_dir)
     assert final.games_received == 30
     assert all(g.game_id in final.received for g in games) and len(final.received) == 30

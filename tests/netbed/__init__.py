@@ -48,9 +48,9 @@ T = TypeVar("T")
 HOSTS = ("redis", "head", "node1", "node2")
 """The bed's hosts, in address order (.2, .3, ...)."""
 WORKER_RESOURCE = "zf_selfplay"
+"""The custom Ray resource the worker nodes advertise (one unit per self-play worker)."""
 LEARNER_RESOURCE = "zf_learner"
 """One unit on each worker node: a learner replica that takes one sits one per node."""
-"""The custom Ray resource the worker nodes advertise (one unit per self-play worker)."""
 STATE_ROOT = Path("/tmp/zfbed")
 """Each bed's files (configs, Ray temp dirs, logs) live under ``STATE_ROOT/PREFIX``; kept
 short because Ray's Unix socket paths must fit in 107 bytes."""
@@ -459,6 +459,21 @@ class Bed:
             yield
         finally:
             self.set_link(host, True)
+
+    @contextlib.contextmanager
+    def cut(self, host: str, other: str) -> Iterator[None]:
+        """``host`` and ``other`` cannot reach each other (both see the other's packets
+        vanish: a blackhole route each way), while both still reach every other host: a
+        partial partition, e.g. a node that lost its head but not its Redis."""
+        pairs = ((host, other), (other, host))
+        for a, b in pairs:
+            _ip("-n", self.ns(a), "route", "add", "blackhole", f"{self.ip(b)}/32")
+        try:
+            yield
+        finally:
+            for a, b in pairs:
+                _ip("-n", self.ns(a), "route", "del", "blackhole", f"{self.ip(b)}/32",
+                    check=False)
 
     # --- teardown ------------------------------------------------------------------------
     def down(self) -> None:
