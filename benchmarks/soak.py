@@ -162,18 +162,6 @@ class Soak:
         return int(rng.choice(rows)["pid"])
 
 
-def _redis_pid(bed) -> int:
-    """The run's redis-server (Redis titles its process ``redis-server HOST:PORT``)."""
-    from tests.netbed import namespace_pids
-
-    title = f"redis-server {bed.ip('redis')}:{bed.config.redis_port}"
-    for pid in namespace_pids(bed.ns("redis")):
-        with contextlib.suppress(OSError):
-            if title in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
-                return pid
-    raise RuntimeError("no run redis-server on the bed")
-
-
 def _raylet_alive(bed, host: str) -> bool:
     from tests.netbed import namespace_pids
 
@@ -223,7 +211,7 @@ def inject(soak: Soak, kind: str, rng: random.Random) -> str:
         soak.restart_driver()
         return "SIGKILL of zeroforge train; the same command again"
     if kind == "redis":
-        pid = _redis_pid(bed)
+        pid = bed.redis_pid()
         os.kill(pid, signal.SIGKILL)
         time.sleep(5)
         bed.start_redis()

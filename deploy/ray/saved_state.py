@@ -11,7 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from zeroforge.shared.run_context import RunContext
-from zeroforge.shared.transport import SavedControlState, TransportError, open_transport
+from zeroforge.shared.transport import (
+    FencedError,
+    SavedControlState,
+    TransportError,
+    open_transport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +28,9 @@ reports)."""
 
 class StateSaver:
     """The controller's side: ``tick`` saves the state at most every ``every_s``; a store
-    that cannot be reached is said once per outage (the run goes on without saves)."""
+    that cannot be reached is said once per outage (the run goes on without saves). The
+    saver claims the store before its first save, so a newer controller's claim fences it
+    off: it then says so once and saves nothing more (``fenced_by``)."""
 
     def __init__(self, ctx: RunContext, every_s: float = SAVE_EVERY_S) -> None:
         self.ctx = ctx
@@ -33,21 +40,31 @@ class StateSaver:
         self._store: Any = None
         self._last = float("-inf")
         self._failing = False
+        self._claimed = False
+        self.fenced_by: int | None = None
+        """A newer controller's epoch once this one's writes were refused."""
 
     def _open(self) -> Any:
         if self._store is None:
             self._transport = open_transport(self.ctx.transport, self.ctx.run_id)
             self._store = self._transport.control_state()
+        if not self._claimed:
+            self._store.claim()
+            self._claimed = True
         return self._store
 
     def tick(self, state: Callable[[], dict]) -> None:
         """Save ``state()`` if ``every_s`` has passed since the last save."""
         now = time.monotonic()
-        if now - self._last < self.every_s:
+        if now - self._last < self.every_s or self.fenced_by is not None:
             return
         self._last = now
         try:
             self._open().save(state())
+        except FencedError as err:
+            self.fenced_by = err.newer
+            log.error("controller state: %s; this controller saves nothing more", err)
+            return
         except TransportError as err:
             self.failures += 1
             if not self._failing:
@@ -59,9 +76,11 @@ class StateSaver:
         self._failing = False
 
     def clear(self) -> None:
-        """The run ended: nothing to re-attach to."""
+        """The run ended: nothing to re-attach to (a fenced-off saver leaves the newer
+        controller's state alone)."""
         with contextlib.suppress(Exception):
-            self._open().clear()
+            if self.fenced_by is None:
+                self._open().clear()
         with contextlib.suppress(Exception):
             if self._store is not None:
                 self._transport.close()

@@ -162,6 +162,13 @@ class ControlStateStore(Protocol):
     malformed: int
     """Loads that found something this code did not write (counted, read as absent)."""
 
+    def claim(self) -> int:
+        """Take the next controller epoch of the run and return it: from now on every
+        ``save`` and ``clear`` through a store of an earlier claim raises ``FencedError``
+        (a store never claimed is not checked). Raises ``TransportError`` when the store is
+        unreachable."""
+        ...
+
     def save(self, state: dict[str, Any]) -> None:
         """Replace the saved state with ``state`` (plain data), stamped with the time."""
         ...

@@ -7,8 +7,13 @@ its predecessor saved here (desired counts, restarts, counter floors, each actor
 report). In Redis, one key per run (braces: the run id is a Redis Cluster hash tag):
 
 - ``zf:{RUN}:control``: a msgpack map ``{"v": 1, "saved": epoch seconds, "state": {...}}``
+- ``zf:{RUN}:control:epoch``: the newest controller's epoch (an integer; kept after the run)
 
-The controller replaces it every couple of seconds and deletes it when the run ends.
+The controller replaces it every couple of seconds and deletes it when the run ends. Each
+controller *claims* the store first (``INCR`` of the epoch key) and every save and clear
+checks its epoch in the script that writes (``shared.transport.fencing``): a controller that
+outlives its successor (its driver cut off from the cluster but not from Redis) cannot
+overwrite the state the successor saves, nor delete it.
 Something this code did not write there loads as None (counted in ``malformed``, one line
 logged): a new driver then adopts the live actors without the old floors, never fails.
 """
@@ -24,6 +29,7 @@ import msgpack
 import redis
 
 from zeroforge.shared.transport.connection import redis_errors
+from zeroforge.shared.transport.fencing import fence_check, fenced_reply
 from zeroforge.shared.transport.stream import check_run_id
 
 log = logging.getLogger(__name__)
@@ -111,18 +117,45 @@ class ControlStateMalformed:
             return None
 
 
+_FENCED_WRITE_SCRIPT = fence_check() + """
+if ARGV[2] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[2]) end
+return 1
+"""
+"""KEYS: the epoch key, the state key; ARGV: the writer's epoch ('' : none), the state's
+bytes ('' : delete it)."""
+
+
 class RedisControlStateStore(ControlStateMalformed):
-    """``ControlStateStore`` of one run in Redis (see the module docstring for the key)."""
+    """``ControlStateStore`` of one run in Redis (see the module docstring for the keys)."""
 
     def __init__(self, client: redis.Redis, run_id: str) -> None:
         super().__init__(f"zf:{{{check_run_id(run_id)}}}:control")
+        self.epoch_key = f"{self.key}:epoch"
         self.redis = client
         self.run_id = run_id
+        self.epoch: int | None = None
+        """This controller's epoch once it has claimed the store (None: unfenced)."""
+        self._fenced_write = client.register_script(_FENCED_WRITE_SCRIPT)
+
+    def claim(self) -> int:
+        with redis_errors(self.redis):
+            self.epoch = int(self.redis.incr(self.epoch_key))
+        return self.epoch
 
     def save(self, state: dict[str, Any]) -> None:
-        blob = encode_control_state(state)
+        self._write(encode_control_state(state), "save")
+
+    def _write(self, blob: bytes, what: str) -> None:
+        epoch = "" if self.epoch is None else self.epoch
         with redis_errors(self.redis):
-            self.redis.set(self.key, blob)
+            try:
+                self._fenced_write(keys=[self.epoch_key, self.key], args=[epoch, blob])
+            except redis.ResponseError as err:
+                fenced = fenced_reply(err, f"controller state {what} of {self.key}",
+                                      self.epoch, "controller")
+                if fenced is None:
+                    raise
+                raise fenced from None
 
     def load(self) -> SavedControlState | None:
         try:
@@ -136,5 +169,4 @@ class RedisControlStateStore(ControlStateMalformed):
         return self.decoded(blob)
 
     def clear(self) -> None:
-        with redis_errors(self.redis):
-            self.redis.delete(self.key)
+        self._write(b"", "clear")

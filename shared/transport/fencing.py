@@ -31,12 +31,13 @@ log = logging.getLogger(__name__)
 
 
 class FencedError(RuntimeError):
-    """A write refused because a newer learner of the run has taken a higher epoch: the
-    writer must stop (retrying cannot help; it is not a ``TransportError``)."""
+    """A write refused because a newer learner (or controller: ``holder``) of the run has
+    taken a higher epoch: the writer must stop (retrying cannot help; it is not a
+    ``TransportError``)."""
 
-    def __init__(self, what: str, epoch: int, newer: int) -> None:
-        super().__init__(f"{what} refused: this learner holds epoch {epoch}, a newer learner "
-                         f"of the run took epoch {newer}")
+    def __init__(self, what: str, epoch: int, newer: int, holder: str = "learner") -> None:
+        super().__init__(f"{what} refused: this {holder} holds epoch {epoch}, a newer "
+                         f"{holder} of the run took epoch {newer}")
         self.epoch = epoch
         self.newer = newer
 
@@ -108,14 +109,15 @@ def take_epoch_patiently(transport: Any, patience_s: float | None = None, *,
             backoff = min(backoff * 2, 5.0)
 
 
-def fenced_reply(err: Exception, what: str, epoch: int | None) -> FencedError | None:
+def fenced_reply(err: Exception, what: str, epoch: int | None,
+                 holder: str = "learner") -> FencedError | None:
     """The ``FencedError`` a script's ``FENCED <newer>`` error reply stands for (None for
     any other error)."""
     text = str(err)
     if epoch is None or not isinstance(err, redis.ResponseError) or not text.startswith(
             "FENCED "):
         return None
-    return FencedError(what, epoch, int(text.split()[1]))
+    return FencedError(what, epoch, int(text.split()[1]), holder)
 
 
 class MemoryFence:
@@ -130,7 +132,7 @@ class MemoryFence:
             self.epoch += 1
             return self.epoch
 
-    def check(self, what: str, epoch: int | None) -> None:
+    def check(self, what: str, epoch: int | None, holder: str = "learner") -> None:
         """``FencedError`` if a writer of ``epoch`` (None: unfenced) has been fenced off."""
         if epoch is not None and self.epoch > epoch:
-            raise FencedError(what, epoch, self.epoch)
+            raise FencedError(what, epoch, self.epoch, holder)

@@ -452,18 +452,26 @@ class _ControlData:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.blob: bytes | None = None
+        self.fence = MemoryFence()
 
 
 class MemoryControlStateStore(ControlStateMalformed):
-    """``ControlStateStore`` in memory: the same bytes as the Redis key."""
+    """``ControlStateStore`` in memory: the same bytes as the Redis key, the same fence."""
 
     def __init__(self, data: _ControlData, run_id: str) -> None:
         super().__init__(f"memory:{check_run_id(run_id)}:control")
         self._data = data
+        self.epoch: int | None = None
+
+    def claim(self) -> int:
+        self.epoch = self._data.fence.take()
+        return self.epoch
 
     def save(self, state: dict[str, Any]) -> None:
         blob = encode_control_state(state)
         with self._data.lock:
+            self._data.fence.check(f"controller state save of {self.key}", self.epoch,
+                                   "controller")
             self._data.blob = blob
 
     def load(self) -> SavedControlState | None:
@@ -473,6 +481,8 @@ class MemoryControlStateStore(ControlStateMalformed):
 
     def clear(self) -> None:
         with self._data.lock:
+            self._data.fence.check(f"controller state clear of {self.key}", self.epoch,
+                                   "controller")
             self._data.blob = None
 
 

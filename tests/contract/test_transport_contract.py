@@ -503,6 +503,33 @@ def test_control_state_round_trips_to_a_new_reader_and_clears(transport):
     assert store.load() is None and store.malformed == 0
 
 
+def test_a_controller_replaced_saves_and_clears_nothing(transport):
+    """A controller's store claims an epoch; once a newer controller of the run has
+    claimed one, the older one's save and clear are refused in one line naming both
+    epochs and change nothing, and the newer one saves on. A store that never claimed
+    (a driver reading the state to re-attach) is not fenced."""
+    old = transport.control_state()
+    epoch = old.claim()
+    old.save(_control_state(1))
+    new = successor_of(transport).control_state()
+    newer = new.claim()
+    assert newer > epoch
+    new.save(_control_state(2))
+    refused = (f"this controller holds epoch {epoch}, a newer controller of the run took "
+               f"epoch {newer}")
+    with pytest.raises(FencedError, match=refused):
+        old.save(_control_state(3))
+    with pytest.raises(FencedError, match=refused):
+        old.clear()
+    reader = transport.control_state()  # never claimed: reads, and is not refused
+    loaded = reader.load()
+    assert loaded is not None and loaded.state == _control_state(2)
+    new.save(_control_state(4))
+    assert reader.load().state == _control_state(4)
+    new.clear()
+    assert reader.load() is None
+
+
 def test_control_states_of_two_runs_are_apart(transport):
     other = _other_run(transport)
     try:

@@ -288,6 +288,16 @@ class Bed:
         self.wait_port("redis", port)
         return proc
 
+    def redis_pid(self, port: int | None = None) -> int:
+        """The pid of the redis-server on ``port`` (default ``redis_port``) of the
+        ``redis`` host (Redis titles its process ``redis-server HOST:PORT``)."""
+        title = f"redis-server {self.ip('redis')}:{port or self.config.redis_port}"
+        for pid in namespace_pids(self.ns("redis")):
+            with contextlib.suppress(OSError):
+                if title in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                    return pid
+        raise BedError(f"no {title} on the bed")
+
     def start_relay(self, delay_ms: float) -> subprocess.Popen:
         """The delaying relay on the ``redis`` host, ``relay_port`` -> redis-server."""
         proc = self.popen("redis", [
