@@ -53,6 +53,7 @@ from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.game_id_window import GameIdWindow
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
 from zeroforge.learner.pace_publisher import PacePublisher
+from zeroforge.learner.pending_acks import PendingAcks, ack
 from zeroforge.learner.received_games import ReceivedGames
 from zeroforge.learner.replica_group import ReplicaGroup
 from zeroforge.learner.run_dir_fence import RunDirFence
@@ -88,8 +89,6 @@ __all__ = ["LearnerService", "REJECTION_REASONS", "SERVICE_STATE_FORMAT"]
 RECENT_GAME_IDS = 10_000
 """The last game ids received that ``game_ids`` reports (and the checkpoint keeps, for
 checkpoints that predate ``ReceivedGames``): ~1 MB at most."""
-_ACK_CHUNK = 1000
-"""Ids per XACK: one huge command would stall Redis for everyone else."""
 DRAIN_GRACE_S = 30.0
 """How long the final drain waits for an unreachable Redis (a supervised one is back in
 about a second) before it stops with games left in the stream."""
@@ -154,7 +153,8 @@ class LearnerService:
                                                   learner.checkpoint_every_s)
         self.last_losses: dict[str, float] = {}
         self._steps_at_publish = 0
-        self._unacked: list[str] = []
+        self.pending = PendingAcks()
+        """Entries in the replay window not acked yet (acked after the checkpoint)."""
         self._stream_mirror: collections.Counter[str] = collections.Counter()
         self._stream_info: dict[str, int] = {}
         self._dirty = False
@@ -261,7 +261,7 @@ class LearnerService:
                 continue
             self.learner.add([game])
             self.cursor = advance_cursor(self.cursor, entry_id)
-            self._unacked.append(entry_id)
+            self.pending.add(entry_id)
             self.games_received += 1
             self.positions_received += game.num_positions
             if game.game_id:
@@ -385,7 +385,7 @@ class LearnerService:
             return False
         # Unacked entries count against the workers' backlog limit: checkpoint (and so ack)
         # early rather than let the workers block until the timer fires.
-        return len(self._unacked) >= max(self.stream.config.max_backlog // 2, 1)
+        return self.pending.due_early(max(self.stream.config.max_backlog // 2, 1))
 
     def checkpoint(self) -> Path | None:
         """Save the learner with the stream cursor and counters, then ack what it holds.
@@ -409,33 +409,29 @@ class LearnerService:
             path = self.learner.save(self.checkpoint_path, extra, self.run_dir_fence.commit)
         except OSError as err:
             self._last_checkpoint = time.monotonic()  # the next try after checkpoint_every_s
-            self.checkpoint_health.failed(err, len(self._unacked))
+            self.checkpoint_health.failed(err, len(self.pending))
             return None
         self.checkpoint_health.written()
         self._last_checkpoint = time.monotonic()
         self._dirty = False
         # Only now: an entry acked before the checkpoint that holds it could be lost.
-        ids, self._unacked = self._unacked, []
-        self._ack(ids)
-        if not self._unacked:
+        failures = self.pending.failures
+        self.pending.ack_all(self.stream)
+        self.transport_errors += self.pending.failures - failures
+        if not self.pending:
             # Everything handed out is acked now, so anything still pending for us is a
             # delivery whose reply was lost (see SampleSource.recover_pending): fetch it.
             self.stream.recover_pending()
         return path
 
     def _ack(self, ids: list[str]) -> None:
-        """Ack ``ids``; on a Redis failure keep them for the next checkpoint (re-delivered
-        ones at or below the cursor are skipped on restart, so a late ack is harmless)."""
-        for start in range(0, len(ids), _ACK_CHUNK):
-            chunk = ids[start:start + _ACK_CHUNK]
-            try:
-                self.stream.ack(chunk)
-            except TransportError as err:
-                self.transport_errors += 1
-                log.warning("ack of %d sample entries failed, retrying later: %s",
-                            len(ids) - start, err)
-                self._unacked[:0] = ids[start:]
-                return
+        """Ack entries that never enter the window (rejected, duplicates) at once; on a
+        Redis failure keep them for the next checkpoint (re-delivered ones at or below the
+        cursor are skipped on restart, so a late ack is harmless)."""
+        kept = ack(self.stream, ids)
+        if kept:
+            self.transport_errors += 1
+            self.pending.ids[:0] = kept
 
     def _restore(self) -> None:
         extra = self.learner.restore(self.checkpoint_path)

@@ -31,7 +31,7 @@ def service_status(service: Any) -> dict:
         "throttled_s": round(service.throttled_s, 1),
         "stream_backlog": stream_info.get("backlog"),
         "stream_undelivered": stream_info.get("undelivered"),
-        "unacked": len(service._unacked),
+        "unacked": len(service.pending),
         "stream_cursor": service.cursor,
         "skipped_duplicates": service.stream.skipped_duplicates,
         "rejected": dict(service.rejected),

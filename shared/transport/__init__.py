@@ -23,6 +23,7 @@ from zeroforge.shared.transport.base import (
 from zeroforge.shared.transport.connection import (
     CA_ENV,
     PASSWORD_ENV,
+    PartialAckError,
     RedisConfig,
     TransportError,
     connect,
@@ -91,7 +92,7 @@ __all__ = [
     "RedisServerConfig", "RedisServerError", "RedisTransport", "ResultsFormatError",
     "ResultsStore", "SampleSink", "SampleSource", "SampleStream", "SavedControlState",
     "ShardedSampleStream", "StaleVersionError", "StreamConfig", "StreamInfo", "Transport",
-    "TransportError", "WeightInfo", "WeightSink", "WeightSource", "WeightStore",
+    "TransportError", "PartialAckError", "WeightInfo", "WeightSink", "WeightSource", "WeightStore",
     "WeightSubscription", "WeightsIntegrityError", "advance_cursor", "check_run_id", "connect",
     "default_cache_root", "free_port", "node_cache_dir", "open_transport", "parse_cursor",
     "parse_id", "publish_age_s", "redis_errors", "shard_of", "split_id", "stream_key",

@@ -39,6 +39,15 @@ class TransportError(RuntimeError):
     """Redis is unreachable, refuses us, or answered something we cannot use."""
 
 
+class PartialAckError(TransportError):
+    """An ack over several stream shards of which some failed: the others' ids were
+    acked, ``failed`` holds the ids (as given) that were not."""
+
+    def __init__(self, message: str, failed: list[str]) -> None:
+        super().__init__(message)
+        self.failed = failed
+
+
 @dataclass(frozen=True)
 class RedisConfig:
     """Where the transport's Redis is and how patiently to talk to it.

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport.base import SampleStreamEndpoint
-from zeroforge.shared.transport.connection import TransportError
+from zeroforge.shared.transport.connection import PartialAckError, TransportError
 from zeroforge.shared.transport.stream import StreamConfig, StreamInfo
 
 log = logging.getLogger(__name__)
@@ -258,20 +258,25 @@ class ShardedSampleStream:
         return got, failed
 
     def ack(self, ids: list[str]) -> int:
-        """Ack each id on its shard; every shard is tried before a failure is raised."""
-        by_shard: dict[int, list[str]] = collections.defaultdict(list)
+        """Ack each id on its shard; every shard is tried before a failure is raised: a
+        ``PartialAckError`` naming the failed shards' ids when others took theirs."""
+        by_shard: dict[int, list[tuple[str, str]]] = collections.defaultdict(list)
         for entry_id in ids:
             shard, own = self._split(entry_id)
-            by_shard[shard].append(own)
+            by_shard[shard].append((entry_id, own))
         acked = 0
         failure: TransportError | None = None
-        for shard, own_ids in sorted(by_shard.items()):
+        failed: list[str] = []
+        for shard, pairs in sorted(by_shard.items()):
             try:
-                acked += self.shards[shard].ack(own_ids)
+                acked += self.shards[shard].ack([own for _, own in pairs])
             except TransportError as err:
                 self._failed(shard, "cannot ack (kept for later)", err)
                 failure = failure or err
+                failed += [entry_id for entry_id, _ in pairs]
         if failure is not None:
+            if len(failed) < len(ids):
+                raise PartialAckError(str(failure), failed)
             raise failure
         return acked
 

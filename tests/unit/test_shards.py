@@ -7,6 +7,7 @@ import pytest
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport import (
     MemoryTransport,
+    PartialAckError,
     ShardedSampleStream,
     TransportError,
     advance_cursor,
@@ -96,3 +97,28 @@ def test_info_counts_a_down_shard_with_its_last_answer():
     streams.shards[0] = Refusing(streams.shards[0])
     with pytest.raises(TransportError):
         streams.info()
+
+
+def test_an_ack_with_one_shard_down_acks_the_others_and_names_what_it_could_not():
+    streams = MemoryTransport("r", stream_shards=2).samples()
+    streams.append([game(f"g{i}") for i in range(20)])
+    got = []
+    while batch := streams.read(8):
+        got += batch
+    ids = [i for i, _ in got]
+    on_one = [i for i in ids if i.startswith("1/")]
+    assert 0 < len(on_one) < len(ids)
+    real = streams.shards[1]
+    streams.shards[1] = Refusing(real)
+    with pytest.raises(PartialAckError, match="Connection refused") as caught:
+        streams.ack(ids)
+    assert caught.value.failed == on_one  # as given, shard prefix and all
+    assert streams.shards[0].info().pending == 0  # shard 0's were acked all the same
+    streams.shards[1] = real
+    assert streams.ack(caught.value.failed) == len(on_one)
+    assert streams.info().pending == 0
+    # every shard down: the plain error, nothing acked
+    streams.shards[0], streams.shards[1] = Refusing(streams.shards[0]), Refusing(real)
+    with pytest.raises(TransportError) as whole:
+        streams.ack(ids)
+    assert not isinstance(whole.value, PartialAckError)
