@@ -24,7 +24,7 @@ from zeroforge.learner.service import LearnerService
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.search import VersionedEvaluator
-from zeroforge.shared.transport import Transport
+from zeroforge.shared.transport import Transport, patiently
 
 
 def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,
@@ -85,8 +85,11 @@ def build_learner_member(config: TrainConfig, ctx: RunContext,
     if seat.rank == 0:
         group = (ReplicaGroup(c.replicas, seat.host, c.replica_timeout_s)
                  if c.replicas > 1 else None)
-        # the controller ends the run at its limits, workers first (``ends_run``)
-        return build_learner(config, ctx, transport(), resume, group=group, ends_run=False)
+        # the controller ends the run at its limits, workers first (``ends_run``); a
+        # learner started while the run's Redis is down waits for it (crashing would
+        # count toward the crash-loop limit and fail the run over an outage)
+        return build_learner(config, ctx, patiently(transport, "reach the run's Redis"),
+                             resume, group=group, ends_run=False)
     if seat.address is None:
         raise ValueError(f"learner replica {seat.rank} needs rank 0's group address")
     # a replica keeps no replay window: rank 0 samples every step's batch for the group

@@ -27,6 +27,7 @@ from zeroforge.shared.transport.connection import (
     RedisConfig,
     TransportError,
     connect,
+    patiently,
 )
 from zeroforge.shared.transport.fencing import FencedError, take_epoch_patiently
 from zeroforge.shared.transport.opener import open_transport
@@ -92,7 +93,8 @@ __all__ = [
     "RedisServerConfig", "RedisServerError", "RedisTransport", "ResultsFormatError",
     "ResultsStore", "SampleSink", "SampleSource", "SampleStream", "SavedControlState",
     "ShardedSampleStream", "StaleVersionError", "StreamConfig", "StreamInfo", "Transport",
-    "TransportError", "PartialAckError", "WeightInfo", "WeightSink", "WeightSource", "WeightStore",
+    "TransportError", "PartialAckError", "patiently", "WeightInfo", "WeightSink",
+    "WeightSource", "WeightStore",
     "WeightSubscription", "WeightsIntegrityError", "advance_cursor", "check_run_id", "connect",
     "default_cache_root", "free_port", "node_cache_dir", "open_transport", "parse_cursor",
     "parse_id", "publish_age_s", "redis_errors", "shard_of", "split_id", "stream_key",

@@ -8,18 +8,23 @@ server that refuses writes because it cannot write to its disk (``MISCONF``).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PASSWORD_ENV = "ZEROFORGE_REDIS_PASSWORD"
 """Environment variable holding the Redis password when the URL carries none."""
@@ -37,6 +42,34 @@ script reports it."""
 
 class TransportError(RuntimeError):
     """Redis is unreachable, refuses us, or answered something we cannot use."""
+
+
+WAIT_LOG_S = 30.0
+"""While ``patiently`` waits for a Redis, one log line this often."""
+
+
+def patiently(call: Callable[[], T], what: str, patience_s: float | None = None, *,
+              sleep: Callable[[float], None] = time.sleep,
+              clock: Callable[[], float] = time.monotonic) -> T:
+    """``call()``, retried with backoff (0.2 s doubling to 5 s) while it raises
+    ``TransportError`` (an unreachable Redis): for up to ``patience_s``, or, with None,
+    until it answers; one log line when the wait starts and one every ``WAIT_LOG_S``,
+    saying it waits to ``what``."""
+    began = clock()
+    backoff, logged = 0.2, None
+    while True:
+        try:
+            return call()
+        except TransportError as err:
+            waited = clock() - began
+            if patience_s is not None and waited + backoff > patience_s:
+                raise
+            if logged is None or waited - logged >= WAIT_LOG_S:
+                logged = waited
+                log.warning("cannot %s yet (waited %.0f s; retrying until Redis answers): "
+                            "%s", what, waited, err)
+            sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
 
 
 class PartialAckError(TransportError):

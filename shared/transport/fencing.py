@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from zeroforge.shared.transport.connection import TransportError, redis_errors
+from zeroforge.shared.transport.connection import patiently, redis_errors
 
 log = logging.getLogger(__name__)
 
@@ -80,33 +80,14 @@ def take_epoch(run_redis: redis.Redis, shard_servers: Sequence[redis.Redis],
     return epoch
 
 
-EPOCH_WAIT_LOG_S = 30.0
-"""While a learner waits for its Redis to take an epoch, one log line this often."""
-
-
 def take_epoch_patiently(transport: Any, patience_s: float | None = None, *,
                          sleep: Callable[[float], None] = time.sleep,
                          clock: Callable[[], float] = time.monotonic) -> int:
-    """``transport.take_epoch()``, retried with backoff (0.2 s doubling to 5 s) while the
-    Redis is unreachable (``TransportError``): for up to ``patience_s``, or, with None,
-    until it answers. A learner restarted while its Redis is down waits for it, saying so
-    once and then every ``EPOCH_WAIT_LOG_S``, rather than crash: three crashes within
-    minutes would fail the run over an outage it could have waited out."""
-    began = clock()
-    backoff, logged = 0.2, None
-    while True:
-        try:
-            return int(transport.take_epoch())
-        except TransportError as err:
-            waited = clock() - began
-            if patience_s is not None and waited + backoff > patience_s:
-                raise
-            if logged is None or waited - logged >= EPOCH_WAIT_LOG_S:
-                logged = waited
-                log.warning("cannot take a learner epoch yet (waited %.0f s; retrying until "
-                            "Redis answers): %s", waited, err)
-            sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
+    """``transport.take_epoch()``, waiting out an unreachable Redis (``patiently``): a
+    learner restarted while its Redis is down waits for it rather than crash (three crashes
+    within minutes would fail the run over an outage it could have waited out)."""
+    return int(patiently(transport.take_epoch, "take a learner epoch", patience_s,
+                         sleep=sleep, clock=clock))
 
 
 def fenced_reply(err: Exception, what: str, epoch: int | None,

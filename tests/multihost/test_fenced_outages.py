@@ -240,7 +240,7 @@ def test_the_main_redis_down_three_minutes_and_the_learner_killed_meanwhile(
                            if r["kind"] == "learner" and r["state"] == "alive")
         os.kill(learner_pid, signal.SIGKILL)
         while time.monotonic() - down_at < 180:
-            assert run.status()["state"] == "running"
+            assert run.status()["state"] == "running", run.output[-4000:]
             time.sleep(5)
         bed.start_redis()  # on its AOF
         back_at = time.monotonic()

@@ -9,7 +9,8 @@ import logging
 import pytest
 
 from zeroforge.shared.transport import TransportError
-from zeroforge.shared.transport.fencing import EPOCH_WAIT_LOG_S, take_epoch_patiently
+from zeroforge.shared.transport.connection import WAIT_LOG_S as EPOCH_WAIT_LOG_S
+from zeroforge.shared.transport.fencing import take_epoch_patiently
 
 
 class DownFor:
