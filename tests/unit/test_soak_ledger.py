@@ -3,7 +3,7 @@ each found, and the id files read back as the sets written."""
 
 from __future__ import annotations
 
-import gzip
+import lzma
 from pathlib import Path
 
 from benchmarks.soak import ledger_by_sets, write_ids
@@ -30,8 +30,8 @@ def test_a_trained_id_never_appended_is_a_stranger():
 
 def test_id_files_read_back_as_the_set_written(tmp_path: Path):
     ids = {f"worker-{w}-{n}" for w in range(3) for n in range(50)}
-    path = tmp_path / "ids.txt.gz"
+    path = tmp_path / "ids.txt.xz"
     write_ids(path, ids)
-    with gzip.open(path, "rt") as f:
+    with lzma.open(path, "rt") as f:
         lines = f.read().splitlines()
     assert lines == sorted(ids)
