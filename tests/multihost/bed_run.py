@@ -150,6 +150,15 @@ class BedRun:
         self._reader.join(10)
 
 
+def assert_exactly_once(run: BedRun) -> Ledger:
+    """After ``run.stop()``: the ledger, printed, with games in it and no problem."""
+    ledger = run.ledger()
+    print(ledger.table())
+    assert len(ledger.appended) > 0
+    assert ledger.problems() == []
+    return ledger
+
+
 def ips(st: dict, kind: str = "selfplay") -> list[str]:
     """Node IPs of the alive actors of ``kind``, by index."""
     return [row["ip"] for row in sorted(st["actors"], key=lambda r: r["index"])

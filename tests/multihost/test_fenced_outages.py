@@ -24,9 +24,10 @@ import pytest
 
 from benchmarks.scale_sim import record_games
 from tests.fault_report import report
-from tests.integration.test_chaos import Ledger, checkpoint_received
-from tests.multihost.bed_run import BedRun, ips
+from tests.integration.test_chaos import checkpoint_received
+from tests.multihost.bed_run import BedRun, assert_exactly_once, ips
 from tests.netbed import LEARNER_RESOURCE, Bed
+from tests.processes import gone
 from zeroforge.actors.replay_worker import save_games
 from zeroforge.learner.learner import load_checkpoint
 from zeroforge.shared.samples import decode
@@ -39,22 +40,6 @@ FENCED_LINE = "stops without writing anything more"
 OLD_WINDOW = 10_000
 """The duplicate-id window before 2026-12-02: max(10,000, 2 x 2,000 x shards) ids, 10,000
 for two shards; a copy later than that was trained again."""
-
-
-def _exactly_once(run: BedRun) -> Ledger:
-    ledger = run.ledger()
-    print(ledger.table())
-    assert len(ledger.appended) > 0
-    assert ledger.problems() == []
-    return ledger
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _said_on(bed: Bed, host: str, words: str) -> list[str]:
@@ -97,7 +82,7 @@ def test_a_learner_cut_off_from_its_head_is_fenced_off_by_its_replacement(bed, s
             replaced_s = time.monotonic() - cut_at
             deadline = time.monotonic() + 120
             while not (said := _said_on(bed, zombie, FENCED_LINE)):
-                assert _alive(old_pid), (
+                assert not gone(old_pid), (
                     f"the old learner (pid {old_pid}) ended without being fenced off:\n"
                     + "\n".join(_said_on(bed, zombie, "learner")[-20:]))
                 assert time.monotonic() < deadline, "the old learner was never fenced off"
@@ -116,7 +101,7 @@ def test_a_learner_cut_off_from_its_head_is_fenced_off_by_its_replacement(bed, s
     run.stop()
     saved = load_checkpoint(run.run_dir / "checkpoint.pt")["extra"]
     assert saved["learner_epoch"] == new_epoch  # the last learner's, never the zombie's
-    ledger = _exactly_once(run)
+    ledger = assert_exactly_once(run)
     print(f"cut at 0 s; replacement learner at {replaced_s:.1f} s; old one fenced off at "
           f"{fenced_s:.1f} s: {said[0].strip()[-200:]}")
     report(**ledger.figures(), replaced_s=replaced_s, fenced_s=fenced_s)
@@ -200,7 +185,7 @@ def test_a_shard_down_past_the_old_window_comes_back_with_copies_none_trained_tw
                                 "games from both shards again")
         assert after["state"] == "running"
         run.stop()
-        ledger = _exactly_once(run)
+        ledger = assert_exactly_once(run)
         copies = {g for g in _ids_of(early) if ledger.appended[g] >= 2}
         assert len(copies) == len(set(_ids_of(early))) == len(early), len(copies)
         assert ledger.rejected.get("duplicate", 0) >= len(early), ledger.rejected
@@ -262,7 +247,7 @@ def test_the_main_redis_down_three_minutes_and_the_learner_killed_meanwhile(
         assert after["state"] == "running"
         assert after["restarts"]["learner"] == 1, after["restarts"]
         run.stop()
-        ledger = _exactly_once(run)
+        ledger = assert_exactly_once(run)
         print(f"main Redis down 180 s, the learner killed 60 s in; new weights "
               f"{recovery_s:.1f} s after Redis came back")
         report(**ledger.figures(), redis_down_s=180, recovery_s=recovery_s)

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fault_report import report
 from tests.integration.test_chaos import Ledger
-from tests.multihost.bed_run import ZEROFORGE, BedRun, ips
+from tests.multihost.bed_run import ZEROFORGE, BedRun, assert_exactly_once, ips
 from tests.netbed import LEARNER_RESOURCE, Bed
 
 
@@ -39,14 +39,6 @@ def _steady(run: BedRun, bed: Bed, workers: int, hosts: set[str], timeout: float
 def _more_games(run: BedRun, than: float, timeout: float = 120) -> dict:
     return run.status_when(lambda st: st["games_received"] > than and st["learner_steps"] > 0,
                            timeout, f"games_received past {than}")
-
-
-def _assert_exactly_once(run: BedRun) -> Ledger:
-    ledger = run.ledger()
-    print(ledger.table())
-    assert len(ledger.appended) > 0
-    assert ledger.problems() == []
-    return ledger
 
 
 def test_workers_on_both_nodes_weights_back_exactly_once_then_resume(bed, start_run):
@@ -109,7 +101,7 @@ def test_scale_2_6_1_spreads_over_both_nodes(bed, start_run):
     assert ips(st)[0] in (bed.ip("node1"), bed.ip("node2"))
     _more_games(run, st["games_received"])
     run.stop()
-    _assert_exactly_once(run)
+    assert_exactly_once(run)
 
 
 def test_a_learner_group_across_two_nodes(bed, start_run):
@@ -126,7 +118,7 @@ def test_a_learner_group_across_two_nodes(bed, start_run):
     st = run.status_when(lambda s: s["learner_steps"] >= st["learner_steps"] + 20, 120,
                          "more group steps")
     run.stop()
-    _assert_exactly_once(run)
+    assert_exactly_once(run)
 
 
 def test_added_latency_and_a_10_s_partition_of_redis(bed, start_run):
@@ -157,7 +149,7 @@ def test_added_latency_and_a_10_s_partition_of_redis(bed, start_run):
             time.sleep(0.5)
         recovery_s = min(back) / 1000 - up_at
         run.stop()
-        ledger = _assert_exactly_once(run)
+        ledger = assert_exactly_once(run)
         report(**ledger.figures(), link_down_s=up_at - cut_at, recovery_s=recovery_s,
                redis_rtt_ms=rtt * 1000)
     finally:
@@ -179,7 +171,7 @@ def test_losing_node1_the_run_goes_on_on_node2(bed, start_run):
         assert st["restarts"]["selfplay"] >= 1
         _more_games(run, st["games_received"])
         run.stop()
-        _assert_exactly_once(run)
+        assert_exactly_once(run)
     finally:
         bed.start_worker_node("node1")  # the next test's bed has two nodes again
 
@@ -225,7 +217,7 @@ def test_two_stream_shards_on_two_redis_servers_one_killed_and_restarted(bed, st
         assert after["alive"]["learner"] == 1 and after["restarts"]["learner"] == 0
         print(f"shard 0 took {during} games during the {down_s:.0f} s shard 1 was down")
         run.stop()
-        _assert_exactly_once(run)
+        assert_exactly_once(run)
     finally:
         second.kill()
         second.wait(10)
