@@ -153,9 +153,10 @@ def test_a_shard_down_past_the_old_window_comes_back_with_copies_none_trained_tw
         run = start_run("selfplay.workers=20", "distributed.workers_per_host=10",
                         f"selfplay.simulate_from={games_file}",
                         "selfplay.simulate_games_per_min=300", "distributed.stream_shards=2",
-                        # the learner reads as fast as it can (no ratio to train at), and
-                        # the preset's 3 minutes would end the run before the window passed
-                        "learner.samples_per_insert=0", "run.minutes=0",
+                        # the learner trains each position once (it keeps up, and waits
+                        # for data between), and the preset's 3 minutes would end the run
+                        # before the window passed
+                        "learner.samples_per_insert=1", "run.minutes=0",
                         f'distributed.stream_redis=["redis://redis:{main_port}/0",'
                         f'"redis://redis:{port}/0"]', shards=((main_port, 0), (port, 1)))
         run.status_when(lambda s: s["alive"]["selfplay"] == 20
