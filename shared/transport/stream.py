@@ -256,8 +256,10 @@ class SampleStream:
         # this consumer name before a crash and never acknowledged.
         self._pending_cursor: str | None = "0"
         self._skip_through: tuple[int, int] | None = None
-        self._returned_through: tuple[int, int] | None = None
-        """Newest entry id this reader has handed out (or acked as bad) so far."""
+        self._handed_out: set[str] = set()
+        """Ids this reader has returned and not acked yet: a pending scan skips these (the
+        caller holds them), and only these. (Skipping every id up to the newest returned
+        one lost entries whose delivery reply was lost: newer reads had passed them.)"""
         self._ensure_group()
 
     # --- producer side -------------------------------------------------------------------
@@ -335,11 +337,9 @@ class SampleStream:
                     raw = self._read_raw(max_count, block_ms)
                     if not raw:
                         return []
-                    self._returned_through = max(
-                        [parse_id(_text(i)) for i, _ in raw]
-                        + ([self._returned_through] if self._returned_through else []))
                     games = self._decode_batch(raw)
                     if games:
+                        self._handed_out.update(i for i, _ in games)
                         return games
                     # Everything in that batch was bad or a duplicate: keep going, so that
                     # an empty answer keeps meaning "no data".
@@ -364,7 +364,9 @@ class SampleStream:
             self._xack(ids, pipe)
             self._trim(keys=[self.key], client=pipe)
             acked, _ = pipe.execute(raise_on_error=False)
-        return self._acked(acked)
+        count = self._acked(acked)
+        self._handed_out.difference_update(ids)
+        return count
 
     def _xack(self, ids: list[str], client: Any) -> Any:
         """XACK ``ids`` on ``client`` (a pipeline or the connection), fenced by ``epoch``
@@ -438,8 +440,7 @@ class SampleStream:
                 self._pending_cursor = None  # history drained: from now on only new entries
                 break
             self._pending_cursor = _text(reply[-1][0])
-            done = self._returned_through
-            fresh = [e for e in reply if done is None or parse_id(_text(e[0])) > done]
+            fresh = [e for e in reply if _text(e[0]) not in self._handed_out]
             if fresh:
                 return fresh
         # BLOCK 0 means "forever" to Redis; our 0 means "do not wait", i.e. no BLOCK.
