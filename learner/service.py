@@ -184,7 +184,7 @@ class LearnerService:
             stream_config or StreamConfig(), entry_limits=limits))
         # Re-delivered entries at or below the cursor are already in the restored window.
         try:
-            self.stream.skip_through(self.cursor)
+            self.stream.skip_through(self.cursor, self.received.__contains__)
         except ValueError as err:  # e.g. a cursor of more stream shards than the run has
             transport.close()
             raise CheckpointError(f"{self.checkpoint_path}: {err}") from None

@@ -15,7 +15,7 @@ against these Protocols only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from zeroforge.shared.pace import PACE_TTL_S
@@ -71,8 +71,10 @@ class SampleSource(Protocol):
         """Acknowledge entries (they are never delivered again); returns how many."""
         ...
 
-    def skip_through(self, cursor: str | None) -> None:
-        """Ack-and-skip re-delivered entries with id <= ``cursor``."""
+    def skip_through(self, cursor: str | None,
+                     already: Callable[[str], bool] | None = None) -> None:
+        """Ack-and-skip re-delivered entries with id <= ``cursor`` (with ``already``, game
+        id -> held: only those whose game it holds, or that carry no game id)."""
         ...
 
     def recover_pending(self) -> None:

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgpack
@@ -99,6 +99,7 @@ class MemorySampleStream:
         self.backpressure_wait_s = 0.0
         self._pending_cursor: int | None = 0
         self._skip_through: tuple[int, int] | None = None
+        self._already: Callable[[str], bool] | None = None
         self._returned_through = 0
         """Newest sequence number this reader has handed out (or acked as bad)."""
 
@@ -147,8 +148,10 @@ class MemorySampleStream:
         return ids
 
     # --- consumer side -------------------------------------------------------------------
-    def skip_through(self, cursor: str | None) -> None:
+    def skip_through(self, cursor: str | None,
+                     already: Callable[[str], bool] | None = None) -> None:
         self._skip_through = None if cursor is None else parse_id(cursor)
+        self._already = already
         if self._skip_through is None:
             return
         with self._data.cond:
@@ -211,7 +214,7 @@ class MemorySampleStream:
                       ) -> list[tuple[str, GameSamples]]:
         good, drop, skipped = decode_entries([(_entry_id(seq), data) for seq, data in raw],
                                              self._skip_through, self.config.read_limits(),
-                                             self.rejected, self.key)
+                                             self.rejected, self.key, self._already)
         self.skipped_duplicates += skipped
         if drop:
             self._ack_locked(drop)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import collections
 import logging
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport.base import SampleStreamEndpoint
@@ -280,9 +280,11 @@ class ShardedSampleStream:
             raise failure
         return acked
 
-    def skip_through(self, cursor: str | None) -> None:
-        """Each shard skips what the cursor's part for it covers. ValueError for a cursor
-        naming a shard this stream does not have (the run's shards were reduced)."""
+    def skip_through(self, cursor: str | None,
+                     already: Callable[[str], bool] | None = None) -> None:
+        """Each shard skips what the cursor's part for it covers (``already``: see
+        ``SampleStream.skip_through``). ValueError for a cursor naming a shard this stream
+        does not have (the run's shards were reduced)."""
         parts = parse_cursor(cursor)
         extra = sorted(k for k in parts if k >= len(self.shards))
         if extra:
@@ -290,7 +292,7 @@ class ShardedSampleStream:
                              f"run has {len(self.shards)} stream shards "
                              f"(distributed.stream_shards may grow during a run, not shrink)")
         for k, shard in enumerate(self.shards):
-            shard.skip_through(parts.get(k))
+            shard.skip_through(parts.get(k), already)
 
     def recover_pending(self) -> None:
         for shard in self.shards:

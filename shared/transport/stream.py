@@ -40,7 +40,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -256,6 +256,7 @@ class SampleStream:
         # this consumer name before a crash and never acknowledged.
         self._pending_cursor: str | None = "0"
         self._skip_through: tuple[int, int] | None = None
+        self._already: Callable[[str], bool] | None = None
         self._handed_out: set[str] = set()
         """Ids this reader has returned and not acked yet: a pending scan skips these (the
         caller holds them), and only these. (Skipping every id up to the newest returned
@@ -316,10 +317,15 @@ class SampleStream:
                 time.sleep(min(self.config.poll_interval_s, max(timeout_s - waited, 0.001)))
 
     # --- consumer side -------------------------------------------------------------------
-    def skip_through(self, cursor: str | None) -> None:
+    def skip_through(self, cursor: str | None,
+                     already: Callable[[str], bool] | None = None) -> None:
         """Ack-and-skip re-delivered entries with id <= ``cursor`` (the last id already in
-        the restored checkpoint); None turns skipping off."""
+        the restored checkpoint); None turns skipping off. With ``already`` (game id ->
+        in the checkpoint), such an entry is skipped only if its game is: one whose
+        delivery reply was lost never reached the checkpoint, though it sits below the
+        cursor, and is returned."""
         self._skip_through = None if cursor is None else parse_id(cursor)
+        self._already = already
 
     def read(self, max_count: int = 64, block_ms: int = 0) -> list[tuple[str, GameSamples]]:
         """Up to ``max_count`` decoded games with their entry ids, oldest first.
@@ -481,7 +487,8 @@ class SampleStream:
                       ) -> list[tuple[str, GameSamples]]:
         entries = [(_text(raw_id), _entry_data(fields)) for raw_id, fields in raw]
         good, drop, skipped = decode_entries(entries, self._skip_through,
-                                             self.config.read_limits(), self.rejected, self.key)
+                                             self.config.read_limits(), self.rejected, self.key,
+                                             self._already)
         self.skipped_duplicates += skipped
         if drop:
             # Ack the bad ones now: left pending they would come back after every restart.
@@ -504,17 +511,20 @@ def encode_entries(games: list[GameSamples], max_entry_bytes: int) -> list[bytes
 
 def decode_entries(entries: Sequence[tuple[str, bytes | int | None]],
                    skip_through: tuple[int, int] | None,
-                   limits: EntryLimits, rejected: Counter[str], where: str
+                   limits: EntryLimits, rejected: Counter[str], where: str,
+                   already: Callable[[str], bool] | None = None
                    ) -> tuple[list[tuple[str, GameSamples]], list[str], int]:
     """The reading rules every ``SampleSource`` shares: entries at or below the
-    ``skip_through`` cursor are duplicates; an entry without data or failing ``decode``
-    within ``limits`` is counted in ``rejected`` by reason and logged in one line. Returns
+    ``skip_through`` cursor are duplicates (with ``already``: those whose game it says is
+    held, or that carry no game id); an entry without data or failing ``decode`` within
+    ``limits`` is counted in ``rejected`` by reason and logged in one line. Returns
     (decoded games with their ids, ids to ack unread, duplicates skipped)."""
     good: list[tuple[str, GameSamples]] = []
     drop: list[str] = []
     skipped = 0
     for entry_id, data in entries:
-        if skip_through is not None and parse_id(entry_id) <= skip_through:
+        below = skip_through is not None and parse_id(entry_id) <= skip_through
+        if below and already is None:
             skipped += 1
             drop.append(entry_id)
             continue
@@ -524,12 +534,18 @@ def decode_entries(entries: Sequence[tuple[str, bytes | int | None]],
             if isinstance(data, int):  # left in Redis by a capped read: only its size came
                 raise SampleFormatError("oversized", f"{data} bytes > {limits.max_bytes} "
                                         "(not read)")
-            good.append((entry_id, decode(data, limits)))
+            game = decode(data, limits)
         except SampleFormatError as err:
             rejected[err.reason] += 1
             drop.append(entry_id)
             log.warning("rejected sample entry %s of %s: %s", entry_id, where,
                         " ".join(str(err).split())[:200])
+            continue
+        if below and already is not None and (not game.game_id or already(game.game_id)):
+            skipped += 1
+            drop.append(entry_id)
+            continue
+        good.append((entry_id, game))
     return good, drop, skipped
 
 

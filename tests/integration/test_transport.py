@@ -212,6 +212,26 @@ def test_entries_whose_delivery_reply_was_lost_come_back_after_newer_ones(
     assert stream.info().pending == 0
 
 
+def test_a_successor_gets_lost_reply_entries_below_its_cursor_back(redis_client, run_id):
+    """The same lost reply, then the reader dies before it looked again; its successor
+    restores a cursor above those entries. With the checkpoint's game ids
+    (``skip_through(cursor, already)``) it skips only the games the checkpoint holds and
+    returns the ones it never saw; with the cursor alone they were dropped for good."""
+    stream = SampleStream(redis_client, run_id)
+    assert stream.read(8) == []
+    stream.append(make_games(3, t=2))
+    redis_client.xreadgroup(stream.config.group, stream.config.consumer,
+                            {stream.key: ">"}, count=3)  # served to no one
+    stream.append(make_games(2, 3, t=2))
+    held = stream.read(8)  # g3, g4: in the checkpoint, not acked, then the reader dies
+    assert [g.game_id for _, g in held] == ["g3", "g4"]
+    successor = SampleStream(redis_client, run_id)
+    successor.skip_through(held[-1][0], {"g3", "g4"}.__contains__)
+    back = drain(successor, batch=8)
+    assert sorted(g.game_id for _, g in back) == ["g0", "g1", "g2"]
+    assert successor.skipped_duplicates == 2 and successor.info().pending == 0
+
+
 def test_checkpoint_cursor_prevents_double_counting(redis_client, run_id):
     stream = SampleStream(redis_client, run_id)
     stream.append(make_games(6, t=2))
