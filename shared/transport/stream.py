@@ -26,9 +26,11 @@ Exactly once, for the learner
     a crash loses nothing. To also never count an entry twice the learner follows one
     rule: **checkpoint first, then ack**. Its checkpoint stores the id of the last entry
     it added to its replay window (the "cursor"; ids of one consumer's deliveries only
-    grow). After a restore it calls ``skip_through(cursor)``: re-delivered pending entries
-    at or below the cursor are already in the restored replay window, so they are acked
-    and not returned; the ones above it were lost with the crash and come back as new.
+    grow). After a restore it calls ``skip_through(cursor, already)``: re-delivered
+    pending entries at or below the cursor whose game the checkpoint holds (``already``)
+    are acked and not returned; the ones above it were lost with the crash and come back
+    as new, and so do those below it that the checkpoint never got (a delivery whose reply
+    was lost: newer entries reached the learner first).
     (Acking only after a checkpoint means the backlog includes everything read since the
     last one: keep ``max_backlog`` above the games read per checkpoint interval, or the
     workers wait for the next checkpoint.)
