@@ -27,8 +27,6 @@ class PendingAcks:
         self.ids: list[str] = []
         self.carried = 0
         """Of ``ids``, those the last ``ack_all`` could not ack (kept for the next)."""
-        self.failures = 0
-        """Acks that failed (in whole or for a shard), over this learner's life."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -41,18 +39,19 @@ class PendingAcks:
         the workers' backlog bound blocks them."""
         return len(self.ids) - self.carried >= limit
 
-    def ack_all(self, stream: SampleSource) -> None:
-        """Ack every held id; what fails is kept for the next call."""
-        ids, self.ids = self.ids, []
-        self.ids = ack(stream, ids, self)
+    def ack_all(self, stream: SampleSource) -> int:
+        """Ack every held id; what fails is kept for the next call. Returns how many were
+        kept (0: every ack went through)."""
+        self.ids = ack(stream, self.ids)
         self.carried = len(self.ids)
+        return self.carried
 
 
-def ack(stream: SampleSource, ids: list[str], counter: PendingAcks | None = None
-        ) -> list[str]:
-    """Ack ``ids`` in chunks; returns those not acked (one log line for them). A partial
-    failure (one shard of several) keeps only that shard's ids and goes on; a failed Redis
-    keeps the rest of the list (the next chunk would fail the same way)."""
+def ack(stream: SampleSource, ids: list[str]) -> list[str]:
+    """Ack ``ids`` in chunks; returns those not acked, none unless an ack failed (one log
+    line for them). A partial failure (one shard of several) keeps only that shard's ids
+    and goes on; a failed Redis keeps the rest of the list (the next chunk would fail the
+    same way)."""
     kept: list[str] = []
     failure: TransportError | None = None
     for start in range(0, len(ids), ACK_CHUNK):
@@ -66,7 +65,5 @@ def ack(stream: SampleSource, ids: list[str], counter: PendingAcks | None = None
             failure = err
             break
     if failure is not None:
-        if counter is not None:
-            counter.failures += 1
         log.warning("ack of %d sample entries failed, retrying later: %s", len(kept), failure)
     return kept

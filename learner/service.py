@@ -415,9 +415,8 @@ class LearnerService:
         self._last_checkpoint = time.monotonic()
         self._dirty = False
         # Only now: an entry acked before the checkpoint that holds it could be lost.
-        failures = self.pending.failures
-        self.pending.ack_all(self.stream)
-        self.transport_errors += self.pending.failures - failures
+        if self.pending.ack_all(self.stream):
+            self.transport_errors += 1
         if not self.pending:
             # Everything handed out is acked now, so anything still pending for us is a
             # delivery whose reply was lost (see SampleSource.recover_pending): fetch it.
