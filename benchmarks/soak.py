@@ -359,8 +359,7 @@ def main() -> int:
         "driver_warnings": soak.said("warning")[-20:],
         "games_appended": len(ledger.appended), "trained_once": len(outcomes) - len(lost),
         "lost": lost, "ledger_by_sets": by_sets, "ledger_problems": ledger.problems(),
-        "counters_went_back":
-        soak.went_back, "status_reads": soak.reads, "final_status": {
+        "counters_went_back": soak.went_back, "status_reads": soak.reads, "final_status": {
             k: final_status.get(k) for k in (*COUNTERS, "restarts")},
         "stop": stop_said.strip().splitlines()[-1:] if stop_said else [],
         "snapshots": [p.name for p in snaps], "anchor": args.anchor, "sims": args.sims,
