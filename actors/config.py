@@ -19,6 +19,13 @@ class SelfPlayConfig:
 
     games_in_parallel: int = 32
     """B: games advanced together; one evaluator call per simulation round covers all B."""
+    batches_in_flight: int = 1
+    """Leaf batches a worker behind inference servers keeps in flight: its B games are
+    searched in this many groups (B/G games each, a thread each), one group's request
+    out while another searches (``actors.selfplay_groups``); same games, same results as
+    one group. 1: one batch, the worker waits out every round trip. A worker running its
+    own network (no inference servers) always uses 1: its evaluation is its own core's
+    work, which no overlap can hide. At most ``games_in_parallel``."""
     workers: int = 1
     """Self-play workers in a distributed run (the local run steps one)."""
     moves_per_round: int = 4
@@ -84,6 +91,10 @@ class SelfPlayConfig:
             raise ValueError(f"eval_cache_entries must be >= 0, got {self.eval_cache_entries}")
         if self.games_in_parallel < 1:
             raise ValueError(f"games_in_parallel must be >= 1, got {self.games_in_parallel}")
+        if not 1 <= self.batches_in_flight <= self.games_in_parallel:
+            raise ValueError(f"selfplay.batches_in_flight must be between 1 and "
+                             f"games_in_parallel ({self.games_in_parallel}), got "
+                             f"{self.batches_in_flight}")
         if self.workers < 0 or self.moves_per_round < 1:
             raise ValueError("workers must be >= 0 and moves_per_round >= 1")
         if not 0.0 <= self.cpu_share <= 1.0:

@@ -116,6 +116,9 @@ class InferenceServer:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopped = asyncio.Event()
         self._served = 0
+        self._net_freed = float("-inf")
+        """Event-loop time the last network call's answers went out: a request that
+        arrived before it waited behind that call and goes at once (``_next_batch``)."""
         self._store: WeightSink | None = None
         self._subscription: Any = None
         self._newest_seen = -1
@@ -239,27 +242,39 @@ class InferenceServer:
                 task.add_done_callback(_log_crash)
 
     async def _next_batch(self) -> list[_Request]:
-        """Wait for a request, then gather queued ones up to ``max_batch`` positions until
-        the oldest has waited ``max_wait_ms`` (or the batch is full)."""
+        """Wait for a request, then gather queued ones up to ``max_batch`` positions.
+
+        The wait policy: requests that queued while the last network call ran go out at
+        once, with whatever else is queued: they have waited a call already, and with
+        several workers each keeping batches in flight (``selfplay.batches_in_flight``)
+        the queue refills during every call, so a fixed wait would only idle the
+        network. Only a request meeting an idle network waits, up to ``max_wait_ms``
+        from its arrival (or until the batch is full), for others to join it."""
         loop = asyncio.get_running_loop()
         while not self._queue:
             self._arrived.clear()
             await self._arrived.wait()
-        deadline = self._queue[0].arrived + self.config.max_wait_ms / 1000
+        first = self._queue[0]
+        waited_behind_a_call = first.arrived < self._net_freed
+        deadline = first.arrived + self.config.max_wait_ms / 1000
         batch: list[_Request] = []
         size, limit = 0, self.config.max_batch
         while True:
+            depth = len(batch) + len(self._queue)
             size, full = self._gather(batch, size, limit)
-            if size >= limit or full:
-                return batch  # full, or the next request would not fit: it leads the next batch
+            if size >= limit or full or waited_behind_a_call:
+                break  # full, or the next request would not fit: it leads the next batch
             left = deadline - loop.time()
             if left <= 0:
-                return batch
+                break
             self._arrived.clear()
             try:
                 await asyncio.wait_for(self._arrived.wait(), left)
             except TimeoutError:
-                return batch
+                depth = len(batch) + len(self._queue)
+                break
+        self.recorder.observe("inference_queue_depth", depth, server=self._server)
+        return batch
 
     def _gather(self, batch: list[_Request], size: int, limit: int) -> tuple[int, bool]:
         """Move queued requests into ``batch`` while they fit ``limit`` positions; returns
@@ -346,6 +361,7 @@ class InferenceServer:
                 request.future.set_result((ev.policy_logits[start:end].copy(),
                                            ev.value[start:end].copy(), ev.weights_version))
             start = end
+        self._net_freed = loop.time()
 
     def _forward(self, obs: list[np.ndarray], legal: list[np.ndarray]) -> Evaluation:
         """On the network thread: concatenate and evaluate (one board shape: ``_gather``).

@@ -19,7 +19,7 @@ from zeroforge.shared.games import Game
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.search import MCTS, Evaluator, SearchConfig
 
-__all__ = ["SelfPlayConfig", "SelfPlayStats", "SelfPlayWorker"]
+__all__ = ["GameIds", "SelfPlayConfig", "SelfPlayStats", "SelfPlayWorker"]
 
 
 @dataclass
@@ -41,23 +41,45 @@ class SelfPlayStats:
     outcomes: dict[int, int] = field(default_factory=lambda: {1: 0, -1: 0, 0: 0})
 
 
+class GameIds:
+    """Unique game ids of one worker: ``{worker_id}-{prefix}-{n}``, the prefix random per
+    worker process (a restarted worker never repeats an id). Shared by a worker's groups,
+    which take ids from their own threads (``next`` of ``itertools.count`` is atomic)."""
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+        self._prefix = uuid.uuid4().hex[:8]
+
+    def next(self, worker_id: str) -> str:
+        return f"{worker_id}-{self._prefix}-{next(self._count)}"
+
+
 class SelfPlayWorker:
     """Plays ``games_in_parallel`` games at once; a finished game's slot restarts at once."""
 
     def __init__(self, game: Game, evaluator: Evaluator, search: SearchConfig,
                  config: SelfPlayConfig, seed: int = 0, worker_id: str = "local",
-                 run_id: str = "") -> None:
+                 run_id: str = "", *, slots: range | None = None,
+                 game_ids: GameIds | None = None) -> None:
+        """``slots``: which of the worker's game slots these are (default: all of
+        ``config.games_in_parallel``); ``game_ids``: the id source, shared by the groups
+        of one worker (``actors.selfplay_groups``)."""
         self.game = game
         self.evaluator = evaluator
         self.config = config
         self.worker_id = worker_id
         self.run_id = run_id
-        self.rng = np.random.default_rng(seed)
+        slots = range(config.games_in_parallel) if slots is None else slots
+        # A generator per game slot, seeded by (seed, slot), for the searches' noise and
+        # move choices: a slot plays the same games whichever group of the worker it is
+        # searched in (``selfplay.batches_in_flight``), and per-move seeding is saved.
+        self._slot_rngs = [np.random.default_rng([seed, slot]) for slot in slots]
         # A generator of its own for the playout cap: with the cap off nothing is drawn
-        # from it, so searches stay exactly those of a worker without the feature.
+        # from it, so searches stay exactly those of a worker without the feature. Every
+        # group draws the same sequence: the k-th move of each has the same budget.
         self._cap_rng = np.random.default_rng([seed, 0xCA9])
         self.mcts = MCTS(game, evaluator, search)
-        b = config.games_in_parallel
+        b = len(slots)
         self.state = game.init(b)
         self._obs: list[list[np.ndarray]] = [[] for _ in range(b)]
         self._policy: list[list[np.ndarray]] = [[] for _ in range(b)]
@@ -67,8 +89,7 @@ class SelfPlayWorker:
         self.records: list[tuple[str, list[int]]] = []
         """(game id, actions) of the finished games sampled for SGF records
         (``config.record_every``), for the caller to write and clear."""
-        self._game_ids = itertools.count()
-        self._prefix = uuid.uuid4().hex[:8]
+        self.game_ids = game_ids or GameIds()
         self.stats = SelfPlayStats()
 
     def play_moves(self, num_moves: int) -> list[GameSamples]:
@@ -78,7 +99,7 @@ class SelfPlayWorker:
             obs = self.game.observe(self.state)
             full, sims, noise = self._budget()
             start = time.perf_counter()
-            result = self.mcts.search(self.state, self.rng, num_simulations=sims,
+            result = self.mcts.search(self.state, self._slot_rngs, num_simulations=sims,
                                       add_noise=noise)
             self.stats.search_seconds += time.perf_counter() - start
             # A fast move's visits are too few to teach the policy: it is kept as a value
@@ -138,7 +159,7 @@ class SelfPlayWorker:
                 weights_version=version,
                 run_id=self.run_id,
                 worker_id=self.worker_id,
-                game_id=f"{self.worker_id}-{self._prefix}-{next(self._game_ids)}",
+                game_id=self.game_ids.next(self.worker_id),
                 policy_recorded=None if recorded.all() else recorded,
                 ownership=None if ownership is None else ownership[k],
                 score=None if margin is None else float(margin[k]),

@@ -30,6 +30,7 @@ from zeroforge.actors.config import SelfPlayConfig
 from zeroforge.actors.cpu_share import CpuShare
 from zeroforge.actors.game_records import RecordWriter, selfplay_writer
 from zeroforge.actors.selfplay import SelfPlayWorker
+from zeroforge.actors.selfplay_groups import InFlightWorker
 from zeroforge.actors.selfplay_sizes import MixedSizeWorker
 from zeroforge.shared.games import Game, make_game
 from zeroforge.shared.metrics import Recorder
@@ -124,17 +125,32 @@ class SelfPlayService(WorkerBasics):
         self.caches: list[CachedEvaluator] = []
         mix = ctx.size_mix()
 
-        def worker_for(game: Game, index: int) -> SelfPlayWorker:
-            searched: Evaluator = evaluator
-            if selfplay.eval_cache_entries:
-                self.caches.append(CachedEvaluator(evaluator, selfplay.eval_cache_entries))
-                searched = self.caches[-1]
-            # the first (or only) size plays from the worker's own seed
-            return SelfPlayWorker(game, searched, search, selfplay,
-                                  seed=seed if not index else seed_for(seed, index),
-                                  worker_id=worker_id, run_id=ctx.run_id)
+        # Leaf batches in flight only where a round trip can be hidden: behind servers.
+        groups = selfplay.batches_in_flight if self._own_evaluator is None else 1
 
-        self.worker: SelfPlayWorker | MixedSizeWorker
+        def searched_by() -> Evaluator:
+            """The evaluator one search uses: a cache of its own in front (a cache is
+            not shared between threads), the entries split among the groups."""
+            if not selfplay.eval_cache_entries:
+                return evaluator
+            entries = max(1, selfplay.eval_cache_entries // groups)
+            self.caches.append(CachedEvaluator(evaluator, entries))
+            return self.caches[-1]
+
+        def worker_for(game: Game, index: int) -> SelfPlayWorker | InFlightWorker:
+            # the first (or only) size plays from the worker's own seed
+            seed_of_size = seed if not index else seed_for(seed, index)
+            if groups == 1:
+                return SelfPlayWorker(game, searched_by(), search, selfplay,
+                                      seed=seed_of_size, worker_id=worker_id,
+                                      run_id=ctx.run_id)
+            return InFlightWorker(selfplay.games_in_parallel, groups,
+                                  lambda slots, ids: SelfPlayWorker(
+                                      game, searched_by(), search, selfplay,
+                                      seed=seed_of_size, worker_id=worker_id,
+                                      run_id=ctx.run_id, slots=slots, game_ids=ids))
+
+        self.worker: SelfPlayWorker | InFlightWorker | MixedSizeWorker
         if mix is None:
             self.worker = worker_for(self.game, 0)
         else:

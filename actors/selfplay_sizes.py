@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from zeroforge.actors.selfplay import SelfPlayStats, SelfPlayWorker
+from zeroforge.actors.selfplay_groups import InFlightWorker
 from zeroforge.shared.games import Game
 
 _COUNTED = ("games", "positions", "policy_targets", "simulations", "reused_visits",
@@ -35,9 +36,9 @@ class MixedSizeWorker:
     ``evaluator``), plus ``parts`` (size -> worker: their ``records`` and ``game``)."""
 
     def __init__(self, games: Sequence[Game], shares: Sequence[float],
-                 make_worker: Callable[[Game, int], SelfPlayWorker]) -> None:
+                 make_worker: Callable[[Game, int], SelfPlayWorker | InFlightWorker]) -> None:
         """``make_worker(game, index)``: the worker of the ``index``-th size."""
-        self.parts: dict[int, SelfPlayWorker] = {
+        self.parts: dict[int, SelfPlayWorker | InFlightWorker] = {
             int(g.spec.board_shape[0]): make_worker(g, i) for i, g in enumerate(games)}
         """Board size -> its worker, in the order of ``board_sizes``."""
         self.shares = np.asarray(shares, np.float64)

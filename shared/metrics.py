@@ -41,6 +41,7 @@ _DELIVERY_BUCKETS = (0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 
 _WAIT_BUCKETS = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 _LATENCY_BUCKETS = (0.0003, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
                     5.0)
+_DEPTH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128)
 _FILL_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 _ACTOR = ("kind", "actor", "node")
 
@@ -84,6 +85,10 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
     Metric("inference_batch_fill_ratio", "histogram",
            "Positions per network call of an inference server / its max batch.",
            ("server",), buckets=_FILL_BUCKETS),
+    Metric("inference_queue_depth", "histogram",
+           "Requests queued at an inference server when it forms a batch (those the batch "
+           "takes and those left for the next).",
+           ("server",), buckets=_DEPTH_BUCKETS),
     Metric("inference_queue_wait_seconds", "histogram",
            "Time a request waited in an inference server's queue before its batch ran.",
            ("server",), buckets=_WAIT_BUCKETS),

@@ -143,6 +143,11 @@ ROWS: tuple[Row, ...] = (
             Q(quantile(0.99, "inference_request_latency_seconds", "server"),
               "p99 server {{server}}")), unit="s",
             description="Arrival of a request at its server to its answer."),
+        Panel("Queue depth", (
+            Q(f"sum by (server) ({rate('inference_queue_depth_sum')}) / sum by (server) "
+              f"({rate('inference_queue_depth_count')})", "server {{server}}"),),
+            description="Mean requests queued when a server forms a batch (taken and "
+                        "left): above 1, workers' batches in flight are waiting for it."),
         Panel("Queue wait p50 / p99", (
             Q(quantile(0.5, "inference_queue_wait_seconds", "server"), "p50 server {{server}}"),
             Q(quantile(0.99, "inference_queue_wait_seconds", "server"),

@@ -65,15 +65,25 @@ class RemoteEvaluator:
 
     ``evaluate`` sends the leaf batch to the servers in turn (round robin from a random
     start, so workers do not all begin on the same one); a server found dead is dropped,
-    logged once, and the batch goes to the next. ``weights_version`` is the version of
-    the last answer, so finished games are tagged with the weights that played them.
+    logged once, and the batch goes to the next. With none left, the batch waits up to
+    ``wait_for_servers_s`` for the controller to hand over new ones (``set_servers``)
+    and goes to them: a request in flight when its server dies is sent again, not lost.
+    ``weights_version`` is the version of the last answer, so finished games are tagged
+    with the weights that played them. Thread-safe: a worker's groups
+    (``selfplay.batches_in_flight``) and a host's workers call it from their threads.
     """
 
-    def __init__(self, servers: Sequence[Any], timeout_s: float | None = 300.0) -> None:
+    def __init__(self, servers: Sequence[Any], timeout_s: float | None = 300.0,
+                 wait_for_servers_s: float = 300.0) -> None:
         self.timeout_s = timeout_s
         """Longest wait for one answer (None: forever); a server busy compiling its first
         batches may take a while."""
+        self.wait_for_servers_s = wait_for_servers_s
+        """Longest wait for new servers once every known one has died (the controller
+        starts replacements within seconds; its lease outlives a lost driver)."""
         self.weights_version = 0
+        self._changed = threading.Condition()
+        """Guards the server list; notified when ``set_servers`` hands over new ones."""
         self._servers: list[Any] = []
         self._next = 0
         self.set_servers(servers)
@@ -81,38 +91,60 @@ class RemoteEvaluator:
     @property
     def servers(self) -> list[Any]:
         """The server handles still in use."""
-        return list(self._servers)
+        with self._changed:
+            return list(self._servers)
 
     def set_servers(self, servers: Sequence[Any]) -> None:
         """Use these server actor handles from now on (after scaling or replacement)."""
-        self._servers = list(servers)
-        self._next = random.randrange(len(self._servers)) if self._servers else 0
+        with self._changed:
+            self._servers = list(servers)
+            self._next = random.randrange(len(self._servers)) if self._servers else 0
+            self._changed.notify_all()
 
     def evaluate(self, obs: np.ndarray, legal: np.ndarray) -> Evaluation:
         """obs [B, C, H, W] uint8, legal [B, A] bool -> Evaluation from one server."""
-        while self._servers:
-            i = self._next % len(self._servers)
-            server = self._servers[i]
+        while True:
+            server = self._pick()
             try:
                 logits, value, version = ray.get(server.evaluate.remote(obs, legal),
                                                  timeout=self.timeout_s)
             except RayActorError as err:
-                del self._servers[i]
-                self._next = i  # the next server has moved into slot i
-                log.warning("inference server %s is gone (%s); failing over to %d other(s)",
-                            server, type(err).__name__, len(self._servers))
+                self._drop(server, err)
                 continue
             except GetTimeoutError:
                 raise TimeoutError(f"inference server {server} did not answer within "
                                    f"{self.timeout_s} s") from None
-            self._next = i + 1
             ev = Evaluation(logits, value, int(version))
             check_evaluation(ev, legal.shape[0], legal.shape[1])
             self.weights_version = ev.weights_version
             return ev
-        raise NoInferenceServerError(
-            "RemoteEvaluator: no inference server left (all have died); the controller "
-            "must start new ones and hand them over with set_servers")
+
+    def _pick(self) -> Any:
+        """The next server in turn; with none, wait for ``set_servers`` (bounded)."""
+        with self._changed:
+            if not self._servers:
+                log.warning("no inference server left; waiting up to %.0f s for the "
+                            "controller's replacements", self.wait_for_servers_s)
+                if not self._changed.wait_for(lambda: bool(self._servers),
+                                              self.wait_for_servers_s):
+                    raise NoInferenceServerError(
+                        "RemoteEvaluator: no inference server left (all have died) and no "
+                        f"new one handed over within {self.wait_for_servers_s:g} s; the "
+                        "controller must start new ones and hand them over with "
+                        "set_servers")
+            i = self._next % len(self._servers)
+            self._next = i + 1
+            return self._servers[i]
+
+    def _drop(self, server: Any, err: BaseException) -> None:
+        """Forget a dead server (once: another thread may have dropped it already)."""
+        with self._changed:
+            kept = [s for s in self._servers if s is not server]
+            if len(kept) == len(self._servers):
+                return
+            self._servers = kept
+            log.warning("inference server %s is gone (%s); failing over to %d other(s)",
+                        server, type(err).__name__, len(kept))
 
 
 class InferenceServerActor(InferenceServer):

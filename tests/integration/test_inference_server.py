@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +15,7 @@ import torch
 
 from zeroforge.actors.inference import InferenceServerConfig
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
+from zeroforge.actors.selfplay_groups import InFlightWorker
 from zeroforge.deploy.ray.hosts import NoInferenceServerError, RemoteEvaluator, make_inference_actor
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
@@ -151,7 +153,8 @@ def test_remote_evaluator_fails_over_when_a_server_dies(
         assert len(gone) == 1 and "failing over to 1 other" in gone[0].getMessage()
         assert evaluator.servers == [second]
         ray.kill(second)
-        with pytest.raises(NoInferenceServerError, match="no inference server left"):
+        evaluator.wait_for_servers_s = 1.0
+        with pytest.raises(NoInferenceServerError, match="no new one handed over within 1 s"):
             evaluator.evaluate(obs, legal)
         third = start_server()
         evaluator.set_servers([third])
@@ -203,3 +206,51 @@ def test_server_cache_is_emptied_by_published_weights(ray_cluster: None,
         assert stat(snap, "eval_cache_hits_total") >= 5
     finally:
         ray.kill(server)
+
+
+def test_a_worker_with_batches_in_flight_loses_no_request_when_its_server_restarts(
+        ray_cluster: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Two groups of a worker keep requests in flight to their one server; it is killed
+    mid-game and a replacement handed over a second later (as the controller does): the
+    requests in flight are sent again to it, and the worker plays on without an error."""
+    server = start_server()
+    replacement = None
+    evaluator = RemoteEvaluator([server])
+    game = make_game(GAME)
+    config = SelfPlayConfig(games_in_parallel=8, batches_in_flight=2)
+    worker = InFlightWorker(8, 2, lambda slots, ids: SelfPlayWorker(
+        game, evaluator, SearchConfig(num_simulations=16), config, seed=4, slots=slots,
+        game_ids=ids))
+    played: dict[str, Any] = {"games": [], "error": None}
+
+    def play() -> None:
+        try:
+            while len(played["games"]) < 24:
+                played["games"].extend(worker.play_moves(1))
+        except BaseException as err:  # noqa: BLE001 - the test reads it
+            played["error"] = err
+
+    thread = threading.Thread(target=play)
+    try:
+        with caplog.at_level(logging.WARNING, logger="zeroforge.deploy.ray.hosts"):
+            thread.start()
+            while worker.stats.positions < 16:  # two moves in: requests are in flight
+                time.sleep(0.01)
+            ray.kill(server)
+            time.sleep(1.0)
+            replacement = start_server()
+            evaluator.set_servers([replacement])
+            thread.join(timeout=300)
+        assert not thread.is_alive()
+        assert played["error"] is None
+        games = played["games"]
+        assert len(games) >= 24 and len({g.game_id for g in games}) == len(games)
+        for g in games:  # every position of every game got its answer
+            assert len(g.obs) == len(g.policy) == len(g.to_play) >= 5
+        assert stat(ray.get(replacement.stats.remote()), "inference_requests_total") > 0
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("waiting up to" in m for m in messages)
+    finally:
+        ray.kill(server)
+        if replacement is not None:
+            ray.kill(replacement)

@@ -127,6 +127,45 @@ def test_lone_request_waits_max_wait_for_company() -> None:
     assert asyncio.run(lone(0)) < 0.08
 
 
+def test_requests_queued_behind_a_network_call_go_at_once_together() -> None:
+    """The wait policy: a request that meets an idle server waits ``max_wait_ms`` for
+    company; requests that queue while a network call runs go out together as soon as
+    it ends, with no wait of their own."""
+    call_s, wait_s = 0.3, 0.6
+
+    async def main() -> tuple[float, float, InferenceServer]:
+        server = make_server(max_wait_ms=wait_s * 1000)
+        await server.evaluate(*request(1, 9))  # warm-up: the first forward pass is slow
+        forward = server._forward
+
+        def slow_forward(obs: list, legal: list):  # a network call that takes a while
+            time.sleep(call_s)
+            return forward(obs, legal)
+
+        server._forward = slow_forward  # type: ignore[method-assign]
+        start = time.perf_counter()
+        first = asyncio.ensure_future(server.evaluate(*request(2, 0)))
+        await asyncio.sleep(wait_s + call_s / 3)  # the first one's call is running now
+        queued = time.perf_counter()
+        await asyncio.gather(server.evaluate(*request(3, 1)), server.evaluate(*request(1, 2)))
+        behind = time.perf_counter() - queued
+        await first
+        server.close()
+        return queued - start, behind, server
+
+    lone, behind, server = asyncio.run(main())
+    assert lone >= wait_s  # the lone request waited for company
+    # queued at 1/3 of the call: out when it ends, answered one call later; a fixed wait
+    # of their own would add max_wait_ms - 2/3 of a call
+    assert behind < call_s * 2 / 3 + call_s + (wait_s - call_s * 2 / 3) / 2
+    buckets = list(CATALOGUE["inference_batch_size"].buckets)
+    hist = network_calls(server)
+    assert hist[buckets.index(4)] == 1  # the two queued requests (3 + 1) in one call
+    [[_, depth]] = server.stats()["hists"]["inference_queue_depth"]
+    depth_buckets = list(CATALOGUE["inference_queue_depth"].buckets)
+    assert depth[depth_buckets.index(2)] == 1 and depth[depth_buckets.index(1)] == 2
+
+
 def test_a_later_request_joins_the_waiting_batch() -> None:
     async def main() -> tuple[list, float, InferenceServer]:
         server = make_server(max_wait_ms=200)
