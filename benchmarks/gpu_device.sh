@@ -21,6 +21,9 @@ options:
   --window S           gpu_run.sh --window (default: 60)
   --start-timeout S    gpu_run.sh --start-timeout (default: 150)
   --set SECTION.KEY=V  an override for every preset's run (repeatable)
+  --variants "K=V ..." before/after: each preset runs once per variant (one override
+                       each), the variants back to back, e.g. --variants
+                       "selfplay.batches_in_flight=1 selfplay.batches_in_flight=2"
   -h, --help           this text
 environment: OUT (default: ./gpu-out), PYTHON (default: python3), ZF_SITE (where the
 bundle is unpacked; default: /tmp/site)
@@ -32,13 +35,13 @@ die() {
     exit 2
 }
 
-PRESETS="go9-gpu gomoku15-gpu" WARMUP=40 WINDOW=60 START=150
+PRESETS="go9-gpu gomoku15-gpu" WARMUP=40 WINDOW=60 START=150 VARIANTS=""
 SETS=()
 while (($#)); do
     opt=$1
     case $opt in
         -h|--help) usage; exit 0 ;;
-        --presets|--warmup|--window|--start-timeout|--set)
+        --presets|--warmup|--window|--start-timeout|--set|--variants)
             (($# >= 2)) || die "$opt needs a value"
             val=$2
             shift 2 ;;
@@ -50,6 +53,7 @@ while (($#)); do
         --window) WINDOW=$val ;;
         --start-timeout) START=$val ;;
         --set) SETS+=(--set "$val") ;;
+        --variants) VARIANTS=$val ;;
     esac
 done
 [[ -f benchmarks/gpu_run.sh && -d shared ]] || die "run it from the repository root"
@@ -111,15 +115,28 @@ sys.exit("replicas" not in {f.name for f in dataclasses.fields(LearnerConfig)})'
     for preset in $PRESETS; do RUNS+=("$preset 2"); done
 fi
 
+for variant in $VARIANTS; do
+    [[ $variant == ?*=* ]] || die "--variants wants SECTION.KEY=VALUE words, got '$variant'"
+done
 for spec in "${RUNS[@]}"; do
     read -r preset replicas <<<"$spec"
-    name=$preset
-    ((replicas == 1)) || name="$preset-r$replicas"
-    echo "== $name"
-    bash benchmarks/gpu_run.sh --python "$PY" --preset "$preset" --replicas "$replicas" \
-        --warmup "$WARMUP" --window "$WINDOW" --start-timeout "$START" "${SETS[@]}" \
-        --json "$OUT/$name.json" --log "$OUT/$name-train.log" \
-        || echo "gpu_device: $name failed (its last lines are above; $name-train.log)"
+    base=$preset
+    ((replicas == 1)) || base="$preset-r$replicas"
+    # no variants: one run as the preset stands; else one run per variant, back to back
+    for variant in ${VARIANTS:-"-"}; do
+        name=$base
+        extra=()
+        if [[ $variant != "-" ]]; then
+            key=${variant%%=*}
+            name="$base-${key##*.}-${variant#*=}"
+            extra=(--set "$variant")
+        fi
+        echo "== $name"
+        bash benchmarks/gpu_run.sh --python "$PY" --preset "$preset" --replicas "$replicas" \
+            --warmup "$WARMUP" --window "$WINDOW" --start-timeout "$START" "${SETS[@]}" \
+            "${extra[@]}" --json "$OUT/$name.json" --log "$OUT/$name-train.log" \
+            || echo "gpu_device: $name failed (its last lines are above; $name-train.log)"
+    done
 done
 
 echo "== table"
