@@ -147,3 +147,41 @@ def test_group_slots_split_evenly_and_refuse_impossible_counts() -> None:
         SelfPlayConfig(games_in_parallel=4, batches_in_flight=0)
     with pytest.raises(ValueError, match="batches_in_flight must be between 1"):
         SelfPlayConfig(games_in_parallel=4, batches_in_flight=5)
+
+
+def test_the_service_groups_a_worker_behind_servers_and_not_one_with_its_own_net(
+        tmp_path) -> None:
+    import torch
+
+    from zeroforge.actors.selfplay_service import SelfPlayService
+    from zeroforge.shared.metrics import merge, total
+    from zeroforge.shared.nets import NetConfig, build_net
+    from zeroforge.shared.run_context import RunContext
+    from zeroforge.shared.transport import MemoryTransport
+
+    game = make_game("tictactoe")
+    transport = MemoryTransport("groups")
+    store = transport.weights()
+    net = NetConfig.preset("tiny")
+    torch.manual_seed(0)
+    store.publish(build_net(net, game.spec), 0)
+    ctx = RunContext(run_id="groups", run_dir=str(tmp_path / "run"), transport="memory://",
+                     game="tictactoe")
+    config = SelfPlayConfig(games_in_parallel=8, batches_in_flight=2, eval_cache_entries=100)
+    search = SearchConfig(num_simulations=8)
+
+    class Served(ProjectionEvaluator):  # stands for a RemoteEvaluator: it has a version
+        weights_version = 0
+
+    served = SelfPlayService(ctx, net, search, config, transport.samples(), store,
+                             worker_id="w0", seed=3, evaluator=Served(game))
+    assert isinstance(served.worker, InFlightWorker) and len(served.worker.groups) == 2
+    assert [c.cache.capacity for c in served.caches] == [50, 50]  # a cache a group, split
+    assert served.run_once(12) == len(served.appended_ids) > 0
+    kind = {"worker_kind": "selfplay"}
+    assert total(merge([served.recorder.snapshot()]), "selfplay_positions_total",
+                 **kind) == 96
+    assert len(set(served.appended_ids)) == len(served.appended_ids)
+    own = SelfPlayService(ctx, net, search, config, transport.samples(), store,
+                          worker_id="w1", seed=3)
+    assert isinstance(own.worker, SelfPlayWorker)  # its evaluation is its own core's work
