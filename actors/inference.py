@@ -262,8 +262,10 @@ class InferenceServer:
         while True:
             depth = len(batch) + len(self._queue)
             size, full = self._gather(batch, size, limit)
+            # full, or the next request would not fit (it leads the next batch), or
+            # these requests have waited out a network call already
             if size >= limit or full or waited_behind_a_call:
-                break  # full, or the next request would not fit: it leads the next batch
+                break
             left = deadline - loop.time()
             if left <= 0:
                 break
