@@ -100,14 +100,15 @@ def test_eval_after_judges_the_snapshots_once_the_whole_run_has_ended(tmp_path):
 def test_judging_on_several_cores_gives_the_serial_scores_in_order(tmp_path):
     """--judge-cpus: the snapshots are scored by children on two cores at once, and the
     row is what judging them one at a time here gives, in snapshot order."""
-    # 0.5 minutes of learner time: five 6-second snapshots (three at least are needed)
+    # 0.5 minutes of learner time: up to five 6-second snapshots; two at least, one for
+    # each core (a CI run beside other heavy work once got only two)
     out, data = run_bench(tmp_path, "--minutes", "0.5", "--anchor", "uct:50",
                           "--target", "1.0", "--eval-after", "--train-cpus", "0",
                           "--judge-cpus", "0", "1")
     (row,) = data["rows"]
     run_dir = tmp_path / "runs" / "t" / "tictactoe-seed0"
     snapshots = snapshot_files(run_dir)
-    assert len(snapshots) >= 3, snapshots
+    assert len(snapshots) >= 2, snapshots
     assert f"judging {len(snapshots)} snapshots, a child on each of cores 0 1" in out
     if row["minutes_to_target"] is not None:  # a perfect snapshot ends the judging there
         snapshots = [(s, p) for s, p in snapshots if s / 60 <= row["minutes_to_target"]]
