@@ -21,6 +21,8 @@ options:
   --window S           gpu_run.sh --window (default: 60)
   --start-timeout S    gpu_run.sh --start-timeout (default: 150)
   --set SECTION.KEY=V  an override for every preset's run (repeatable)
+  --no-bundle          use the Python environment this runs in (zeroforge and Ray
+                       installed), not .gpu/'s bundle: the CPU test, or a machine set up
   --variants "K=V ..." before/after: each preset runs once per variant (one override
                        each), the variants back to back, e.g. --variants
                        "selfplay.batches_in_flight=1 selfplay.batches_in_flight=2"
@@ -35,12 +37,13 @@ die() {
     exit 2
 }
 
-PRESETS="go9-gpu gomoku15-gpu" WARMUP=40 WINDOW=60 START=150 VARIANTS=""
+PRESETS="go9-gpu gomoku15-gpu" WARMUP=40 WINDOW=60 START=150 VARIANTS="" BUNDLED=1
 SETS=()
 while (($#)); do
     opt=$1
     case $opt in
         -h|--help) usage; exit 0 ;;
+        --no-bundle) BUNDLED=0; shift; continue ;;
         --presets|--warmup|--window|--start-timeout|--set|--variants)
             (($# >= 2)) || die "$opt needs a value"
             val=$2
@@ -62,31 +65,35 @@ OUT=${OUT:-$PWD/gpu-out}
 SITE=${ZF_SITE:-/tmp/site}
 TAG=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 BUNDLE=".gpu/site-$TAG.tar.xz"
-[[ -f $BUNDLE ]] || die "no $BUNDLE: build it with benchmarks/gpu_bundle.sh and carry .gpu"
-mkdir -p "$OUT" "$SITE"
+((BUNDLED == 0)) || [[ -f $BUNDLE ]] \
+    || die "no $BUNDLE: build it with benchmarks/gpu_bundle.sh and carry .gpu"
+mkdir -p "$OUT"
 LOG="$OUT/device.log"
 exec > >(tee -a "$LOG") 2>&1
 
-# Python's own tarfile: no xz binary needed there; the "tar" filter keeps the modes
-# (redis-server and Ray's daemons must stay executable)
-"$PY" - "$BUNDLE" "$SITE" <<'EOF'
+if ((BUNDLED)); then
+    mkdir -p "$SITE"
+    # Python's own tarfile: no xz binary needed there; the "tar" filter keeps the modes
+    # (redis-server and Ray's daemons must stay executable)
+    "$PY" - "$BUNDLE" "$SITE" <<'EOF2'
 import sys
 import tarfile
 
 with tarfile.open(sys.argv[1]) as tar:
     tar.extractall(sys.argv[2], filter="tar")
-EOF
-# The package's parts are folders at the top of the repository (pyproject's package-dir);
-# these are the links a development checkout has under zeroforge/ (git-ignored, so they
-# do not travel).
-for part in shared actors learner deploy; do ln -sfn "../$part" "zeroforge/$part"; done
-export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+EOF2
+    # The package's parts are folders at the top of the repository (pyproject's
+    # package-dir); these are the links a development checkout has under zeroforge/
+    # (git-ignored, so they do not travel).
+    for part in shared actors learner deploy; do ln -sfn "../$part" "zeroforge/$part"; done
+    export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
 export PYTHONUNBUFFERED=1
 
 echo "== machine"
 nvidia-smi || true
 echo "cores: $(nproc)"; df -h /dev/shm /tmp 2>/dev/null || true
-head -n 1 "$SITE/ZEROFORGE_BUNDLE.txt"
+((BUNDLED == 0)) || head -n 1 "$SITE/ZEROFORGE_BUNDLE.txt"
 "$PY" - <<'EOF'
 import platform
 

@@ -16,6 +16,7 @@ import logging
 import os
 import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -74,7 +75,10 @@ class RemoteEvaluator:
     """
 
     def __init__(self, servers: Sequence[Any], timeout_s: float | None = 300.0,
-                 wait_for_servers_s: float = 300.0) -> None:
+                 wait_for_servers_s: float = 300.0,
+                 stop: threading.Event | None = None) -> None:
+        """``stop``: the hosting service's stop; set, it ends a wait for servers at once
+        (a run stopping while its servers are gone does not wait them out)."""
         self.timeout_s = timeout_s
         """Longest wait for one answer (None: forever); a server busy compiling its first
         batches may take a while."""
@@ -82,6 +86,7 @@ class RemoteEvaluator:
         """Longest wait for new servers once every known one has died (the controller
         starts replacements within seconds; its lease outlives a lost driver)."""
         self.weights_version = 0
+        self._stop = stop
         self._changed = threading.Condition()
         """Guards the server list; notified when ``set_servers`` hands over new ones."""
         self._servers: list[Any] = []
@@ -125,13 +130,19 @@ class RemoteEvaluator:
             if not self._servers:
                 log.warning("no inference server left; waiting up to %.0f s for the "
                             "controller's replacements", self.wait_for_servers_s)
-                if not self._changed.wait_for(lambda: bool(self._servers),
-                                              self.wait_for_servers_s):
-                    raise NoInferenceServerError(
-                        "RemoteEvaluator: no inference server left (all have died) and no "
-                        f"new one handed over within {self.wait_for_servers_s:g} s; the "
-                        "controller must start new ones and hand them over with "
-                        "set_servers")
+                deadline = time.monotonic() + self.wait_for_servers_s
+                stopping = self._stop.is_set if self._stop is not None else lambda: False
+                # in slices, so that the service's stop ends the wait within a second
+                while (not self._servers and not stopping()
+                       and (left := deadline - time.monotonic()) > 0):
+                    self._changed.wait(min(left, 1.0))
+                if not self._servers:
+                    why = ("the worker is stopping" if stopping() else
+                           f"no new one handed over within {self.wait_for_servers_s:g} s; "
+                           "the controller must start new ones and hand them over with "
+                           "set_servers")
+                    raise NoInferenceServerError("RemoteEvaluator: no inference server left "
+                                                 f"(all have died) and {why}")
             i = self._next % len(self._servers)
             self._next = i + 1
             return self._servers[i]
@@ -262,13 +273,14 @@ class ServiceHost:
         self.kind = kind
         train = cfg.from_dict(TrainConfig, config, "config")
         context = RunContext.from_dict(ctx)
-        self.remote_evaluator = RemoteEvaluator(servers) if servers is not None else None
+        self._stop = threading.Event()
+        self.remote_evaluator = (RemoteEvaluator(servers, stop=self._stop)
+                                 if servers is not None else None)
         seat = GroupSeat(rank, ray.util.get_node_ip_address(),
                          (lambda: _group_address(leader)) if leader is not None else None)
         self.service: Service = KINDS[kind].build(train, context, index, resume,
                                                   self.remote_evaluator, seat, count)
         self._resources = ResourceReporter(kind, str(index), _node_label())
-        self._stop = threading.Event()
         self._run_lock = threading.Lock()
         self._running = False
         self._done = threading.Event()

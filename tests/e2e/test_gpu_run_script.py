@@ -85,3 +85,34 @@ def test_a_cpu_sized_run_prints_the_table_and_leaves_nothing(tmp_path: Path) -> 
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
     assert not left, f"left behind: {left}"
+
+
+@pytest.mark.slow
+def test_gpu_device_runs_each_variant_of_a_preset_back_to_back(tmp_path: Path) -> None:
+    """benchmarks/gpu_device.sh as it will take the before/after GPU rows of
+    ``selfplay.batches_in_flight``, on this checkout's own environment: one CPU-sized run
+    per variant, each measured, named and in the table, nothing left running."""
+    marker = uuid.uuid4().hex
+    out = tmp_path / "out"
+    sets = [a for s in CPU_SIZED for a in ("--set", s)]
+    env = {**os.environ, "ZF_GPU_RUN_TEST": marker, "OUT": str(out), "PYTHON": sys.executable}
+    try:
+        r = subprocess.run(
+            ["bash", str(ROOT / "benchmarks" / "gpu_device.sh"), "--no-bundle",
+             "--presets", "go9-gpu", "--warmup", "5", "--window", "10", "--start-timeout",
+             "150", *sets, "--variants",
+             "selfplay.batches_in_flight=1 selfplay.batches_in_flight=2"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+        for groups in (1, 2):
+            f = json.loads((out / f"go9-gpu-batches_in_flight-{groups}.json").read_text())
+            assert f"selfplay.batches_in_flight={groups}" in f["overrides"]
+            assert f["positions_per_s"] > 0 and f["batch_fill"] is not None
+        table = (out / "table.md").read_text()
+        assert table.count("| go9-gpu | 1 |") == 2
+    finally:
+        left = _ours(marker, tmp_path)
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(int(p.split()[0])).kill()
+    assert not left, f"left behind: {left}"

@@ -156,6 +156,14 @@ def test_remote_evaluator_fails_over_when_a_server_dies(
         evaluator.wait_for_servers_s = 1.0
         with pytest.raises(NoInferenceServerError, match="no new one handed over within 1 s"):
             evaluator.evaluate(obs, legal)
+        # a stopping worker does not wait out the replacements
+        stop = threading.Event()
+        stopping = RemoteEvaluator([], wait_for_servers_s=300.0, stop=stop)
+        threading.Timer(0.5, stop.set).start()
+        began = time.monotonic()
+        with pytest.raises(NoInferenceServerError, match="the worker is stopping"):
+            stopping.evaluate(obs, legal)
+        assert time.monotonic() - began < 10
         third = start_server()
         evaluator.set_servers([third])
         assert evaluator.evaluate(obs, legal).value.shape == (3,)
