@@ -260,7 +260,6 @@ class InferenceServer:
         batch: list[_Request] = []
         size, limit = 0, self.config.max_batch
         while True:
-            depth = len(batch) + len(self._queue)
             size, full = self._gather(batch, size, limit)
             # full, or the next request would not fit (it leads the next batch), or
             # these requests have waited out a network call already
@@ -273,9 +272,10 @@ class InferenceServer:
             try:
                 await asyncio.wait_for(self._arrived.wait(), left)
             except TimeoutError:
-                depth = len(batch) + len(self._queue)
                 break
-        self.recorder.observe("inference_queue_depth", depth, server=self._server)
+        # the batch's requests and those left queued for the next
+        self.recorder.observe("inference_queue_depth", len(batch) + len(self._queue),
+                              server=self._server)
         return batch
 
     def _gather(self, batch: list[_Request], size: int, limit: int) -> tuple[int, bool]:

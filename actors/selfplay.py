@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -39,6 +40,16 @@ class SelfPlayStats:
     over the batch: visits the policy targets got on top of the simulations run."""
     search_seconds: float = 0.0
     outcomes: dict[int, int] = field(default_factory=lambda: {1: 0, -1: 0, 0: 0})
+
+    def set_to_sum(self, parts: Iterable[SelfPlayStats]) -> None:
+        """Make every counter the sum of ``parts``' (a worker made of several workers:
+        board sizes, groups in flight), in place: callers hold this object."""
+        parts = list(parts)
+        for f in fields(self):
+            if f.name != "outcomes":
+                setattr(self, f.name, sum(getattr(part, f.name) for part in parts))
+        for outcome in self.outcomes:
+            self.outcomes[outcome] = sum(part.outcomes[outcome] for part in parts)
 
 
 class GameIds:

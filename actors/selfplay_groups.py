@@ -26,7 +26,6 @@ groups meet at the end of every ``play_moves`` call: the service's loop between 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -34,12 +33,6 @@ from zeroforge.actors.selfplay import GameIds, SelfPlayStats, SelfPlayWorker
 from zeroforge.shared.samples import GameSamples
 
 __all__ = ["InFlightWorker", "group_slots"]
-
-log = logging.getLogger(__name__)
-
-_SUMMED = ("games", "positions", "policy_targets", "simulations", "reused_visits",
-           "search_seconds")
-"""``SelfPlayStats`` fields summed over the groups."""
 
 
 def group_slots(games: int, groups: int) -> list[range]:
@@ -103,18 +96,8 @@ class InFlightWorker:
                 self._held.extend(future.result())
             except BaseException as err:  # noqa: BLE001 - raised below, after the others
                 error = error or err
-        self._sum_stats()
+        self.stats.set_to_sum(g.stats for g in self.groups)
         if error is not None:
             raise error
         finished, self._held = self._held, []
         return finished
-
-    def close(self) -> None:
-        """End the group threads (after the last ``play_moves``)."""
-        self._threads.shutdown(wait=True)
-
-    def _sum_stats(self) -> None:
-        for field in _SUMMED:
-            setattr(self.stats, field, sum(getattr(g.stats, field) for g in self.groups))
-        for outcome in self.stats.outcomes:
-            self.stats.outcomes[outcome] = sum(g.stats.outcomes[outcome] for g in self.groups)

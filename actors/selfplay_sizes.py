@@ -25,10 +25,6 @@ from zeroforge.actors.selfplay import SelfPlayStats, SelfPlayWorker
 from zeroforge.actors.selfplay_groups import InFlightWorker
 from zeroforge.shared.games import Game
 
-_COUNTED = ("games", "positions", "policy_targets", "simulations", "reused_visits",
-            "search_seconds")
-"""``SelfPlayStats`` fields summed over the sizes."""
-
 
 class MixedSizeWorker:
     """Several ``SelfPlayWorker``s, one per board size, played in their shares; what
@@ -62,12 +58,7 @@ class MixedSizeWorker:
         for _ in range(num_moves):
             k = self.next_size()
             worker = workers[k]
-            before = [getattr(worker.stats, f) for f in _COUNTED]
-            outcomes = dict(worker.stats.outcomes)
             finished.extend(worker.play_moves(1))
             self.moves[k] += 1
-            for f, b in zip(_COUNTED, before, strict=True):
-                setattr(self.stats, f, getattr(self.stats, f) + getattr(worker.stats, f) - b)
-            for o, n in worker.stats.outcomes.items():
-                self.stats.outcomes[o] += n - outcomes.get(o, 0)
+            self.stats.set_to_sum(w.stats for w in workers)
         return finished

@@ -108,15 +108,11 @@ def serve_pipe(conn: Any, server: Any, loop: asyncio.AbstractEventLoop, transpor
         return
 
 
-def depth_mean(before: dict, after: dict) -> float:
-    """Mean ``inference_queue_depth`` between two server snapshots."""
-
-    def totals(snapshot: dict) -> tuple[float, float]:
-        [[_, hist]] = snapshot["hists"].get("inference_queue_depth", [[[], [0.0, 0.0]]])
-        return sum(hist[:-1]), hist[-1]
-
-    (c0, s0), (c1, s1) = totals(before), totals(after)
-    return (s1 - s0) / max(c1 - c0, 1)
+def quantile_ms(sorted_s: list[float], q: float) -> float:
+    """The ``q`` quantile of ascending seconds, in ms (0 for none)."""
+    if not sorted_s:
+        return 0.0
+    return sorted_s[min(int(q * len(sorted_s)), len(sorted_s) - 1)] * 1e3
 
 
 async def measure(args: argparse.Namespace, in_flight: int) -> dict:
@@ -164,8 +160,6 @@ async def measure(args: argparse.Namespace, in_flight: int) -> dict:
         server.close()
     totals = batching(before, after)
     calls = max(totals["calls"], 1)
-    pct = (lambda q: window[min(int(q * len(window)), len(window) - 1)] * 1e3) if window else (
-        lambda q: 0.0)
     return {
         "game": args.game, "batch": args.batch, "simulations": args.simulations,
         "workers": args.workers, "in_flight": in_flight, "latency_ms": args.latency_ms,
@@ -174,8 +168,9 @@ async def measure(args: argparse.Namespace, in_flight: int) -> dict:
         "positions_per_call": totals["positions"] / calls,
         "fill": totals["positions"] / calls / max_batch,
         "requests_per_call": totals["requests"] / calls,
-        "queue_depth": depth_mean(before, after),
-        "round_trip_p50_ms": pct(0.5), "round_trip_p99_ms": pct(0.99),
+        "queue_depth": totals["depths"][1] / max(totals["depths"][0], 1),
+        "round_trip_p50_ms": quantile_ms(window, 0.5),
+        "round_trip_p99_ms": quantile_ms(window, 0.99),
     }
 
 

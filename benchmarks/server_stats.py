@@ -30,9 +30,9 @@ def mean_ms(count_sum: tuple[float, float]) -> float:
 
 
 def batching(before: dict, after: dict) -> dict:
-    """Between two snapshots: network calls, positions evaluated, requests answered, and
+    """Between two snapshots: network calls, positions evaluated, requests answered,
     (count, seconds summed) of the requests' queue waits and of their latency in the server
-    (wait + network call)."""
+    (wait + network call), and (count, sum) of the queue depths batches formed at."""
     return {
         "calls": _hist_delta(before, after, "inference_batch_size")[0],
         "positions": (counter(after, "nn_evaluations_total")
@@ -41,4 +41,5 @@ def batching(before: dict, after: dict) -> dict:
                      - counter(before, "inference_requests_total")),
         "waits": _hist_delta(before, after, "inference_queue_wait_seconds"),
         "latencies": _hist_delta(before, after, "inference_request_latency_seconds"),
+        "depths": _hist_delta(before, after, "inference_queue_depth"),
     }
