@@ -75,8 +75,13 @@ class InferenceServer:
 
     def __init__(self, game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
                  redis_url: str | None, run_id: str, server: str = "0",
-                 size_specs: tuple[str, ...] = ()) -> None:
+                 size_specs: tuple[str, ...] = (), redis_auth_dir: str = "",
+                 weights_public_key: str = "") -> None:
         """``server``: the ``server`` label of this server's metrics (its index);
+        ``weights_public_key``: the run's learner's (``RunContext.weights_public_key``):
+        weights it did not sign are refused, the weights held kept ("": unsigned run);
+        ``redis_auth_dir``: where its Redis role's (worker's) password file is
+        (``RunContext.redis_auth_dir``; "" the URL's password);
         ``size_specs``: the games of the run's other board sizes (``selfplay.board_sizes``,
         a fully convolutional net), whose requests it takes too, each network call of
         one board shape."""
@@ -125,15 +130,29 @@ class InferenceServer:
         """Newest version loaded from any source; the store is asked only for newer ones.
         -1, not 0: a learner's initial publish as version 0 must still replace the random
         initialisation this server starts with."""
-        if redis_url is not None:
-            from zeroforge.shared.transport import open_transport
+        from zeroforge.shared.transport import RefusedVersions
 
-            self._store = open_transport(redis_url, run_id).weights()
+        self._refused = RefusedVersions("inference server", self.recorder, "inference")
+        """Versions refused (unsigned, another key's, corrupt): logged and counted once."""
+        if redis_url is not None:
+            from zeroforge.shared.transport import (
+                WeightsIntegrityError,
+                open_transport,
+                verifier_for,
+            )
+
+            self._store = open_transport(redis_url, run_id, role="worker",
+                                         auth_dir=redis_auth_dir or None).weights(
+                verifier=verifier_for(weights_public_key))
             # Subscribed before the first fetch, so no announcement falls in between; the
             # subscription is read only by the weights thread from then on.
             self._subscription = self._store.subscribe()
             # Start with the run's current weights rather than answer with random ones.
-            got = self._store.fetch(newer_than=-1)
+            try:
+                got = self._store.fetch(newer_than=-1)
+            except WeightsIntegrityError as err:  # serve on; the next good version comes
+                self._refused.note(err, self.weights_version)
+                got = None
             if got is not None:
                 self._install(got[1], got[0])
 
@@ -386,7 +405,7 @@ class InferenceServer:
         return True
 
     async def _weights_loop(self) -> None:
-        from zeroforge.shared.transport import publish_age_s
+        from zeroforge.shared.transport import WeightsIntegrityError, publish_age_s
 
         loop = asyncio.get_running_loop()
         while True:
@@ -401,7 +420,11 @@ class InferenceServer:
                         self.recorder.observe("weights_delivery_seconds", age)
             except asyncio.CancelledError:
                 raise
-            except Exception as err:  # Redis down, a corrupt blob: keep serving, try again
+            except WeightsIntegrityError as err:
+                # the same refused version comes back each poll until the learner publishes
+                # past it: one line and one count per version, not one a poll
+                self._refused.note(err, self.weights_version)
+            except Exception as err:  # Redis down: keep serving, try again
                 log.warning("inference server: no new weights (%s: %s); keeping version %d",
                             type(err).__name__, err, self.weights_version)
                 await asyncio.sleep(self.config.weights_poll_s)

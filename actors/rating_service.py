@@ -63,10 +63,12 @@ from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles, keep_aside
 from zeroforge.shared.search import SearchConfig
 from zeroforge.shared.transport import (
+    RefusedVersions,
     ResultsFormatError,
     Transport,
     TransportError,
     WeightsIntegrityError,
+    verifier_for,
 )
 
 log = logging.getLogger(__name__)
@@ -134,7 +136,9 @@ class RatingService:
         self._results: dict = {}
 
         self.transport = transport
-        self.store = transport.weights()
+        # weights not signed by the run's learner are refused (ctx.weights_public_key)
+        self.store = transport.weights(verifier=verifier_for(ctx.weights_public_key))
+        self._refused = RefusedVersions("evaluator", self.recorder, "evaluator")
         self.results_store = transport.results()
         self._started = time.monotonic()
         self._last_evaluation: float | None = None
@@ -149,10 +153,10 @@ class RatingService:
         except WeightsIntegrityError as err:
             # Skip that version rather than fail on it at every call.
             self.bad_weights += 1
+            self._refused.note(err, self.version)  # one line, counted
             latest = self.store.latest_version()
             if latest is not None:
                 self.version = max(self.version, latest)
-            log.warning("evaluator skips weights: %s", err)
             return None
         if got is None:
             return None

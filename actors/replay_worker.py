@@ -26,7 +26,14 @@ from zeroforge.actors.selfplay_service import WEIGHTS_POLL_S, WorkerBasics, appe
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode
-from zeroforge.shared.transport import SampleSink, TransportError, WeightSource, publish_age_s
+from zeroforge.shared.transport import (
+    RefusedVersions,
+    SampleSink,
+    TransportError,
+    WeightsIntegrityError,
+    WeightSource,
+    publish_age_s,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +93,16 @@ class ReplayWorker(WorkerBasics):
         self._stop = threading.Event()
         self._kind = {"worker_kind": "selfplay", "worker": self.worker_label}
         self.recorder.inc("selfplay_games_total", 0, **self._kind)
+        self._refused = RefusedVersions(f"worker {worker_id}", self.recorder, "selfplay")
         self.poll_weights()
 
     def poll_weights(self) -> None:
         """Take newer weights if any (fetched and verified); time their delivery."""
         try:
             got = self.weights.fetch_bytes(self.version)  # type: ignore[attr-defined]
+        except WeightsIntegrityError as err:  # counted and logged once a version
+            self._refused.note(err, self.version)
+            return
         except TransportError as err:
             self.errors += 1
             log.warning("worker %s: cannot fetch weights: %s", self.worker_id, err)

@@ -53,8 +53,10 @@ from zeroforge.shared.search import (
 )
 from zeroforge.shared.transport import (
     PaceSignal,
+    RefusedVersions,
     SampleSink,
     TransportError,
+    WeightsIntegrityError,
     WeightSource,
     publish_age_s,
 )
@@ -183,6 +185,8 @@ class SelfPlayService(WorkerBasics):
         # The series exists from the start (at 0), so a dashboard shows "never paused".
         self.recorder.inc("selfplay_throttled_seconds_total", 0, worker_kind="selfplay",
                           worker=self.worker_label)
+        self._refused = RefusedVersions(f"worker {self.worker_id}", self.recorder, "selfplay")
+        """Weights versions refused (unsigned, another key's, corrupt): logged once each."""
         self.refresh_weights()
 
     @property
@@ -198,6 +202,9 @@ class SelfPlayService(WorkerBasics):
         self._last_poll = time.monotonic()
         try:
             newer = self.weights.fetch(newer_than=own.weights_version)
+        except WeightsIntegrityError as err:  # keep playing on the weights held
+            self._refused.note(err, own.weights_version)
+            return
         except TransportError as err:
             self.errors += 1
             log.warning("worker %s: cannot fetch weights: %s", self.worker_id, err)

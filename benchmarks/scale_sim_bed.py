@@ -98,7 +98,7 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
         nodes = sorted({r["ip"] for r in st["actors"] if r["kind"] == "selfplay"})
         dashboard = next(m[1] for line in run.lines
                          if (m := re.search(r"dashboard at (http://\S+)", line)))
-        url = f"redis://:{bed.password}@{bed.ip('redis')}:{main_port}/0"
+        url = bed.admin_url(main_port)
         redis = bed.call_in("redis", lambda: connect(url))
 
         def bytes_out() -> int:

@@ -65,30 +65,44 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     from zeroforge.deploy.ray.handle import ControllerLost, start_run
     from zeroforge.deploy.ray.naming import kill_run_actors
     from zeroforge.deploy.ray.resources import learner_group_misfit
-    from zeroforge.deploy.run_redis import start_run_redis
+    from zeroforge.deploy.run_redis import AUTH_DIR, run_passwords, start_run_redis
     from zeroforge.deploy.runtime import run_registry
 
     out = out or sys.stdout
     run_id = check_run_id(config.run.run_id or new_run_id())
     run_dir = str(Path(config.run.run_dir).resolve())
     RunFiles(run_dir).write_config(cfg.to_dict(config))
+    # The learner's signing key: made at the run's first start, the same one on --resume;
+    # readers refuse weights it did not sign (docs/reliability.md, "Signed weights").
+    from zeroforge.shared.transport import WeightSigner, signing_key_path
+
+    weights_key = WeightSigner.load_or_create(signing_key_path(run_dir)).public_key
     server = None
     entry = None
     dashboard = mirror = None
     run = None
+    auth_dir = ""
+    passwords: dict[str, str] | None = None
     if not redis_url:
+        # a user a role on the servers we start, their passwords in 0600 files of the run
+        # dir: the actors get the path, not the secrets (shared/transport/acl.py)
+        passwords = run_passwords(Path(run_dir), continuing)
+        auth_dir = str(Path(run_dir) / AUTH_DIR)
         # AOF in the run dir, restarted by its supervisor if it dies (docs/reliability.md)
-        server = start_run_redis(Path(run_dir) / "redis", continuing)
-        redis_url = server.url
+        server = start_run_redis(Path(run_dir) / "redis", continuing, passwords)
+        redis_url = server.endpoint
     address = address or os.environ.get("RAY_ADDRESS")
-    ctx = dataclasses.replace(config.context(run_id, redis_url), run_dir=run_dir)
+    ctx = dataclasses.replace(config.context(run_id, redis_url), run_dir=run_dir,
+                              redis_auth_dir=auth_dir)
+    ctx = dataclasses.replace(ctx, weights_public_key=weights_key)
     stream_servers: list = []
     try:
         for index in range(config.distributed.stream_servers):
             # the stream shards' own servers, supervised and persisted like the run's
             stream_servers.append(start_run_redis(Path(run_dir) / f"redis-stream-{index}",
-                                                  continuing))
-        stream_urls = (*config.distributed.stream_redis, *(s.url for s in stream_servers))
+                                                  continuing, passwords))
+        stream_urls = (*config.distributed.stream_redis,
+                       *(s.endpoint if passwords else s.url for s in stream_servers))
         if stream_urls:
             ctx = dataclasses.replace(ctx, stream_urls=stream_urls)
         if address:

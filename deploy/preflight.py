@@ -173,12 +173,14 @@ def check_checkpoint(config: TrainConfig) -> None:
 
 
 def check_redis(url: str) -> None:
-    """Redis at ``url`` accepts a connection and our password (PING), within seconds."""
+    """Redis at ``url`` accepts a connection and our password (PING), within seconds: the
+    driver's own (the controller role's where ``$ZEROFORGE_REDIS_AUTH_DIR`` has one)."""
     from zeroforge.shared.transport import RedisConfig, TransportError, connect
 
     try:
         client = connect(RedisConfig(url=url, connect_timeout_s=REDIS_TIMEOUT_S,
-                                     socket_timeout_s=REDIS_TIMEOUT_S, retries=0))
+                                     socket_timeout_s=REDIS_TIMEOUT_S, retries=0),
+                         role="controller")
     except TransportError as err:
         raise PreflightError(f"--redis-url: {err}") from None
     client.close()

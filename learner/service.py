@@ -79,6 +79,7 @@ from zeroforge.shared.transport import (
     Transport,
     TransportError,
     advance_cursor,
+    signer_for_run,
     take_epoch_patiently,
 )
 
@@ -188,7 +189,9 @@ class LearnerService:
         except ValueError as err:  # e.g. a cursor of more stream shards than the run has
             transport.close()
             raise CheckpointError(f"{self.checkpoint_path}: {err}") from None
-        self.weights = transport.weights(keep=weights_keep)
+        # signed with the key in the run directory: readers refuse weights without it
+        self.weights = transport.weights(
+            keep=weights_keep, signer=signer_for_run(ctx.run_dir, ctx.weights_public_key))
         self.pacer = PacePublisher(transport.pace(), on_error=self._count_transport_error)
         self._publish_initial()
         self.group = group

@@ -69,6 +69,10 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            "having the blob (publish time to the end of the fetch; hosts' clocks taken "
            "as in sync).",
            buckets=_DELIVERY_BUCKETS),
+    Metric("weights_rejected_total", "counter",
+           "Published weights versions a reader refused and did not load (counted once per "
+           "reader and version), by reason: unsigned, bad_signature, corrupt.",
+           ("component", "reason")),
     Metric("nn_evaluations_total", "counter",
            "Positions evaluated by a network (in-process or by an inference server).",
            ("source",)),

@@ -37,6 +37,10 @@ class RunContext:
     """Learner step limit (0: none)."""
     max_games: int = 0
     """Limit on games received by the learner (0: none)."""
+    redis_auth_dir: str = ""
+    """Directory of the Redis role password files (``shared.transport.acl``): each actor
+    connects as its role's user with the file of that role; "" uses the URL's password or
+    ``$ZEROFORGE_REDIS_AUTH_DIR``. A path, not a secret: the files stay on the machine."""
     stream_shards: int = 1
     """Streams the sample stream is spread over (``distributed.stream_shards``)."""
     stream_urls: tuple[str, ...] = ()
@@ -48,6 +52,10 @@ class RunContext:
     """``selfplay.board_sizes``: the sizes self-play plays and the learner trains."""
     board_size_weights: tuple[float, ...] = ()
     """``selfplay.board_size_weights``: their shares (empty: equal)."""
+    weights_public_key: str = ""
+    """Hex Ed25519 public key of the run's learner (``shared.transport.signing``): readers
+    refuse weights not signed by it; "" is an unsigned run (a local run in one process).
+    Not a secret: the private key stays in the run directory."""
 
     def size_mix(self) -> SizeMix | None:
         """The run's sizes and their games (None: the game's own size only)."""

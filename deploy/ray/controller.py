@@ -139,7 +139,9 @@ class Controller:
             handle = make_inference_actor(c.game, c.net, c.inference, self.ctx.transport,
                                           self.run_id, index=index, name=named,
                                           detached=True, lease_s=c.distributed.lease_s,
-                                          size_specs=mix.specs if mix is not None else ())
+                                          size_specs=mix.specs if mix is not None else (),
+                                          redis_auth_dir=self.ctx.redis_auth_dir,
+                                          weights_public_key=self.ctx.weights_public_key)
         else:
             # a replacement learner resumes from the checkpoint its predecessor wrote, and
             # so does a learner group formed anew at another size

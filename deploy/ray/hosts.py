@@ -164,10 +164,12 @@ class InferenceServerActor(InferenceServer):
 
     def __init__(self, game_spec: str, net_config: dict, config: dict, redis_url: str | None,
                  run_id: str, index: int = 0, lease_s: float = 0.0,
-                 size_specs: tuple[str, ...] = ()) -> None:
+                 size_specs: tuple[str, ...] = (), redis_auth_dir: str = "",
+                 weights_public_key: str = "") -> None:
         super().__init__(game_spec, cfg.from_dict(NetConfig, net_config, "net"),
                          cfg.from_dict(InferenceServerConfig, config, "inference"),
-                         redis_url, run_id, server=str(index), size_specs=tuple(size_specs))
+                         redis_url, run_id, server=str(index), size_specs=tuple(size_specs),
+                         redis_auth_dir=redis_auth_dir, weights_public_key=weights_public_key)
         self._resources = ResourceReporter("inference", str(index), _node_label())
         self.lease = Lease(lease_s, lambda idle: _end_actor(
             f"inference server {index} of run {run_id}", idle)).start()
@@ -190,7 +192,8 @@ class InferenceServerActor(InferenceServer):
 def make_inference_actor(game_spec: str, net_config: NetConfig, config: InferenceServerConfig,
                          redis_url: str | None, run_id: str, *, name: str | None = None,
                          index: int = 0, detached: bool = False, lease_s: float = 0.0,
-                         size_specs: tuple[str, ...] = ()) -> Any:
+                         size_specs: tuple[str, ...] = (), redis_auth_dir: str = "",
+                         weights_public_key: str = "") -> Any:
     """Start one InferenceServer as an async Ray actor; returns its handle.
 
     It takes ``config.num_gpus`` of a GPU when ``config.device`` asks for CUDA, or is
@@ -200,7 +203,9 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
     ``detached``: the actor outlives its creator (a run's controller), in ``NAMESPACE``
     under ``name``; someone must kill it, or its lease (``lease_s`` without a ``stats``
     call, ``deploy/ray/lease.py``) ends it. ``size_specs``: the games of the run's other
-    board sizes (``selfplay.board_sizes``), which it serves too.
+    board sizes (``selfplay.board_sizes``), which it serves too. ``redis_auth_dir``: the
+    directory of the Redis role passwords (a path: the secret stays in its file).
+    ``weights_public_key``: the run's learner's; weights it did not sign are refused.
     """
     gpus = ray.cluster_resources().get("GPU", 0.0)
     wants_gpu = config.device.startswith("cuda") or (config.device == "auto" and gpus >= 1)
@@ -217,7 +222,8 @@ def make_inference_actor(game_spec: str, net_config: NetConfig, config: Inferenc
         options.update(lifetime="detached", namespace=NAMESPACE)
     actor_cls = ray.remote(InferenceServerActor).options(**options)
     return actor_cls.remote(game_spec, cfg.to_dict(net_config), cfg.to_dict(config),
-                            redis_url, run_id, index, lease_s, list(size_specs))
+                            redis_url, run_id, index, lease_s, list(size_specs),
+                            redis_auth_dir, weights_public_key)
 
 
 # ------------------------------------------------------------------------------------------

@@ -23,9 +23,10 @@ def _builders() -> Any:
     return builder
 
 
-def _transport(ctx: RunContext):
-    """The run's transport in this actor: its stream shards, and its node's weight cache
-    (one directory per Ray node, so namespaces of the multi-host bed keep theirs apart)."""
+def _transport(ctx: RunContext, role: str):
+    """The run's transport in this actor: its stream shards, its node's weight cache (one
+    directory per Ray node, so namespaces of the multi-host bed keep theirs apart), and
+    Redis as ``role``'s user (``shared.transport.acl``) where the run has role users."""
     cache = None
     if ctx.weights_cache:
         import ray
@@ -35,7 +36,8 @@ def _transport(ctx: RunContext):
         root = default_cache_root() if ctx.weights_cache == "auto" else ctx.weights_cache
         node = ray.get_runtime_context().get_node_id()[:16]
         cache = str(node_cache_dir(root, ctx.run_id, node))
-    return open_transport(ctx.transport, ctx.run_id, ctx.stream_shards, ctx.stream_urls, cache)
+    return open_transport(ctx.transport, ctx.run_id, ctx.stream_shards, ctx.stream_urls, cache,
+                          role=role, auth_dir=ctx.redis_auth_dir or None)
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         options=lambda c: _run_dir_options(c.distributed, _learner_options(c.distributed)),
         replica_options=lambda c: _learner_options(c.distributed),
         build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_learner_member(
-            c, ctx, lambda: _transport(ctx), resume, seat),
+            c, ctx, lambda: _transport(ctx, "learner"), resume, seat),
         stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3,
         gang=True),
     ActorKind(
@@ -128,14 +130,14 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
         options=lambda c: _run_dir_options(c.distributed, {
             "num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4}),
-        build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_rating_service(c, ctx,
-                                                                          _transport(ctx))),
+        build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_rating_service(
+            c, ctx, _transport(ctx, "evaluator"))),
     ActorKind(
         "selfplay", desired=lambda c, inf: c.selfplay.workers,
         options=lambda c: _worker_options(c.distributed),
         per_actor=lambda c: c.distributed.workers_per_host,
         build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_selfplay_host(
-            c, ctx, lambda: _transport(ctx), i, n, evaluator=ev)),
+            c, ctx, lambda: _transport(ctx, "worker"), i, n, evaluator=ev)),
 )}
 """Per-kind behaviour, in start order (learner first: it publishes the first weights)."""
 

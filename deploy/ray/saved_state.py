@@ -46,7 +46,9 @@ class StateSaver:
 
     def _open(self) -> Any:
         if self._store is None:
-            self._transport = open_transport(self.ctx.transport, self.ctx.run_id)
+            self._transport = open_transport(self.ctx.transport, self.ctx.run_id,
+                                             role="controller",
+                                             auth_dir=self.ctx.redis_auth_dir or None)
             self._store = self._transport.control_state()
         if not self._claimed:
             self._store.claim()
@@ -89,7 +91,8 @@ class StateSaver:
 def load_saved_state(ctx: RunContext) -> SavedControlState | None:
     """The state the run's last controller saved, or None (never saved, cleared, not
     readable: the caller adopts the live actors without it)."""
-    transport = open_transport(ctx.transport, ctx.run_id)
+    transport = open_transport(ctx.transport, ctx.run_id, role="controller",
+                               auth_dir=ctx.redis_auth_dir or None)
     try:
         return transport.control_state().load()
     finally:

@@ -24,15 +24,17 @@ from zeroforge.learner.service import LearnerService
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.search import VersionedEvaluator
-from zeroforge.shared.transport import Transport, patiently
+from zeroforge.shared.transport import Transport, patiently, verifier_for
 
 
 def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,
                    *, salt: int = 0,
                    evaluator: VersionedEvaluator | None = None) -> SelfPlayService:
     """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net."""
+    # weights not signed by the run's learner are refused (ctx.weights_public_key)
+    weights = transport.weights(verifier=verifier_for(ctx.weights_public_key))
     return SelfPlayService(ctx, config.net, config.search, config.selfplay,
-                           transport.samples(), transport.weights(), worker_id=f"w{index}",
+                           transport.samples(), weights, worker_id=f"w{index}",
                            seed=seed_for(ctx.seed, index, salt), evaluator=evaluator,
                            pace=transport.pace())
 
@@ -44,7 +46,8 @@ def _distributed_worker(config: TrainConfig, ctx: RunContext, transport: Transpo
     ``selfplay.simulate_from`` (``games``: the recorded games, loaded once for a host's
     workers), else a self-play worker."""
     if config.selfplay.simulate_from:
-        return ReplayWorker(ctx, config.selfplay, transport.samples(), transport.weights(),
+        return ReplayWorker(ctx, config.selfplay, transport.samples(),
+                            transport.weights(verifier=verifier_for(ctx.weights_public_key)),
                             worker_id=f"w{index}", seed=seed_for(ctx.seed, index),
                             games=games)
     return build_selfplay(config, ctx, transport, index, evaluator=evaluator)

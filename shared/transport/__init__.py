@@ -59,11 +59,21 @@ if TYPE_CHECKING:
     from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
     from zeroforge.shared.transport.server import free_port
     from zeroforge.shared.transport.shards import parse_cursor, shard_of, split_id
+    from zeroforge.shared.transport.signing import (
+        SigningKeyError,
+        WeightSigner,
+        WeightVerifier,
+        signer_for_run,
+        signing_key_path,
+        verifier_for,
+    )
     from zeroforge.shared.transport.stream import FIELD, check_run_id, parse_id
     from zeroforge.shared.transport.weight_store import (
+        RefusedVersions,
         StaleVersionError,
         WeightInfo,
         WeightsIntegrityError,
+        WeightsSignatureError,
         WeightStore,
         WeightSubscription,
         publish_age_s,
@@ -82,7 +92,10 @@ _MODULES = {
     "server": ("free_port",),
     "shards": ("parse_cursor", "shard_of", "split_id"),
     "stream": ("FIELD", "check_run_id", "parse_id"),
-    "weight_store": ("StaleVersionError", "WeightInfo", "WeightsIntegrityError", "WeightStore",
+    "signing": ("SigningKeyError", "WeightSigner", "WeightVerifier", "signer_for_run",
+                "signing_key_path", "verifier_for"),
+    "weight_store": ("RefusedVersions", "StaleVersionError", "WeightInfo",
+                     "WeightsIntegrityError", "WeightsSignatureError", "WeightStore",
                      "WeightSubscription", "publish_age_s"),
 }
 
@@ -91,14 +104,16 @@ __all__ = [
     "MemoryTransport",
     "NodeCachedWeights", "PASSWORD_ENV", "PaceSignal", "RedisConfig", "RedisServer",
     "RedisServerConfig", "RedisServerError", "RedisTransport", "ResultsFormatError",
-    "ResultsStore", "SampleSink", "SampleSource", "SampleStream", "SavedControlState",
-    "ShardedSampleStream", "StaleVersionError", "StreamConfig", "StreamInfo", "Transport",
-    "TransportError", "PartialAckError", "patiently", "WeightInfo", "WeightSink",
-    "WeightSource", "WeightStore",
-    "WeightSubscription", "WeightsIntegrityError", "advance_cursor", "check_run_id", "connect",
+    "RefusedVersions", "ResultsStore", "SampleSink", "SampleSource", "SampleStream",
+    "SavedControlState", "ShardedSampleStream", "SigningKeyError", "StaleVersionError",
+    "StreamConfig", "StreamInfo", "Transport",
+    "TransportError", "PartialAckError", "patiently", "WeightInfo", "WeightSigner",
+    "WeightSink", "WeightSource", "WeightStore", "WeightVerifier",
+    "WeightSubscription", "WeightsIntegrityError", "WeightsSignatureError", "advance_cursor",
+    "check_run_id", "connect",
     "default_cache_root", "free_port", "node_cache_dir", "open_transport", "parse_cursor",
-    "parse_id", "publish_age_s", "redis_errors", "shard_of", "split_id", "stream_key",
-    "take_epoch_patiently",
+    "parse_id", "publish_age_s", "redis_errors", "shard_of", "signer_for_run",
+    "signing_key_path", "split_id", "stream_key", "take_epoch_patiently", "verifier_for",
 ]
 
 

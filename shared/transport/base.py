@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from zeroforge.shared.pace import Pace
     from zeroforge.shared.samples import GameSamples
     from zeroforge.shared.transport.control_state import SavedControlState
+    from zeroforge.shared.transport.signing import WeightSigner, WeightVerifier
     from zeroforge.shared.transport.stream import StreamConfig, StreamInfo
 
 
@@ -226,8 +227,10 @@ class Transport(Protocol):
         """A sample stream endpoint (both append and read; each side uses its half)."""
         ...
 
-    def weights(self, keep: int = 3) -> WeightSink:
-        """The weight store."""
+    def weights(self, keep: int = 3, signer: WeightSigner | None = None,
+                verifier: WeightVerifier | None = None) -> WeightSink:
+        """The weight store; ``signer`` (the learner's key) signs each publish, ``verifier``
+        (a reader's) refuses versions not signed by that key (``signing.py``)."""
         ...
 
     def results(self) -> ResultsStore:

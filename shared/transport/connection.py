@@ -17,11 +17,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
+
+from zeroforge.shared.transport import acl
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,6 +44,11 @@ script reports it."""
 
 class TransportError(RuntimeError):
     """Redis is unreachable, refuses us, or answered something we cannot use."""
+
+
+class RoleRefused(PermissionError):
+    """Redis's ACL refused a command to this process's role (NOPERM). Not a
+    ``TransportError``: waiting does not help, so nothing retries it."""
 
 
 WAIT_LOG_S = 30.0
@@ -108,11 +115,15 @@ class RedisConfig:
             raise ValueError(f"RedisConfig: timeouts must be > 0 and retries >= 0, got {self}")
 
 
-def connect(target: str | RedisConfig) -> redis.Redis:
+def connect(target: str | RedisConfig, role: str | None = None,
+            auth_dir: str | None = None) -> redis.Redis:
     """A client for ``target`` (a URL or ``RedisConfig``), checked with a PING.
 
-    Raises TransportError with a one-line message when there is no password, the server
-    cannot be reached, or it rejects the password.
+    Credentials: the URL's user and password if it has a password; else, with ``role``,
+    that role's user (``zf-ROLE``) and the password in its file under ``auth_dir`` or
+    ``$ZEROFORGE_REDIS_AUTH_DIR`` (``acl.py``) when there is one; else the default user
+    with ``$ZEROFORGE_REDIS_PASSWORD``. Raises TransportError with a one-line message
+    when there is no password, the server cannot be reached, or it rejects the password.
     """
     config = RedisConfig(url=target) if isinstance(target, str) else target
     parts = urlsplit(config.url)
@@ -126,13 +137,9 @@ def connect(target: str | RedisConfig) -> redis.Redis:
     db_text = parts.path.lstrip("/") or "0"
     if not db_text.isdigit():
         raise TransportError(f"Redis URL database must be a number, got {db_text!r}")
-    password = unquote(parts.password) if parts.password else os.environ.get(PASSWORD_ENV)
-    if not password:
-        raise TransportError(f"no password for Redis at {host}:{port}: put it in the URL "
-                             f"(redis://:PASSWORD@{host}:{port}/0) or set {PASSWORD_ENV}")
+    username, password = _credentials(parts, role, auth_dir, f"{host}:{port}")
     client = redis.Redis(
-        host=host, port=port, db=int(db_text), password=password,
-        username=unquote(parts.username) if parts.username else None,
+        host=host, port=port, db=int(db_text), password=password, username=username,
         **_tls_options(parts.scheme, parts.query, f"{host}:{port}"),
         socket_connect_timeout=config.connect_timeout_s,
         socket_timeout=config.socket_timeout_s,
@@ -145,6 +152,26 @@ def connect(target: str | RedisConfig) -> redis.Redis:
     with redis_errors(client):
         client.ping()
     return client
+
+
+def _credentials(parts: SplitResult, role: str | None, auth_dir: str | None, where: str
+                 ) -> tuple[str | None, str]:
+    """(user, password) for a URL (see ``connect``)."""
+    if parts.password:
+        return (unquote(parts.username) if parts.username else None), unquote(parts.password)
+    if role is not None:
+        try:
+            password = acl.role_password(role, auth_dir)
+        except ValueError as err:
+            raise TransportError(f"Redis at {where}: {err}") from None
+        if password is not None:
+            return acl.username(role), password
+    password = os.environ.get(PASSWORD_ENV)
+    if not password:
+        files = f"a {role} password file in ${acl.AUTH_DIR_ENV}, " if role else ""
+        raise TransportError(f"no password for Redis at {where}: put it in the URL "
+                             f"(redis://:PASSWORD@{where}/0), {files}or set {PASSWORD_ENV}")
+    return None, password
 
 
 def _tls_options(scheme: str, query: str, where: str) -> dict[str, Any]:
@@ -180,6 +207,12 @@ def redis_errors(client: redis.Redis) -> Iterator[None]:
     """Re-raise connection-level redis-py errors as one-line ``TransportError``s."""
     try:
         yield
+    except redis.exceptions.NoPermissionError as err:
+        # NOPERM: the server's ACL does not let this role's user run that (acl.py): a
+        # refusal by design, not a blip, so no caller retries it.
+        user = client.connection_pool.connection_kwargs.get("username") or "default"
+        raise RoleRefused(f"Redis at {endpoint(client)} refused user {user}: "
+                          f"{_first_line(err)}") from None
     except redis.AuthenticationError as err:
         # NOAUTH / WRONGPASS: the server is there but will not talk to us.
         raise TransportError(f"Redis at {endpoint(client)} rejected our credentials: "

@@ -37,6 +37,7 @@ from zeroforge.shared.transport.fencing import MemoryFence
 from zeroforge.shared.transport.pace_signal import PaceDecoder, check_ttl
 from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
 from zeroforge.shared.transport.shards import ShardedSampleStream
+from zeroforge.shared.transport.signing import WeightSigner, WeightVerifier
 from zeroforge.shared.transport.stream import (
     BackpressureTimeout,
     StreamConfig,
@@ -50,8 +51,10 @@ from zeroforge.shared.transport.weight_store import (
     StaleVersionError,
     WeightInfo,
     check_version,
+    checked_signature,
     decoded_blob,
     publishable_blob,
+    signature_of,
     verified_blob,
 )
 
@@ -261,10 +264,13 @@ class _WeightData:
 
 
 class MemoryWeightStore:
-    """``WeightSink``: versioned weights blobs with sha256 checks and announcements."""
+    """``WeightSink``: versioned weights blobs with sha256 checks and announcements, signed
+    and verified as the Redis store's (``signer``, ``verifier``)."""
 
     def __init__(self, data: _WeightData, run_id: str, keep: int = 3,
-                 fence: MemoryFence | None = None, epoch: int | None = None) -> None:
+                 fence: MemoryFence | None = None, epoch: int | None = None,
+                 signer: WeightSigner | None = None,
+                 verifier: WeightVerifier | None = None) -> None:
         if keep < 1:
             raise ValueError(f"WeightStore: keep must be >= 1, got {keep}")
         self._data = data
@@ -272,6 +278,8 @@ class MemoryWeightStore:
         self.epoch = epoch
         self.run_id = check_run_id(run_id)
         self.keep = keep
+        self.signer = signer
+        self.verifier = verifier
         self._fetched = 0
 
     def publish(self, weights: Any, version: int) -> str:
@@ -284,7 +292,9 @@ class MemoryWeightStore:
             if d.latest is not None and version <= d.latest:
                 raise StaleVersionError(f"cannot publish weights version {version} of run "
                                         f"{self.run_id}: latest is already {d.latest}")
-            d.blobs[version] = (blob, WeightInfo(version, sha, len(blob), time.time()))
+            d.blobs[version] = (blob, WeightInfo(version, sha, len(blob), time.time(),
+                                                 signature_of(self.signer, self.run_id,
+                                                              version, sha)))
             d.latest = version
             for old in sorted(d.blobs)[:-self.keep]:
                 del d.blobs[old]
@@ -321,6 +331,7 @@ class MemoryWeightStore:
             if latest is None or latest <= newer_than:
                 return None
             blob, info = self._data.blobs[latest]
+        checked_signature(latest, info, self.run_id, self.verifier)
         verified = verified_blob(latest, blob, info, self.run_id)
         self._fetched += 1
         return latest, verified
@@ -535,9 +546,10 @@ class MemoryTransport:
                    for k, data in enumerate(self._streams)]
         return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
-    def weights(self, keep: int = 3) -> MemoryWeightStore:
+    def weights(self, keep: int = 3, signer: WeightSigner | None = None,
+                verifier: WeightVerifier | None = None) -> MemoryWeightStore:
         return MemoryWeightStore(self._weights, self.run_id, keep, fence=self._fence,
-                                 epoch=self.epoch)
+                                 epoch=self.epoch, signer=signer, verifier=verifier)
 
     def results(self) -> MemoryResultsStore:
         return self._results

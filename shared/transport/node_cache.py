@@ -8,7 +8,9 @@ store: the first worker of a node to want a version fetches it from Redis (verif
 against its sha256, as always) and writes it into the node's cache directory; the node's
 other workers read that file. Each worker still asks Redis for the newest version and its
 recorded sha256 (a few hundred bytes), and checks the file against it, so a stale,
-truncated or tampered file is never applied: it is dropped and fetched again.
+truncated or tampered file is never applied: it is dropped and fetched again. With a
+verifier on the store, that record's signature is checked first (``WeightStore.signed_info``):
+a version the learner did not sign is refused before any file or blob is trusted.
 
 Why files, and not Ray's object store: a file in the node's shared memory (``/dev/shm``)
 is one copy per node, read at memory speed, and needs nothing but the filesystem, so the
@@ -108,7 +110,7 @@ class NodeCachedWeights:
         latest = self.store.latest_version()
         if latest is None or latest <= newer_than:
             return None
-        info = self.store.info(latest)
+        info = self.store.signed_info(latest)  # WeightsSignatureError: not the learner's
         if info is None:  # pruned since: fetch whatever is newest now
             return self._direct(newer_than)
         path = self.cache_dir / f"{latest}.blob"

@@ -12,8 +12,8 @@ from zeroforge.shared.transport.base import Transport
 
 
 def open_transport(url: str, run_id: str, stream_shards: int = 1,
-                   stream_urls: Sequence[str] = (), weights_cache_dir: str | None = None
-                   ) -> Transport:
+                   stream_urls: Sequence[str] = (), weights_cache_dir: str | None = None,
+                   role: str | None = None, auth_dir: str | None = None) -> Transport:
     """The transport of run ``run_id`` at ``url``: ``redis://``/``rediss://`` (connects),
     or ``memory://NAME`` (the process-wide in-memory transport of that name). Its sample
     stream is ``stream_shards`` streams (on ``stream_urls``, Redis only; see
@@ -26,6 +26,7 @@ def open_transport(url: str, run_id: str, stream_shards: int = 1,
     if url.startswith(("redis://", "rediss://", "unix://")):
         from zeroforge.shared.transport.redis_transport import RedisTransport
 
-        return RedisTransport(url, run_id, stream_shards, stream_urls, weights_cache_dir)
+        return RedisTransport(url, run_id, stream_shards, stream_urls, weights_cache_dir,
+                              role, auth_dir)
     scheme = url.split("://", 1)[0] if "://" in url else url
     raise ValueError(f"transport URL {scheme!r}: expected redis://, rediss:// or memory://")

@@ -29,15 +29,20 @@ class RedisTransport:
     wrong password or an unreachable server raises ``TransportError``)."""
 
     def __init__(self, url: str, run_id: str, stream_shards: int = 1,
-                 stream_urls: Sequence[str] = (), weights_cache_dir: str | None = None) -> None:
+                 stream_urls: Sequence[str] = (), weights_cache_dir: str | None = None,
+                 role: str | None = None, auth_dir: str | None = None) -> None:
+        """``role`` / ``auth_dir``: the Redis user this process connects as, where a URL
+        carries no password (``connection.connect``, ``acl.py``)."""
         self.run_id = check_run_id(run_id)
+        self.role = role
+        self.auth_dir = auth_dir
         self.weights_cache_dir = weights_cache_dir
         self._caches: list = []
         if stream_shards < 1:
             raise ValueError(f"stream_shards must be >= 1, got {stream_shards}")
         self.url = url
         self.stream_shards = stream_shards
-        self.redis = connect(url)
+        self.redis = connect(url, role, auth_dir)
         self._closed = False
         self.epoch: int | None = None
         """The learner epoch this transport took (``take_epoch``): its sample streams,
@@ -52,7 +57,7 @@ class RedisTransport:
 
     def _client(self, url: str) -> redis.Redis:
         if url not in self._clients:
-            self._clients[url] = connect(url)
+            self._clients[url] = connect(url, self.role, self.auth_dir)
         return self._clients[url]
 
     def take_epoch(self) -> int:
@@ -68,10 +73,13 @@ class RedisTransport:
                    for k in range(self.stream_shards)]
         return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
-    def weights(self, keep: int = 3):  # -> WeightSink (imports torch, so lazily)
+    def weights(self, keep: int = 3, signer=None, verifier=None):  # -> WeightSink
+        """The weight store (imported lazily: it imports torch); ``signer`` signs each
+        publish, ``verifier`` refuses versions it does not (``signing.py``)."""
         from zeroforge.shared.transport.weight_store import WeightStore
 
-        store = WeightStore(self.redis, self.run_id, keep=keep, epoch=self.epoch)
+        store = WeightStore(self.redis, self.run_id, keep=keep, epoch=self.epoch,
+                            signer=signer, verifier=verifier)
         if not self.weights_cache_dir:
             return store
         from zeroforge.shared.transport.node_cache import NodeCachedWeights

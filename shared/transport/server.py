@@ -56,6 +56,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from zeroforge.shared.transport import acl
 from zeroforge.shared.transport.connection import TransportError
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,10 @@ class RedisServerConfig:
     """Window, in seconds, over which ``max_restarts`` counts deaths."""
     supervise_interval_s: float = 0.1
     """Seconds between the supervisor's looks at the process."""
+    role_passwords: tuple[tuple[str, str], ...] = ()
+    """(role, password) pairs (``acl.py``'s roles). Given: the server runs with an ACL
+    file instead of one password: the default user off, a user ``zf-ROLE`` a role, and
+    ``zf-admin`` (with ``password``) for this object's own PING and SHUTDOWN only."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -107,6 +112,8 @@ class RedisServerConfig:
         if self.max_restarts < 0 or self.restart_window_s <= 0 or self.supervise_interval_s <= 0:
             raise ValueError("RedisServerConfig: max_restarts >= 0, restart_window_s > 0 and "
                              "supervise_interval_s > 0 required")
+        for role, _ in self.role_passwords:
+            acl.check_role(role)
         if self.password is not None and (not self.password or any(
                 c.isspace() or c == '"' for c in self.password)):
             raise ValueError("RedisServerConfig.password must be non-empty, without spaces "
@@ -193,6 +200,13 @@ class _Spawner:
     def close(self) -> None:
         self._jobs.put(None)
         self._thread.join(timeout=5)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, readable by its owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -283,8 +297,22 @@ class RedisServer:
     # --- facts ---------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        """``redis://:PASSWORD@HOST:PORT/0`` for ``connect``."""
-        return f"redis://:{self.password}@{self.host}:{self.port}/0"
+        """``redis://:PASSWORD@HOST:PORT/0`` for ``connect`` (with role users:
+        ``redis://zf-admin:PASSWORD@...``, the owner's own, every right)."""
+        user = acl.ADMIN_USER if self.config.role_passwords else ""
+        return f"redis://{user}:{self.password}@{self.host}:{self.port}/0"
+
+    @property
+    def endpoint(self) -> str:
+        """``redis://HOST:PORT/0``: no credentials (a role's come from its password file)."""
+        return f"redis://{self.host}:{self.port}/0"
+
+    def role_url(self, role: str) -> str:
+        """``redis://zf-ROLE:PASSWORD@HOST:PORT/0`` (tests; runs hand out password files)."""
+        password = dict(self.config.role_passwords).get(acl.check_role(role))
+        if password is None:
+            raise ValueError(f"this redis-server has no {role} user (role_passwords)")
+        return f"redis://{acl.username(role)}:{password}@{self.host}:{self.port}/0"
 
     @property
     def running(self) -> bool:
@@ -336,10 +364,11 @@ class RedisServer:
     def _launch(self, fresh_log: bool = True) -> None:
         assert self._dir is not None
         conf = self._dir / "redis.conf"
-        # The password goes in a 0600 file, not argv, so `ps` does not show it.
-        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(self._config_text())
+        # Passwords go in 0600 files, not argv, so `ps` does not show them.
+        _write_private(conf, self._config_text())
+        if self.config.role_passwords:
+            _write_private(self._dir / "users.acl", acl.acl_text(
+                dict(self.config.role_passwords), admin_password=self.password))
         if fresh_log:
             (self._dir / "redis.log").write_text("")
         # Its own session: Ctrl-C in the terminal (SIGINT to the foreground process group)
@@ -361,7 +390,8 @@ class RedisServer:
             f"bind {self.host}",
             f"port {self.port}",
             "protected-mode yes",
-            f'requirepass "{self.password}"',
+            (f'aclfile "{self._dir / "users.acl"}"' if self.config.role_passwords
+             else f'requirepass "{self.password}"'),
             "daemonize no",
             f'dir "{data_dir}"',
             f'logfile "{self._dir / "redis.log"}"',
@@ -399,6 +429,7 @@ class RedisServer:
     def _client(self, timeout_s: float) -> redis.Redis:
         # No retries: redis-py's default backoff would turn each refused probe into ~4 s.
         return redis.Redis(host=self.host, port=self.port, password=self.password,
+                           username=acl.ADMIN_USER if self.config.role_passwords else None,
                            socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                            retry=Retry(NoBackoff(), 0))
 

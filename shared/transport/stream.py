@@ -251,6 +251,7 @@ class SampleStream:
         self.backpressure_wait_s = 0.0
         """Total seconds ``append`` spent waiting for room."""
         self._trim = client.register_script(_TRIM_SCRIPT)
+        self._may_trim = True
         self.epoch = epoch
         self._fenced_xack = client.register_script(_FENCED_XACK_SCRIPT)
         self._capped_read = client.register_script(_CAPPED_READ_SCRIPT)
@@ -305,8 +306,7 @@ class SampleStream:
                 return
             start = time.monotonic()
             while True:
-                # Trim here too: acks may have come from a reader that does not trim.
-                length = int(self._trim(keys=[self.key]))
+                length = self._length_after_trim()
                 waited = time.monotonic() - start
                 if length < limit:
                     self.backpressure_wait_s += waited
@@ -430,9 +430,28 @@ class SampleStream:
             try:
                 # id 0: the group sees entries appended before it existed, too.
                 self.redis.xgroup_create(self.key, self.config.group, id="0", mkstream=True)
+            except redis.exceptions.NoPermissionError:
+                # A role that only appends (acl.py's worker): the reader makes the group,
+                # and it still sees every entry appended before (id 0).
+                pass
             except redis.ResponseError as err:
                 if "BUSYGROUP" not in str(err):
                     raise
+
+    def _length_after_trim(self) -> int:
+        """The stream's length, trimmed first where this role may (acks may have come
+        from a reader that does not trim); a role that may not (the worker's) reads the
+        length only: the learner trims with every ack."""
+        if self._may_trim:
+            try:
+                return int(self._trim(keys=[self.key]))
+            except redis.ResponseError as err:
+                refused = (isinstance(err, redis.exceptions.NoPermissionError)
+                           or "can't run this command" in str(err))  # inside the script
+                if not refused:
+                    raise
+                self._may_trim = False
+        return int(self.redis.xlen(self.key))
 
     def _check_block(self, block_ms: int) -> None:
         timeout = self.redis.connection_pool.connection_kwargs.get("socket_timeout")

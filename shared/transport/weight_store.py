@@ -5,19 +5,23 @@ on one node and one Lua script may touch them all):
 
 - ``zf:{RUN}:weights:{V}``: the ``weight_blob.weights_to_bytes`` blob of version V
 - ``zf:{RUN}:weights:{V}:meta``: hash of version, sha256, size (bytes), time (unix s)
+  and, from a learner that signs, sig (hex Ed25519 signature: ``signing.py``)
 - ``zf:{RUN}:weights:latest``: the newest version; ``zf:{RUN}:weights:versions``: a
   sorted set of the versions kept (the last ``keep``; older blobs are deleted)
 - channel ``zf:{RUN}:weights``: each new version number is PUBLISHed on it
 
 A publish is one atomic script (version check, install, prune, announce), so readers
 never see a ``latest`` whose blob is missing, and versions only ever go up. A fetch checks
-the blob against the sha256 recorded at publish time and refuses a mismatch.
+the blob against the sha256 recorded at publish time and refuses a mismatch; a store with
+a verifier first checks that the learner's key signed that sha256 (run, version and sha
+bound together) and refuses a version signed by another key or not at all.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -30,10 +34,14 @@ from torch import nn
 from zeroforge.shared.formats import StateDict, weights_from_bytes, weights_to_bytes
 from zeroforge.shared.transport.connection import TransportError, redis_errors
 from zeroforge.shared.transport.fencing import epoch_key, fence_check, fenced_reply
+from zeroforge.shared.transport.signing import WeightSigner, WeightVerifier
 from zeroforge.shared.transport.stream import check_run_id
 
+log = logging.getLogger(__name__)
+
 # KEYS: staging, blob, meta, latest, versions, the learner epoch. ARGV: version, sha256,
-# size, time, keep, channel, key prefix, the publisher's epoch ('' without one). The blob
+# size, time, keep, channel, key prefix, the publisher's epoch ('' without one), the
+# signature ('' from a learner that does not sign). The blob
 # arrives in a staging key set just before (in the same pipeline) rather than as an
 # argument, so a large net is not copied into Lua's memory.
 _PUBLISH_SCRIPT = fence_check(6, 8) + """
@@ -49,6 +57,7 @@ end
 redis.call('RENAME', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[3], 'version', ARGV[1], 'sha256', ARGV[2], 'size', ARGV[3],
            'time', ARGV[4])
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[3], 'sig', ARGV[9]) end
 redis.call('SET', KEYS[4], ARGV[1])
 redis.call('ZADD', KEYS[5], version, ARGV[1])
 local keep = tonumber(ARGV[5])
@@ -69,6 +78,18 @@ class StaleVersionError(ValueError):
 class WeightsIntegrityError(TransportError):
     """A stored blob does not match its recorded sha256 or does not parse; not applied."""
 
+    def __init__(self, message: str, version: int = -1, reason: str = "corrupt") -> None:
+        super().__init__(message)
+        self.version = version
+        """The version refused (-1: not known)."""
+        self.reason = reason
+        """``weights_rejected_total``'s reason: ``corrupt``, ``unsigned`` or
+        ``bad_signature``."""
+
+
+class WeightsSignatureError(WeightsIntegrityError):
+    """A version not signed by the run's learner (signed by another key, or unsigned)."""
+
 
 @dataclass(frozen=True)
 class WeightInfo:
@@ -82,15 +103,21 @@ class WeightInfo:
     """Blob size in bytes."""
     time: float
     """Unix time of the publish."""
+    signature: str = ""
+    """Hex Ed25519 signature of (run, version, sha256) by the learner; "" if unsigned."""
 
 
 class WeightStore:
     """Versioned weights of one run in Redis (see the module docstring for the keys)."""
 
     def __init__(self, client: redis.Redis, run_id: str, keep: int = 3,
-                 staging_ttl_s: float = 120.0, epoch: int | None = None) -> None:
+                 staging_ttl_s: float = 120.0, epoch: int | None = None,
+                 signer: WeightSigner | None = None,
+                 verifier: WeightVerifier | None = None) -> None:
         """``epoch``: the publishing learner's (``fencing.take_epoch``): a publish then
-        fails with ``FencedError`` once a newer learner has taken a higher one."""
+        fails with ``FencedError`` once a newer learner has taken a higher one.
+        ``signer``: the learner's key, which signs each publish; ``verifier``: a reader's
+        check of those signatures (``signing.py``), refusing unsigned versions too."""
         if keep < 1:
             raise ValueError(f"WeightStore: keep must be >= 1, got {keep}")
         self.redis = client
@@ -103,6 +130,8 @@ class WeightStore:
         self.channel = f"zf:{{{run_id}}}:weights"
         self._publish = client.register_script(_PUBLISH_SCRIPT)
         self.epoch = epoch
+        self.signer = signer
+        self.verifier = verifier
         self._fetched = 0
 
     def key(self, version: int) -> str:
@@ -125,7 +154,8 @@ class WeightStore:
                       f"{self.prefix}latest", f"{self.prefix}versions",
                       epoch_key(self.run_id)],
                 args=[version, sha, len(blob), f"{time.time():.6f}", self.keep,
-                      self.channel, self.prefix, "" if self.epoch is None else self.epoch],
+                      self.channel, self.prefix, "" if self.epoch is None else self.epoch,
+                      signature_of(self.signer, self.run_id, version, sha)],
                 client=pipe)
             _, result = pipe.execute(raise_on_error=False)
         if isinstance(result, redis.ResponseError):
@@ -162,9 +192,18 @@ class WeightStore:
             meta = cast("dict[bytes, bytes]", self.redis.hgetall(f"{self.key(version)}:meta"))
         return _info(meta) if meta else None
 
+    def signed_info(self, version: int) -> WeightInfo | None:
+        """``info`` of ``version`` once its signature verifies (with a verifier; else as
+        recorded): WeightsSignatureError if it does not."""
+        info = self.info(version)
+        return None if info is None else checked_signature(version, info, self.run_id,
+                                                           self.verifier)
+
     def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:
         """``(version, state_dict)`` of the latest version if it is > ``newer_than``, else
-        None. Raises WeightsIntegrityError if the blob fails its sha256 check."""
+        None. Raises WeightsIntegrityError if the blob fails its sha256 check, and its
+        subclass WeightsSignatureError (before reading the blob) if a verifier refuses
+        the version's signature."""
         got = self.fetch_bytes(newer_than)
         return None if got is None else (got[0], decoded_blob(got[0], got[1], self.run_id))
 
@@ -177,6 +216,12 @@ class WeightStore:
                 latest = self.latest_version()
                 if latest is None or latest <= newer_than:
                     return None
+                if self.verifier is not None:
+                    got = self._signed_fetch(latest)
+                    if got is None:
+                        continue
+                    self._fetched += 1
+                    return latest, got
                 pipe = self.redis.pipeline(transaction=False)
                 pipe.get(self.key(latest))
                 pipe.hgetall(f"{self.key(latest)}:meta")
@@ -196,6 +241,17 @@ class WeightStore:
 
     def _verified(self, version: int, blob: bytes, info: WeightInfo) -> bytes:
         return verified_blob(version, blob, info, self.run_id)
+
+    def _signed_fetch(self, version: int) -> bytes | None:
+        """The blob of ``version`` checked against its signed record; None if it was
+        pruned meanwhile. The record is verified before the blob is read, so a refused
+        version costs a reader polling it a few hundred bytes, not the blob each time."""
+        info = self.signed_info(version)
+        if info is None:
+            return None
+        blob = self.redis.get(self.key(version))
+        # a blob replaced after the record was read fails the signed sha256: refused too
+        return None if blob is None else self._verified(version, cast("bytes", blob), info)
 
     # --- notifications -------------------------------------------------------------------
     def subscribe(self) -> WeightSubscription:
@@ -281,8 +337,29 @@ def verified_blob(version: int, blob: bytes, info: WeightInfo, run_id: str) -> b
         raise WeightsIntegrityError(
             f"weights version {version} of run {run_id} fail their sha256 check "
             f"(recorded {info.sha256[:12]}, got {sha[:12]}, {len(blob)} of {info.size} "
-            f"bytes); not applied")
+            f"bytes); not applied", version)
     return blob
+
+
+def signature_of(signer: WeightSigner | None, run_id: str, version: int, sha: str) -> str:
+    """What a store records as ``sig`` for a publish: "" without a signer."""
+    return "" if signer is None else signer.sign(run_id, version, sha)
+
+
+def checked_signature(version: int, info: WeightInfo, run_id: str,
+                      verifier: WeightVerifier | None) -> WeightInfo:
+    """``info``, the record stored for ``version``, if ``verifier`` (None: no check)
+    accepts its signature, else WeightsSignatureError naming the run, the version and why.
+    Verified for ``version``, the key's, not the record's own field: an older version's
+    record copied under a newer key does not verify (no rollback dressed as new)."""
+    if verifier is None or verifier.verify(run_id, version, info.sha256, info.signature):
+        return info
+    reason = "bad_signature" if info.signature else "unsigned"
+    why = ("signed by another key or for another version" if info.signature
+           else "unsigned")
+    raise WeightsSignatureError(
+        f"weights version {version} of run {run_id}: {why}, not by this run's learner; "
+        f"not applied", version, reason)
 
 
 def decoded_blob(version: int, blob: bytes, run_id: str) -> StateDict:
@@ -291,7 +368,7 @@ def decoded_blob(version: int, blob: bytes, run_id: str) -> StateDict:
         return weights_from_bytes(blob)
     except ValueError as err:
         raise WeightsIntegrityError(f"weights version {version} of run {run_id} "
-                                    f"is unusable ({err}); not applied") from None
+                                    f"is unusable ({err}); not applied", version) from None
 
 
 def check_version(version: int) -> int:
@@ -302,7 +379,8 @@ def check_version(version: int) -> int:
 
 def _info(meta: dict[bytes, bytes]) -> WeightInfo:
     return WeightInfo(version=int(meta[b"version"]), sha256=meta[b"sha256"].decode(),
-                      size=int(meta[b"size"]), time=float(meta[b"time"]))
+                      size=int(meta[b"size"]), time=float(meta[b"time"]),
+                      signature=meta.get(b"sig", b"").decode(errors="replace"))
 
 
 def publish_age_s(source: Any, version: int) -> float | None:
@@ -318,3 +396,31 @@ def publish_age_s(source: Any, version: int) -> float | None:
     except TransportError:
         return None
     return None if info is None else max(time.time() - info.time, 0.0)
+
+
+class RefusedVersions:
+    """A reader's record of the weights versions it refused: each is logged in one line
+    and counted in ``weights_rejected_total`` once, however often the reader polls it
+    (a forged latest version stays the latest until the learner publishes past it)."""
+
+    def __init__(self, who: str, recorder: Any = None, component: str = "") -> None:
+        """``who`` starts the log line; ``recorder`` (a ``shared.metrics.Recorder``, or
+        None) counts under ``component``."""
+        self.who = who
+        self.recorder = recorder
+        self.component = component
+        self.refused: dict[int, str] = {}
+        """Version -> reason, of every version refused so far."""
+
+    def note(self, err: WeightsIntegrityError, keeping: int) -> bool:
+        """Record the refusal ``err`` while the reader keeps version ``keeping``; True the
+        first time for that version (logged and counted then only)."""
+        if err.version >= 0 and err.version in self.refused:
+            return False
+        if err.version >= 0:
+            self.refused[err.version] = err.reason
+        log.warning("%s: %s; keeping weights version %d", self.who, err, keeping)
+        if self.recorder is not None:
+            self.recorder.inc("weights_rejected_total", 1, component=self.component,
+                              reason=err.reason)
+        return True

@@ -33,8 +33,11 @@ from zeroforge.shared.transport import (
     StaleVersionError,
     StreamConfig,
     Transport,
+    WeightSigner,
     WeightSink,
     WeightsIntegrityError,
+    WeightsSignatureError,
+    WeightVerifier,
     advance_cursor,
     parse_cursor,
     parse_id,
@@ -383,6 +386,30 @@ def test_a_corrupt_weights_blob_is_detected(transport, weights):
         transport.redis.set(key, blob[:-1] + bytes([blob[-1] ^ 1]))
     with pytest.raises(WeightsIntegrityError):
         store.fetch()
+
+
+def test_a_verifying_reader_takes_only_what_the_learner_signed(transport, weights):
+    """A writer of the run's store without the learner's key (anyone with write access to
+    the run's Redis) cannot make a verifying reader take its weights, signed with another
+    key or not at all; the learner's next version is taken as ever."""
+    key, forger = WeightSigner.generate(), WeightSigner.generate()
+    learner = transport.weights(signer=key)
+    reader = transport.weights(verifier=WeightVerifier(key.public_key))
+    learner.publish(weights, 1)
+    assert reader.fetch()[0] == 1 and reader.info(1).signature
+    transport.weights(signer=forger).publish(weights, 2)
+    with pytest.raises(WeightsSignatureError, match="version 2 of run .*another key") as err:
+        reader.fetch(newer_than=1)
+    assert (err.value.version, err.value.reason) == (2, "bad_signature")
+    assert isinstance(err.value, WeightsIntegrityError)  # readers already skip those
+    transport.weights().publish(weights, 3)
+    with pytest.raises(WeightsSignatureError, match="version 3 of run .*unsigned") as err:
+        reader.fetch(newer_than=1)
+    assert (err.value.version, err.value.reason) == (3, "unsigned")
+    assert transport.weights().fetch(newer_than=2)[0] == 3  # no verifier: an unsigned run
+    learner.publish(weights, 4)
+    version, got = reader.fetch(newer_than=1)
+    assert version == 4 and all(torch.equal(got[k], weights[k]) for k in weights)
 
 
 # --- the learner's pace ----------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 import ray
@@ -25,7 +26,7 @@ from zeroforge.shared.games import make_game
 from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.search import SearchConfig
-from zeroforge.shared.transport import RedisServer, connect, open_transport
+from zeroforge.shared.transport import RedisServer, RedisServerConfig, acl, connect, open_transport
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +57,45 @@ def redis_server() -> Iterator[RedisServer]:
     """The bundled redis-server on a free loopback port with a generated password."""
     with RedisServer() as server:
         yield server
+
+
+@dataclasses.dataclass
+class RoleRedis:
+    """A redis-server with a user a role (``acl.py``) and the default user off, as a
+    distributed run starts its own; its role passwords in files under ``auth_dir``."""
+
+    server: RedisServer
+    auth_dir: str
+    """The role password files (``RunContext.redis_auth_dir``)."""
+
+    @property
+    def url(self) -> str:
+        """The owner's URL (``zf-admin``, every right): for tests that look inside."""
+        return self.server.url
+
+    @property
+    def endpoint(self) -> str:
+        """``redis://HOST:PORT/0``, no credentials: what a run's actors are given."""
+        return self.server.endpoint
+
+    def role_url(self, role: str) -> str:
+        return self.server.role_url(role)
+
+    def context(self, ctx):
+        """``ctx`` (a ``RunContext``) on this server with role users."""
+        return dataclasses.replace(ctx, transport=self.endpoint, redis_auth_dir=self.auth_dir)
+
+
+@pytest.fixture(scope="session")
+def roles_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoleRedis]:
+    """The bundled redis-server with role users, shared by the session (runs use their own
+    run ids, as with ``redis_server``)."""
+    passwords = acl.new_passwords()
+    auth_dir = acl.write_credentials(Path(tmp_path_factory.mktemp("redis")) / "auth",
+                                     passwords)
+    config = RedisServerConfig(role_passwords=tuple(sorted(passwords.items())))
+    with RedisServer(config) as server:
+        yield RoleRedis(server, str(auth_dir))
 
 
 @pytest.fixture

@@ -70,10 +70,21 @@ def shutdown_runs():
         ray.kill(controller)
 
 
+@pytest.fixture(scope="module")
+def redis_server(roles_server):
+    """These runs' Redis has a user a role and the default user off, as the driver starts
+    it (``deploy/run_redis.py``): each actor connects as its role, given only the
+    endpoint and the directory of the role passwords."""
+    return roles_server
+
+
 def start_run(redis_server, run_id, tmp_path, *extra):
-    """The run's controller actor (started through the runtime, as the driver does)."""
+    """The run's controller actor (started through the runtime, as the driver does); on
+    a server with role users (``roles_server``), each actor connects as its role."""
     config = load_train_config(None, [*SETTINGS, *extra])
     ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    if hasattr(redis_server, "auth_dir"):
+        ctx = redis_server.context(ctx)
     controller = start_run_handle(config, ctx).actor
     _RUNS.append(controller)
     return controller
@@ -308,7 +319,7 @@ def test_crash_loop_fails_the_run_in_one_line(local_ray, redis_server, run_id, t
     replaced forever: past the kind's crash-loop limit the run fails, naming the kind and
     its last error, and nothing is left running."""
     config = load_train_config(None, SETTINGS)
-    bad_url = redis_server.url.replace("://:", "://:wrong", 1)
+    bad_url = redis_server.endpoint.replace("redis://", "redis://:wrong@", 1)
     ctx = dataclasses.replace(config.context(run_id, bad_url), run_dir=str(tmp_path))
     started = time.monotonic()
     controller = start_run_handle(config, ctx).actor

@@ -64,7 +64,7 @@ class BedRun:
         # the auditors read the streams from inside the redis host (before the run starts:
         # they see every entry); straight to redis-server, never through a relay
         self.auditors = auditors or [bed.call_in("redis", lambda p=port, k=shard: BedAuditor(
-            f"redis://:{bed.password}@{bed.ip('redis')}:{p}/0", run_id, k))
+            bed.admin_url(p), run_id, k))
             for port, shard in (shards or ((bed.config.redis_port, 0),))]
         self.auditor = self.auditors[0]
         sets = [a for s in (*SETTINGS, *settings) for a in ("--set", s)]

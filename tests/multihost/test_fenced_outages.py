@@ -111,7 +111,7 @@ def _raw_entries(bed: Bed, run: BedRun, port: int, shard: int, count: int
                  ) -> dict[bytes, bytes]:
     """Entry id -> the entry as stored, of the first ``count`` entries of a shard (read
     inside the redis host)."""
-    url = f"redis://:{bed.password}@{bed.ip('redis')}:{port}/0"
+    url = bed.admin_url(port)
 
     def read() -> dict[bytes, bytes]:
         client = connect(url)
@@ -124,7 +124,7 @@ def _raw_entries(bed: Bed, run: BedRun, port: int, shard: int, count: int
 
 
 def _append_raw(bed: Bed, run: BedRun, port: int, shard: int, blobs: list[bytes]) -> None:
-    url = f"redis://:{bed.password}@{bed.ip('redis')}:{port}/0"
+    url = bed.admin_url(port)
 
     def append() -> None:
         client = connect(url)

@@ -4,8 +4,12 @@ Each host is a network namespace with one veth link to a bridge in the root name
 one address in a private /24 that exists only inside the namespaces (the bridge has no
 address, so the machine itself cannot reach the bed, nor the bed the machine's network):
 
-- ``redis``: Debian's ``redis-server`` with a password (in a 0600 file), AOF on, bound to
-  its bed address only; optionally a delaying relay in front of it (``relay.py``);
+- ``redis``: Debian's ``redis-server`` with a user a role (``shared/transport/acl.py``:
+  the default user off, the role passwords in 0600 files under ``BED_DIR/redis-auth``, which
+  every bed process is pointed at with ``ZEROFORGE_REDIS_AUTH_DIR``; ``zf-admin`` with the
+  bed's password for the tests' auditors), AOF on, bound to its bed address only;
+  optionally a delaying relay in front of it (``relay.py``). The GCS's server (``gcs_ft``)
+  keeps the one password Ray's GCS knows;
 - ``head``: ``ray start --head`` (the learner's CPUs, no self-play slots);
 - ``node1``, ``node2``: ``ray start --address HEAD`` with ``worker_slots`` units of the
   custom resource ``WORKER_RESOURCE`` each and no CPUs, so self-play workers (run with
@@ -42,6 +46,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+from zeroforge.shared.transport import acl
 
 T = TypeVar("T")
 
@@ -147,6 +153,7 @@ class Bed:
         self.dir = STATE_ROOT / self.prefix
         self.subnet = ""
         self.password = secrets.token_hex(24)
+        """The tests' own (``zf-admin`` on the run's servers; the GCS server's only one)."""
         self.procs: list[subprocess.Popen] = []
         self._starts: dict[str, int] = {}
 
@@ -187,8 +194,9 @@ class Bed:
 
     @property
     def redis_url(self) -> str:
-        """The run's Redis URL, by host name, without the password (which the bed's
-        processes get in ``ZEROFORGE_REDIS_PASSWORD``); through the relay when one runs."""
+        """The run's Redis URL, by host name, without credentials (each bed process finds
+        its role's password in ``ZEROFORGE_REDIS_AUTH_DIR``); through the relay when one
+        runs."""
         port = self.config.relay_port if self.config.delay_ms > 0 else self.config.redis_port
         return f"redis://redis:{port}/0"
 
@@ -197,13 +205,24 @@ class Bed:
         return self.dir / "redis-password"
 
     @property
+    def auth_dir(self) -> Path:
+        """The role password files of the run's servers (``acl.write_credentials``)."""
+        return self.dir / "redis-auth"
+
+    def admin_url(self, port: int | None = None) -> str:
+        """``zf-admin``'s URL of the run's server on ``port`` (default ``redis_port``), by
+        address, straight to redis-server: the tests' auditors read everything."""
+        return (f"redis://{acl.ADMIN_USER}:{self.password}@{self.ip('redis')}:"
+                f"{port or self.config.redis_port}/0")
+
+    @property
     def token_file(self) -> Path:
         return self.dir / "ray-token"
 
     def env(self) -> dict[str, str]:
         """The environment of every process the bed starts (and of ``exec``)."""
         env = dict(os.environ)
-        env.update({"ZEROFORGE_REDIS_PASSWORD": self.password, "RAY_AUTH_MODE": "token",
+        env.update({acl.AUTH_DIR_ENV: str(self.auth_dir), "RAY_AUTH_MODE": "token",
                     "RAY_AUTH_TOKEN_PATH": str(self.token_file),
                     "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
                     # the GCS declares a silent node dead after 5 missed 1 s checks (a
@@ -215,6 +234,7 @@ class Bed:
                     "RAY_worker_niceness": "0"})
         env.pop("RAY_ADDRESS", None)
         env.pop("RAY_AUTH_TOKEN", None)
+        env.pop("ZEROFORGE_REDIS_PASSWORD", None)
         return env
 
     # --- build -------------------------------------------------------------------------
@@ -263,6 +283,7 @@ class Bed:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(text)
+        acl.write_credentials(self.auth_dir, acl.new_passwords())
 
     def _save_state(self) -> None:
         (self.dir / "bed.json").write_text(json.dumps(
@@ -278,10 +299,17 @@ class Bed:
         data = self.dir / ("redis" if port == self.config.redis_port else f"redis-{port}")
         data.mkdir(exist_ok=True, mode=0o700)
         conf = data / "redis.conf"
+        auth = f"requirepass {self.password}"
+        if port != self.config.gcs_redis_port:
+            users = data / "users.acl"
+            fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(acl.acl_text(acl.read_credentials(self.auth_dir), self.password))
+            auth = f"aclfile {users}"
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(f"bind {self.ip('redis')}\nport {port}\n"
-                    f"requirepass {self.password}\nprotected-mode yes\n"
+                    f"{auth}\nprotected-mode yes\n"
                     f"dir {data}\nappendonly yes\nappendfsync everysec\nsave \"\"\n"
                     "daemonize no\nlogfile redis.log\n")
         proc = self.popen("redis", [self.config.redis_server, str(conf)])
