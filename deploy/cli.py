@@ -96,8 +96,10 @@ def register_train(sub: Subparsers) -> None:
     train.add_argument("--address", default=None,
                        help="join this Ray cluster (default: $RAY_ADDRESS or a new local one)")
     train.add_argument("--redis-url", default=None,
-                       help="use this Redis (redis://:PASSWORD@host:port/0, or the password "
-                            "in $ZEROFORGE_REDIS_PASSWORD); default: start the bundled one")
+                       help="use this Redis (redis://:PASSWORD@host:port/0; without a "
+                            "password each process connects as its role with the file in "
+                            "$ZEROFORGE_REDIS_AUTH_DIR, else with $ZEROFORGE_REDIS_PASSWORD); "
+                            "default: start the bundled one, with a user a role")
     train.add_argument("--workers", type=int, default=None, help="self-play workers")
     train.add_argument("--run-id", default=None, help="name of the run")
     train.add_argument("--config", default=None,

@@ -157,8 +157,9 @@ class DistributedConfig:
     shards live in the run's Redis (or on ``stream_redis``)."""
     stream_redis: tuple[str, ...] = ()
     """URLs of Redis servers a cluster runs for the stream shards (KubeRay: one per pod),
-    used before the started ones. Without a password in them: it comes from
-    ``ZEROFORGE_REDIS_PASSWORD``, as for ``--redis`` (a config file is saved with the
+    used before the started ones. Without a password in them: each process connects as
+    its role with the password file in ``$ZEROFORGE_REDIS_AUTH_DIR``, else with
+    ``$ZEROFORGE_REDIS_PASSWORD``, as for ``--redis-url`` (a config file is saved with the
     run)."""
     weights_per_node: bool = True
     """Workers read published weights through a cache per node
@@ -197,8 +198,9 @@ class DistributedConfig:
         for url in self.stream_redis:
             if not url.startswith(("redis://", "rediss://")) or "@" in url.split("/")[2]:
                 raise ValueError(f"stream_redis: {url!r} must be a redis:// or rediss:// URL "
-                                 f"without credentials (the password comes from "
-                                 f"ZEROFORGE_REDIS_PASSWORD)")
+                                 f"without credentials (they come from the role password "
+                                 f"files in $ZEROFORGE_REDIS_AUTH_DIR or from "
+                                 f"$ZEROFORGE_REDIS_PASSWORD)")
 
 
 # --- the whole config -----------------------------------------------------------------------

