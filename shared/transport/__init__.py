@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeroforge.shared.lazy import lazy_getattr
+from zeroforge.shared.transport import acl
 from zeroforge.shared.transport.base import (
     PaceSignal,
     ResultsStore,
@@ -25,6 +26,7 @@ from zeroforge.shared.transport.connection import (
     PASSWORD_ENV,
     PartialAckError,
     RedisConfig,
+    RoleRefused,
     TransportError,
     connect,
     patiently,
@@ -104,12 +106,13 @@ __all__ = [
     "MemoryTransport",
     "NodeCachedWeights", "PASSWORD_ENV", "PaceSignal", "RedisConfig", "RedisServer",
     "RedisServerConfig", "RedisServerError", "RedisTransport", "ResultsFormatError",
-    "RefusedVersions", "ResultsStore", "SampleSink", "SampleSource", "SampleStream",
+    "RefusedVersions", "ResultsStore", "RoleRefused", "SampleSink", "SampleSource", "SampleStream",
     "SavedControlState", "ShardedSampleStream", "SigningKeyError", "StaleVersionError",
     "StreamConfig", "StreamInfo", "Transport",
     "TransportError", "PartialAckError", "patiently", "WeightInfo", "WeightSigner",
     "WeightSink", "WeightSource", "WeightStore", "WeightVerifier",
-    "WeightSubscription", "WeightsIntegrityError", "WeightsSignatureError", "advance_cursor",
+    "WeightSubscription", "WeightsIntegrityError", "WeightsSignatureError", "acl",
+    "advance_cursor",
     "check_run_id", "connect",
     "default_cache_root", "free_port", "node_cache_dir", "open_transport", "parse_cursor",
     "parse_id", "publish_age_s", "redis_errors", "shard_of", "signer_for_run",

@@ -19,13 +19,13 @@ from zeroforge.shared.transport import (
     PASSWORD_ENV,
     RedisServer,
     RedisServerConfig,
+    RoleRefused,
     StreamConfig,
     TransportError,
     acl,
     connect,
     open_transport,
 )
-from zeroforge.shared.transport.connection import RoleRefused
 
 BINARIES = {"bundled-6.2": None, "debian-7": shutil.which("redis-server")}
 

@@ -21,9 +21,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.multihost.bed_run import BedRun, assert_exactly_once
 from tests.multihost.test_multihost import _get, _steady
 from tests.netbed import Bed
-from zeroforge.shared.transport import WeightStore, connect, open_transport
-from zeroforge.shared.transport.connection import RoleRefused
-from zeroforge.shared.transport.signing import WeightSigner
+from zeroforge.shared.transport import (
+    RoleRefused,
+    WeightSigner,
+    WeightStore,
+    connect,
+    open_transport,
+)
 
 
 def _publish_as_worker(bed: Bed, run_id: str) -> str:

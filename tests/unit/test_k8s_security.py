@@ -48,9 +48,7 @@ from tests.unit.test_k8s_manifests import (
 )
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.kinds import KINDS
-from zeroforge.shared.transport import free_port
-from zeroforge.shared.transport.acl import AUTH_DIR_ENV, ROLES
-from zeroforge.shared.transport.connection import CA_ENV
+from zeroforge.shared.transport import CA_ENV, acl, free_port
 
 ROOT = K8S.parent
 BASE = K8S / "base"
@@ -98,7 +96,7 @@ def role_secrets_of_pod(spec: dict) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for v in spec.get("volumes", []):
         for s in secrets_in(v):
-            for role in ROLES:
+            for role in acl.ROLES:
                 if s["name"] == role_secret(role):
                     found.setdefault(role, []).append(s)
     return found
@@ -321,7 +319,7 @@ controller actor (pinned to the driver's node), and `zeroforge status`."""
 def test_a_secret_per_role_mounted_only_where_the_role_runs(target, tmp_path):
     objs = render(target)
     assert not [o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"] == RUN_REDIS]
-    for role in ROLES:
+    for role in acl.ROLES:
         assert "password" in one(objs, "Secret", role_secret(role))["data"], role
     text = yaml.safe_dump_all(objs)
     assert "ZEROFORGE_REDIS_PASSWORD" not in text
@@ -336,10 +334,10 @@ def test_a_secret_per_role_mounted_only_where_the_role_runs(target, tmp_path):
         assert set(roles) == expected[where], where
         seen.add(where)
         if not roles:
-            assert AUTH_DIR_ENV not in env_of(c), where
+            assert acl.AUTH_DIR_ENV not in env_of(c), where
             continue
         # One file per role, named ROLE, in the directory ZEROFORGE_REDIS_AUTH_DIR names.
-        auth_dir = env_of(c)[AUTH_DIR_ENV]["value"]
+        auth_dir = env_of(c)[acl.AUTH_DIR_ENV]["value"]
         mounted = mounted_secret(spec, c, auth_dir)
         assert {s["name"] for s in mounted} == {role_secret(r) for r in roles}, where
         for s in mounted:
@@ -360,7 +358,7 @@ def test_a_secret_per_role_mounted_only_where_the_role_runs(target, tmp_path):
     assert d.run_dir_resource in head_resources and d.worker_resource not in head_resources
     # The run's Redis gets every role (it builds the users); the GCS's none.
     run_redis = redis_pod(objs, RUN_REDIS)
-    assert set(role_secrets_of_pod(run_redis)) == set(ROLES)
+    assert set(role_secrets_of_pod(run_redis)) == set(acl.ROLES)
     assert not role_secrets_of_pod(redis_pod(objs, "zeroforge-gcs-redis"))
 
 
@@ -383,7 +381,7 @@ def test_the_run_redis_pod_gives_the_start_script_what_it_reads(target):
     volumes = {v["name"]: v for v in pod["volumes"]}
     role_dir = _script_default("ZF_REDIS_ROLE_DIR")
     mounted = mounted_secret(pod, c, role_dir)
-    assert {s["name"] for s in mounted} == {role_secret(r) for r in ROLES}
+    assert {s["name"] for s in mounted} == {role_secret(r) for r in acl.ROLES}
     for s in mounted:
         assert s["items"] == [{"key": "password", "path": s["name"].removeprefix(
             "zeroforge-redis-")}]
@@ -405,7 +403,7 @@ def test_the_run_redis_pod_gives_the_start_script_what_it_reads(target):
 def test_the_acl_rules_file_is_what_the_module_prints(target):
     printed = subprocess.run([sys.executable, "-m", "zeroforge.shared.transport.acl"],
                              capture_output=True, text=True, check=True, timeout=60).stdout
-    assert printed.count("\n") == len(ROLES)
+    assert printed.count("\n") == len(acl.ROLES)
     assert (BASE / "redis-acl-rules.txt").read_text() == printed
     objs = render(target)
     config = one(objs, "ConfigMap", "zeroforge-redis-config")["data"]
@@ -437,7 +435,7 @@ def pod_conf_for_test(conf: str, overrides: dict[str, str]) -> str:
     return conf
 
 
-PASSWORDS = {role: f"{role}-pw-{i}x9Q" for i, role in enumerate(ROLES)}
+PASSWORDS = {role: f"{role}-pw-{i}x9Q" for i, role in enumerate(acl.ROLES)}
 
 
 def role_dir(tmp_path: Path, passwords: dict[str, str]) -> Path:
@@ -548,9 +546,9 @@ def test_the_worker_user_appends_and_reads_and_nothing_more(acl_redis):
 
 def test_every_role_logs_in_with_its_own_password_only(acl_redis):
     port = acl_redis
-    for role in ROLES:
+    for role in acl.ROLES:
         assert _client(port, role).ping(), role
-        other = next(r for r in ROLES if r != role)
+        other = next(r for r in acl.ROLES if r != role)
         with pytest.raises(redis.AuthenticationError):
             _client(port, role, PASSWORDS[other]).ping()
 

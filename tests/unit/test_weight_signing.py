@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from zeroforge.shared.transport.signing import (
+from zeroforge.shared.transport import (
     SigningKeyError,
     WeightSigner,
     WeightVerifier,
