@@ -93,8 +93,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         redis_url = server.endpoint
     address = address or os.environ.get("RAY_ADDRESS")
     ctx = dataclasses.replace(config.context(run_id, redis_url), run_dir=run_dir,
-                              redis_auth_dir=auth_dir)
-    ctx = dataclasses.replace(ctx, weights_public_key=weights_key)
+                              redis_auth_dir=auth_dir, weights_public_key=weights_key)
     stream_servers: list = []
     try:
         for index in range(config.distributed.stream_servers):
