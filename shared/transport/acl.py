@@ -100,7 +100,7 @@ ROLES: dict[str, Role] = {role.name: role for role in (
     Role("reader",
          _CONNECTION + _READ_RUN,
          ("zf:*",),
-         "status and dashboards: read only"),
+         "operators' read-only tools (redis-cli, a Grafana Redis source): reads only"),
 )}
 
 

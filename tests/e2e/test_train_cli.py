@@ -3,11 +3,17 @@ driven from a second terminal with status, scale and stop."""
 
 from __future__ import annotations
 
+import json
+import stat
 import time
+
+import pytest
+import redis
 
 from tests.e2e.runs import TrainProcess
 from tests.e2e.test_cli import zf
 from zeroforge.learner.learner import load_checkpoint
+from zeroforge.shared.transport import TransportError, acl, connect
 
 FAST = ["--set", "net=tiny", "--set", "search.num_simulations=12",
         "--set", "selfplay.games_in_parallel=8", "--set", "learner.min_replay=64",
@@ -78,6 +84,19 @@ def test_distributed_job_train_status_scale_stop(tmp_path):
         assert st["desired"]["selfplay"] == 2 and st["alive"]["selfplay"] == 2
         text = zf("status", *where).stdout
         assert "actors (alive/desired, restarts): " in text and "selfplay 2/2" in text
+        # the run's servers: a user a role, the default user off, each role's password in
+        # a 0600 file of the run dir (shared/transport/acl.py)
+        auth = run_dir / "redis-auth"
+        assert sorted(p.name for p in auth.iterdir()) == sorted(acl.ROLES)
+        assert {stat.S_IMODE(p.stat().st_mode) for p in auth.iterdir()} == {0o600}
+        for server in ("redis", "redis-stream-0"):
+            port = json.loads((run_dir / server / "endpoint.json").read_text())["port"]
+            with pytest.raises(TransportError, match="rejected our credentials"):
+                connect(f"redis://:guess@127.0.0.1:{port}/0")
+            worker = connect(f"redis://127.0.0.1:{port}/0", role="worker", auth_dir=str(auth))
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                worker.set("zf:{e2e-run}:weights:latest", b"99")
+            worker.close()
         r = zf("scale", "--inference-servers", "2", *where)
         assert r.returncode == 1 and "inference=local" in r.stderr
         r = zf("stop", *where)
