@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from zeroforge.actors.best_snapshot import BestSnapshot
 from zeroforge.actors.config import EvaluationConfig
 from zeroforge.actors.game_records import RecordWriter, eval_writer
 from zeroforge.shared.formats import StateDict, weights_from_bytes, weights_to_bytes
@@ -105,6 +106,8 @@ class RatingService:
         self.config = evaluation
         self.run_id = ctx.run_id
         self.record = record
+        self.best_snapshot = BestSnapshot(record.run_dir) if record is not None else None
+        """``RUN_DIR/best.safetensors``, the strongest version by the ladder (with a record)."""
         self.best_threshold = best_threshold
         self.opening_moves = opening_moves
         self.seed = ctx.seed if seed is None else seed
@@ -179,7 +182,8 @@ class RatingService:
         if best is not None:
             matches[BEST] = best["match"]
         self.version = version
-        self._update_ladder(version, holder, matches)  # first: it may keep games/eval aside
+        # first: it may keep games/eval aside
+        self._update_ladder(version, holder, matches, state_dict)
         self._keep_games(version, matches)
         self._results = {
             "run_id": self.run_id,
@@ -230,6 +234,7 @@ class RatingService:
 
     def _recover(self) -> None:
         """Pick up the best weights and last results of a previous incarnation."""
+        self._export_best()
         try:
             best = self.results_store.best()
             if best is not None:
@@ -272,8 +277,9 @@ class RatingService:
                             f"{self.run_id}")
 
     def _update_ladder(self, version: int, holder: int | None,
-                       matches: dict[str, MatchResult]) -> None:
-        """Add this evaluation's matches to the run's ladder, refit, save, export."""
+                       matches: dict[str, MatchResult], weights: StateDict) -> None:
+        """Add this evaluation's matches to the run's ladder, refit, save, export; the
+        version's ``weights`` become ``best.safetensors`` if the refit ranks it best."""
         if self.record is None:
             return
         run_dir = self.record.run_dir
@@ -321,6 +327,18 @@ class RatingService:
                 for bound, value in (("estimate", fit.elo[name]), ("low", low),
                                      ("high", high)):
                     r.set("evaluator_ladder_elo", value, player=label, bound=bound)
+        if self.best_snapshot is not None:
+            self.best_snapshot.consider(version, fit, weights)
+            self._export_best()
+
+    def _export_best(self) -> None:
+        """The best snapshot's version and rating as metrics (``status``: best_snapshot)."""
+        best = self.best_snapshot.record if self.best_snapshot is not None else None
+        if best is None:
+            return
+        self.recorder.set("evaluator_best_snapshot_version", best["version"])
+        for bound, key in (("estimate", "elo"), ("low", "low"), ("high", "high")):
+            self.recorder.set("evaluator_best_snapshot_elo", best[key], bound=bound)
 
     def _record(self, version: int, matches: dict[str, MatchResult]) -> None:
         r = self.recorder

@@ -26,12 +26,20 @@ class LearnerConfig:
     weight_decay: float = 1e-4
     """L2 penalty (SGD) / decoupled weight decay (AdamW)."""
     lr_schedule: str = "constant"
-    """``constant``, ``cosine`` (to 10% of lr over ``total_steps``) or ``step`` (x0.1 at 50%
-    and 75% of ``total_steps``)."""
+    """``constant``, ``cosine`` (to 10% of lr over the budget) or ``step`` (x0.1 at 50%
+    and 75% of the budget); the budget: ``total_steps``, else the run's
+    (``run.max_learner_steps``, else ``run.minutes``); none: constant (said in the log)."""
     warmup_steps: int = 0
     """Linear warm-up steps at the start."""
-    total_steps: int = 100_000
-    """Length of the schedule (steps past it stay at the final rate)."""
+    total_steps: int = 0
+    """Length of the schedule in steps (steps past it stay at the final rate); 0: the
+    run's budget (``lr_schedule``)."""
+    average_horizon: int = 0
+    """Positions trained over which the weights that are published (self-play, the
+    evaluator, play), snapshotted and kept as the checkpoint's model are averaged: an
+    exponential moving average of the weights after each step with this time constant,
+    the plain mean of all steps while fewer have been taken; 0: the raw weights. The raw
+    weights and optimizer stay in the checkpoint for resuming."""
     replay_capacity: int = 100_000
     """Positions kept in the replay window."""
     min_replay: int = 1_000
@@ -121,3 +129,9 @@ class LearnerConfig:
         if not 0.0 <= self.samples_per_insert_tolerance < 1.0:
             raise ValueError(f"samples_per_insert_tolerance must be in [0, 1), got "
                              f"{self.samples_per_insert_tolerance}")
+        if self.lr_schedule not in ("constant", "cosine", "step"):
+            raise ValueError(f"learner.lr_schedule must be constant, cosine or step, got "
+                             f"{self.lr_schedule!r}")
+        if self.warmup_steps < 0 or self.total_steps < 0 or self.average_horizon < 0:
+            raise ValueError("learner.warmup_steps, total_steps and average_horizon must be "
+                             ">= 0")

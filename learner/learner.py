@@ -30,6 +30,7 @@ from zeroforge.learner.losses import (
     step_scales,
     total_loss,
 )
+from zeroforge.learner.lr_schedule import LrSchedule
 from zeroforge.learner.replay import ReplayBatch, ReplayWindow
 from zeroforge.learner.replay_sizes import MixedReplayWindow
 from zeroforge.learner.replica_group import ReplicaGroup
@@ -106,6 +107,16 @@ class Learner:
         self.games_seen = 0
         self.version = 0
         """Weights version: bumped by ``publish``; 0 is the random initialisation."""
+        self.schedule = LrSchedule(config)
+        """The learning rate's schedule (the service gives it the run's budget)."""
+        self.run_seconds = 0.0
+        """Seconds of the run so far, as its driver counts them (``LearnerService``: from
+        the first game); checkpointed: a schedule over ``run.minutes`` goes on from here."""
+        self.average: dict[str, torch.Tensor] | None = None
+        """The averaged weights (``average_horizon``), on the device; None until the first
+        step, and always without averaging."""
+        self.averaged_steps = 0
+        """Steps in ``average`` (checkpointed)."""
         self.group: ReplicaGroup | None = None
         """The data-parallel group this learner leads (``join_group``), or None."""
 
@@ -152,15 +163,8 @@ class Learner:
         return spi <= 0 or self.samples_trained + self.config.batch_size <= budget
 
     def lr_at(self, step: int) -> float:
-        c = self.config
-        if step < c.warmup_steps:
-            return c.lr * (step + 1) / c.warmup_steps
-        frac = min(step / max(c.total_steps, 1), 1.0)
-        if c.lr_schedule == "cosine":
-            return c.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-        if c.lr_schedule == "step":
-            return c.lr * (0.1 ** ((frac >= 0.5) + (frac >= 0.75)))
-        return c.lr
+        """The learning rate of step ``step`` now (``schedule``)."""
+        return self.schedule.lr(step, self.run_seconds)
 
     def step(self) -> dict[str, float]:
         """One SGD step on a batch from the replay window; returns its losses. With a
@@ -183,7 +187,31 @@ class Learner:
                                       points, lr, self.config)
         self.steps += 1
         self.samples_trained += self.config.batch_size
+        self._update_average()
         return losses
+
+    def _update_average(self) -> None:
+        """Fold the weights after a step into ``average``: an exponential moving average
+        with a time constant of ``average_horizon`` positions, but never weighting the
+        newest weights less than a plain mean of the steps so far would (else the random
+        initialisation would linger in it for a whole horizon)."""
+        horizon = self.config.average_horizon
+        if not horizon:
+            return
+        current = self.net.state_dict()
+        if self.average is None or self.averaged_steps == 0:
+            self.average = {k: v.detach().clone() for k, v in current.items()}
+        else:
+            keep = min(math.exp(-self.config.batch_size / horizon),
+                       self.averaged_steps / (self.averaged_steps + 1))
+            with torch.no_grad():
+                for name, value in current.items():
+                    held = self.average[name]
+                    if held.is_floating_point():
+                        held.lerp_(value.detach(), 1.0 - keep)
+                    else:  # counters (BatchNorm's num_batches_tracked): the current one
+                        held.copy_(value)
+        self.averaged_steps += 1
 
     def train_on(self, batch: ReplayBatch, lr: float, scales: LossScales,
                  module: torch.nn.Module | None = None) -> torch.Tensor:
@@ -250,10 +278,14 @@ class Learner:
         return out
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """A CPU copy of the current weights."""
-        # contiguous: a channels-last tensor cannot go into safetensors as it is
-        return {k: v.detach().to("cpu", copy=True).contiguous()
-                for k, v in self.net.state_dict().items()}
+        """A CPU copy of the weights the run publishes, snapshots and plays: the averaged
+        ones with ``average_horizon`` (once a step was taken), else the current ones."""
+        return _cpu_copy(self.average if self.average is not None
+                         else self.net.state_dict())
+
+    def raw_weights(self) -> dict[str, torch.Tensor]:
+        """A CPU copy of the weights as trained (what a resumed learner trains on from)."""
+        return _cpu_copy(self.net.state_dict())
 
     def publish(self) -> int:
         """Mark the current weights as a new version and return it."""
@@ -281,11 +313,15 @@ class Learner:
             "game_version": self.game.spec.version,
             "net_config": to_dict(self.net_config),
             "learner_config": dataclasses.asdict(self.config),
+            # the model players load; with averaging, the raw weights beside it resume
             "model": self.weights(),
+            **({"raw_model": self.raw_weights()} if self.average is not None else {}),
             "optimizer": self.optimizer.state_dict(),
             "replay": replay,
             "counters": {"steps": self.steps, "samples_trained": self.samples_trained,
                          "games_seen": self.games_seen, "version": self.version,
+                         "run_seconds": self.run_seconds,
+                         "averaged_steps": self.averaged_steps,
                          # only with several sizes: a one-size checkpoint stays as it was
                          **({"batches_by_size": {str(k): v for k, v in
                                                  self.batches_by_size.items()}}
@@ -306,14 +342,16 @@ class Learner:
             raise CheckpointError(f"{path}: checkpoint is for game {blob['game']!r}, "
                                   f"not {self.game.spec.spec_string!r}")
         try:
-            self.net.load_state_dict(blob["model"])
+            self.net.load_state_dict(blob.get("raw_model", blob["model"]))
             self.optimizer.load_state_dict(blob["optimizer"])
+            self._restore_average(blob)
         except (RuntimeError, ValueError, KeyError) as err:
             raise CheckpointError(f"{path}: weights do not fit this net ({err})") from None
         self.replay.load_arrays({k: v.numpy() for k, v in blob["replay"].items()})
         c = blob["counters"]
         self.steps, self.samples_trained = int(c["steps"]), int(c["samples_trained"])
         self.games_seen, self.version = int(c["games_seen"]), int(c["version"])
+        self.run_seconds = float(c.get("run_seconds", 0.0))
         if self.sizes is not None:
             self.batches_by_size = {int(k): int(v)
                                     for k, v in dict(c.get("batches_by_size", {})).items()}
@@ -324,6 +362,17 @@ class Learner:
             raise CheckpointError(f"{path}: 'extra' is a {type(extra).__name__}, not a dict")
         return extra
 
+    def _restore_average(self, blob: dict) -> None:
+        """The average a checkpoint kept (its model, beside the raw weights); from one
+        written without averaging, a new average starts at the next step."""
+        self.average, self.averaged_steps = None, 0
+        if not self.config.average_horizon or "raw_model" not in blob:
+            return
+        self.average = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+        for name, value in blob["model"].items():
+            self.average[name].copy_(value)  # KeyError: a model of another net
+        self.averaged_steps = int(blob["counters"].get("averaged_steps", 1))
+
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c = self.config
         if c.optimizer == "sgd":
@@ -332,6 +381,11 @@ class Learner:
         if c.optimizer == "adamw":
             return torch.optim.AdamW(self.net.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         raise ValueError(f"learner.optimizer must be 'sgd' or 'adamw', not {c.optimizer!r}")
+
+
+def _cpu_copy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # contiguous: a channels-last tensor cannot go into safetensors as it is
+    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in state.items()}
 
 
 def _torch_save(blob: dict, f: BinaryIO) -> None:

@@ -52,6 +52,7 @@ from zeroforge.learner.checkpoint_health import CheckpointHealth
 from zeroforge.learner.config import LearnerConfig
 from zeroforge.learner.game_id_window import GameIdWindow
 from zeroforge.learner.learner import CHECKPOINT_NAME, CheckpointError, Learner
+from zeroforge.learner.lr_schedule import LrSchedule, RunClock
 from zeroforge.learner.pace_publisher import PacePublisher
 from zeroforge.learner.pending_acks import PendingAcks, ack
 from zeroforge.learner.received_games import ReceivedGames
@@ -131,8 +132,10 @@ class LearnerService:
             # Process-wide; the service owns its process in a distributed run.
             torch.set_num_threads(ctx.torch_threads)
         self.learner = Learner(learner, ctx.game, net, ctx.size_mix())
+        self.learner.schedule = LrSchedule(learner, ctx.max_learner_steps, ctx.minutes)
+        log.info("%s", self.learner.schedule.describe())
+        self._run_clock = RunClock()
         self.recorder = new_recorder()
-
         self.cursor: str | None = None
         """Id of the last stream entry added to the replay window."""
         self.games_received = 0
@@ -209,6 +212,7 @@ class LearnerService:
         Redis failure (read, publish) is raised at the turn's end: with Redis down the
         learner still trains on what it holds and checkpoints it (acks wait for Redis)."""
         self._check_open()
+        self._run_clock.tick(self.learner, started=self.games_received > 0)
         trainable = self._trainable()
         wait = 0 if trainable else block_ms
         at_target = not trainable and self._at_target()

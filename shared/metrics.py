@@ -165,6 +165,12 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
            "Run ladder rating (Bradley-Terry fit, random = 0) of the newest evaluated weights "
            "(player=latest) and of each anchor: estimate and 95% interval bounds.",
            ("player", "bound")),
+    Metric("evaluator_best_snapshot_version", "gauge",
+           "Weights version in RUN_DIR/best.safetensors: the evaluated version with the "
+           "highest lower end of its ladder interval."),
+    Metric("evaluator_best_snapshot_elo", "gauge",
+           "Ladder rating of the best snapshot: estimate and 95% interval bounds.",
+           ("bound",)),
     Metric("actor_cpu_seconds_total", "counter", "CPU time (user + system) of an actor's "
            "process.", _ACTOR),
     Metric("actor_memory_bytes", "gauge", "Resident memory of an actor's process.", _ACTOR),

@@ -47,6 +47,7 @@ class RunStatus:
     throttled_s: dict[str, float] = field(default_factory=dict)
     replay_by_size: dict[str, float] = field(default_factory=dict)
     batches_by_size: dict[str, float] = field(default_factory=dict)
+    best_snapshot: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_metrics(cls, merged: Mapping, received_before: float | None = None,
@@ -81,6 +82,7 @@ class RunStatus:
             losses=by("learner_loss", "part"),
             replay_by_size=by("replay_window_positions_by_size", "board_size"),
             batches_by_size=by("learner_batches_by_size_total", "board_size"),
+            best_snapshot=_best_snapshot(merged),
             throttled_s={
                 "selfplay": metrics.total(merged, "selfplay_throttled_seconds_total",
                                           worker_kind="selfplay"),
@@ -167,9 +169,27 @@ class RunStatus:
                                                self.rejected.items() if v) or "none"))
         if self.scores:
             lines.append("scores: " + ", ".join(f"{k} {v:.0%}" for k, v in self.scores.items()))
+        if self.best_snapshot:
+            b = self.best_snapshot
+            lines.append(f"best snapshot: v{b['version']:.0f}, ladder Elo {b['elo']:.0f} "
+                         f"(95% {b['low']:.0f}..{b['high']:.0f}), in RUN_DIR/best.safetensors")
         for row in self.actors:
             lines.append(f"  {row.get('kind', '?')} {row.get('index', 0)}: "
                          f"{row.get('state', '?')} on {row.get('node') or '?'} "
                          f"pid {row.get('pid') or '-'}")
         lines.append(f"metrics: {self.metrics_url or '-'}")
         return "\n".join(lines)
+
+
+def _best_snapshot(merged: Mapping) -> dict[str, float]:
+    """``{version, elo, low, high}`` of ``RUN_DIR/best.safetensors`` (the evaluator's
+    ``evaluator_best_snapshot_*``); {} before the first evaluation names one."""
+    values = merged["values"]
+    if not values.get("evaluator_best_snapshot_version"):
+        return {}
+    bounds = {dict(k)["bound"]: v
+              for k, v in values.get("evaluator_best_snapshot_elo", {}).items()}
+    return {"version": metrics.value(merged, "evaluator_best_snapshot_version"),
+            "elo": bounds.get("estimate", 0.0), "low": bounds.get("low", 0.0),
+            "high": bounds.get("high", 0.0)}
+

@@ -179,6 +179,24 @@ def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
     assert (ladder[("latest", "low")], ladder[("latest", "high")]) == pytest.approx((low, high))
     assert ladder[("minimax", "estimate")] == pytest.approx(fit.elo["minimax"])
     assert ladder[("random", "estimate")] == 0.0
+    # best.safetensors: the version whose interval's low end is higher, and its weights
+    import json
+
+    from zeroforge.deploy.runtime.status import RunStatus
+    from zeroforge.shared.formats import load_weights
+
+    best = 4 if fit.interval("v4")[0] > fit.interval("v3")[0] else 3
+    record = json.loads((tmp_path / "best.json").read_text())
+    assert record["version"] == best
+    kept = load_weights(tmp_path / "best.safetensors")
+    assert all(torch.equal(kept[k], v) for k, v in random_weights(best - 2).items())
+    from zeroforge.shared.metrics import merge
+
+    status = RunStatus.from_metrics(merge([ev.stats()]), run_id=run_id, state="running",
+                                    elapsed_s=1)
+    assert status.best_snapshot["version"] == best
+    assert status.best_snapshot["low"] == pytest.approx(fit.interval(f"v{best}")[0])
+    assert f"best snapshot: v{best}" in status.text()
 
     # every game as SGF, replaying to the outcome the match counted
     for version, results in ((3, first), (4, second)):
