@@ -4,9 +4,11 @@
 Each (config, seed) is a real run started as a user starts it (``zeroforge train --local``)
 with a weight snapshot every ``--snapshot-every`` seconds. This process evaluates the
 snapshots as they appear (the agent plays ``--sims`` simulations a move of the preset's
-PUCT search, no noise, against the anchor, colours alternating) and stops the run cleanly at
-the first snapshot that reaches the target; that snapshot's training time is the run's
-time to strength. A run that never gets there counts as "more than ``--minutes``". The
+PUCT search, no noise, against the anchor, colours alternating) and stops the run cleanly
+once the target is *held*: the median score of ``--hold`` (3) snapshots in a row reaches it,
+and the last of them gives the run's time to strength (``tts_rule.held_minutes``; ``--hold
+1``: the first snapshot at the target, a first crossing, as rows written before the flag
+are). A run that never gets there counts as "more than ``--minutes``". The
 headline is the median over seeds.
 
     # before/after a change: the same command with the change's settings, one label each
@@ -65,7 +67,7 @@ from learn_vs_uct import (  # benchmarks/ (scripts run from here)
     match_table,
 )
 from machine import load_averages, machine_line
-from tts_rule import median_cell, minutes_cell
+from tts_rule import held_minutes, median_cell, minutes_cell
 
 from zeroforge.deploy.config import TrainConfig, load_train_config
 from zeroforge.learner.learner import CheckpointError, load_checkpoint
@@ -86,7 +88,13 @@ class SeedResult:
     config: str
     seed: int
     minutes_to_target: float | None = None
-    """Training minutes of the first snapshot at or above the target; None: never reached."""
+    """Training minutes at which the target was held (``tts_rule.held_minutes``: the last
+    snapshot of the first ``hold`` in a row whose median score reaches it); None: never."""
+    hold: int = 1
+    """Snapshots whose median must reach the target (``--hold``; rows written before it
+    have 1: the first snapshot at the target)."""
+    first_crossing: float | None = None
+    """Training minutes of the first snapshot at or above the target; None: never."""
     points: list[dict] = field(default_factory=list)
     """``{"minutes", "score", "wins", "draws", "losses"}`` of each evaluated snapshot."""
     run_minutes: float = 0.0
@@ -259,8 +267,10 @@ class SnapshotJudge:
         print(f"  {r.config} seed {self.seed}: {minutes:5.1f} min  score "
               f"{match['score']:.0%} (+{match['wins']} ={match['draws']} "
               f"-{match['losses']})", flush=True)
-        if match["score"] >= self.args.target:
-            r.minutes_to_target = minutes
+        if match["score"] >= self.args.target and r.first_crossing is None:
+            r.first_crossing = minutes
+        r.hold = self.args.hold
+        r.minutes_to_target = held_minutes(r.points, self.args.target, self.args.hold)
         self.on_judged()
         return r.minutes_to_target is not None
 
@@ -518,6 +528,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", type=int, default=20, help="games per snapshot")
     parser.add_argument("--sims", type=int, default=400, help="agent simulations a move")
     parser.add_argument("--target", type=float, default=0.9, help="score to reach")
+    parser.add_argument("--hold", type=int, default=3, metavar="N",
+                        help="the target is held when the median of N snapshots in a row "
+                             "reaches it (1: the first snapshot at it)")
     parser.add_argument("--label", default="", help="name of this variant in the table")
     parser.add_argument("--out", default="runs/time-to-strength", help="where runs go")
     parser.add_argument("--json", default=None, help="rows also here (and resumed from)")
@@ -563,6 +576,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not 0 < args.target <= 1:
         parser.error("--target must be in (0, 1]")
+    if args.hold < 1:
+        parser.error("--hold must be >= 1")
     if args.stages and not args.eval_after:
         parser.error("--stages needs --eval-after")
     if args.eval_after and args.eval_cpus is None:
@@ -578,7 +593,9 @@ def main(argv: list[str] | None = None) -> None:
               **({"eval_after": True} if args.eval_after else {}),
               **({"stages": stage_bounds(args)[:-1]} if args.stages else {}),
               # only when set: files measured before the flag existed stay comparable
-              **({"distributed": True} if args.distributed else {})}
+              **({"distributed": True} if args.distributed else {}),
+              # a level held (median of N): rows of first crossings (no "hold") differ
+              **({"hold": args.hold} if args.hold != 1 else {})}
     rows = earlier_rows(args.json, header, prog="time_to_strength")
     out_root = Path(args.out) / (args.label or "run")
     for config_name in args.configs:
@@ -591,7 +608,9 @@ def main(argv: list[str] | None = None) -> None:
                 Path(args.json).write_text(json.dumps({**header, "rows": rows}, indent=1)
                                            + "\n")
     label = f" ({args.label})" if args.label else ""
-    print(f"\nminutes of training until >= {args.target:.0%} against {args.anchor}{label}, "
+    held = f"held (median of {args.hold} snapshots in a row) " if args.hold > 1 else ""
+    print(f"\nminutes of training until {held}>= {args.target:.0%} against {args.anchor}"
+          f"{label}, "
           f"{args.games} games a snapshot, agent {args.sims} simulations")
     print("| config | " + " | ".join(f"seed {s}" for s in args.seeds) + " | median |")
     print("|---|" + "---:|" * (len(args.seeds) + 1))

@@ -101,3 +101,31 @@ def test_the_agent_is_puct_even_where_the_preset_self_plays_with_gumbel(tmp_path
     assert not judged.search.gumbel and judged.search.c_puct == 2.0
     args.eval_overrides = ["search.gumbel=true"]
     assert tts.agent_config(str(preset), args).search.gumbel
+
+
+def _points(*scores):
+    return [{"minutes": 2.0 * (i + 1), "score": s} for i, s in enumerate(scores)]
+
+
+def test_a_level_is_held_when_three_snapshots_in_a_row_have_a_median_at_the_target():
+    from tts_rule import held_minutes
+
+    # a first crossing at 4 minutes (one lucky match) is not a level held
+    swings = _points(0.3, 0.95, 0.4, 0.5, 0.92, 0.91)
+    assert held_minutes(swings, 0.9, 1) == 4.0
+    assert held_minutes(swings, 0.9, 3) == 12.0  # 0.5, 0.92, 0.91: median 0.91
+    assert held_minutes(_points(0.95, 0.2, 0.95, 0.2), 0.9, 3) == 6.0
+    assert held_minutes(_points(0.95, 0.95), 0.9, 3) is None  # not three yet
+    assert held_minutes(_points(0.95, 0.2, 0.3, 0.95), 0.9, 3) is None
+
+
+def test_the_judge_records_the_first_crossing_and_the_held_minute(tmp_path):
+    args = argparse.Namespace(overrides=[], eval_overrides=[], sims=4, anchor="random",
+                              games=2, target=0.9, hold=3, judge_cpus=None)
+    judge = tts.SnapshotJudge(args, "tictactoe", 0, tmp_path, tts.SeedResult("tictactoe", 0))
+    held = [judge.record(60.0 * (i + 1), tmp_path / f"s{i}", {"score": s, "wins": 0,
+                                                             "draws": 0, "losses": 0})
+            for i, s in enumerate((0.95, 0.5, 0.9, 0.95))]
+    assert held == [False, False, True, True]
+    r = judge.result
+    assert (r.first_crossing, r.minutes_to_target, r.hold) == (1.0, 3.0, 3)
