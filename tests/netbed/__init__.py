@@ -300,7 +300,7 @@ class Bed:
         data.mkdir(exist_ok=True, mode=0o700)
         conf = data / "redis.conf"
         auth = f"requirepass {self.password}"
-        if port != self.config.gcs_redis_port:
+        if not (self.config.gcs_ft and port == self.config.gcs_redis_port):
             users = data / "users.acl"
             fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
@@ -455,8 +455,9 @@ class Bed:
         def measure() -> float:
             with socket.create_connection((self.ip("redis"), port), timeout=10) as s:
                 f = s.makefile("rb")
-                pw = self.password.encode()
-                s.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(pw), pw))
+                pw, user = self.password.encode(), acl.ADMIN_USER.encode()
+                s.sendall(b"*3\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                          % (len(user), user, len(pw), pw))
                 if f.readline() != b"+OK\r\n":
                     raise BedError("redis refused the bed's password")
                 times = []
