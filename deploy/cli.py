@@ -198,6 +198,9 @@ def register_status(sub: Subparsers) -> None:
     status = add_command(sub, "status", commands.cmd_status, help=text, description=text)
     _which_run_arguments(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--workers", type=nonneg, default=None, metavar="PAGE",
+                        help="the self-play workers one by one, page PAGE (from 0) of 100 "
+                             "(status itself has a row per host)")
 
 
 def register_scale(sub: Subparsers) -> None:
@@ -215,7 +218,8 @@ def register_scale(sub: Subparsers) -> None:
 
 def register_plan(sub: Subparsers) -> None:
     text = ("what a run of N self-play workers needs (stream shards, learner replicas, "
-            "weights traffic, inference servers) and where it saturates first")
+            "weights traffic, inference servers, its Redis servers' sizing) and where it "
+            "saturates first")
     plan = add_command(sub, "plan", commands.cmd_plan, help=text,
                        description=text + " (the capacity model: docs/scaling.md)")
     plan.add_argument("--config", default=None, help="preset name or YAML/TOML file")
@@ -235,6 +239,11 @@ def register_plan(sub: Subparsers) -> None:
                       help="MB/s one Redis stream shard takes in (default: measured 59)")
     plan.add_argument("--network-gbit", type=float, default=10.0,
                       help="network of the run's Redis host, Gbit/s (default: 10)")
+    plan.add_argument("--json", action="store_true",
+                      help="machine-readable output (the parts and the Redis sizing)")
+    plan.add_argument("--k8s", action="store_true",
+                      help="print only the Redis sizing as redis.conf lines for "
+                           "k8s/base/redis.conf (needs no throughput figures)")
 
 
 def register_stop(sub: Subparsers) -> None:

@@ -202,6 +202,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     from zeroforge.deploy.dashboard.run import LEGEND
 
     entry = _registered(args)
+    if args.workers is not None:
+        page = (_client(entry).workers(args.workers) if entry is not None
+                and entry.dashboard_url else _run(args).worker_rows(args.workers))
+        print(json.dumps(page, sort_keys=True) if args.json else worker_page_text(page))
+        return 0
     if entry is not None and entry.dashboard_url:
         data = _client(entry).status_json()
         from zeroforge.deploy.runtime.status import RunStatus
@@ -216,6 +221,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     st = _run(args).status()
     print(st.json_text() if args.json else st.text())
     return 0
+
+
+def worker_page_text(page: dict) -> str:
+    """A page of ``/api/workers`` as lines: one per worker, then where the page is."""
+    lines = [f"  worker {r['index']} (host {r['host']}): {r['state']} on {r['node'] or '?'}, "
+             f"{r['games']:.0f} games, {r['positions']:.0f} positions" for r in page["rows"]]
+    lines.append(f"page {page['page']} of 0..{page['pages'] - 1} ({page['workers']} workers)")
+    return "\n".join(lines)
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
@@ -351,28 +364,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from zeroforge.deploy.config import load_train_config
 
     config = load_train_config(args.config, args.overrides)
-    nodes = args.nodes or max(1, -(-args.workers // 8))
+    nodes = args.nodes or plan.default_nodes(args.workers)
+    if args.k8s:
+        # the Redis sizing only: it needs the game's and the net's bytes, no throughput
+        _, per_game, blob = plan.game_figures(config)
+        command = " ".join(["zeroforge plan", *([f"--config {args.config}"] if args.config
+                                                 else []),
+                            *(f"--set {o}" for o in args.overrides),
+                            f"--workers {args.workers}", f"--nodes {nodes}", "--k8s"])
+        print(plan.k8s_conf(plan.redis_sizing(config, args.workers, nodes, per_game, blob),
+                            command), end="")
+        return 0
     if args.measure:
         figures = plan.measure(config)
     else:
         if args.worker_positions_per_s is None or args.learner_steps_per_s is None:
             raise CommandError("give --worker-positions-per-s and --learner-steps-per-s, or "
                                "--measure to measure them on this machine")
-        games = plan.sample_games(config, 16)
-        from zeroforge.shared.formats import weights_to_bytes
-        from zeroforge.shared.games import make_game
-        from zeroforge.shared.nets import build_net
-
+        per_position, per_game, blob = plan.game_figures(config)
         figures = plan.UnitFigures(
             positions_per_s_per_worker=args.worker_positions_per_s,
-            bytes_per_position=plan.encoded_bytes(games) / sum(g.num_positions
-                                                               for g in games),
-            blob_bytes=len(weights_to_bytes(build_net(config.net,
-                                                      make_game(config.game).spec))),
-            learner_steps_per_s=args.learner_steps_per_s)
+            bytes_per_position=per_position, blob_bytes=blob,
+            learner_steps_per_s=args.learner_steps_per_s, bytes_per_game=per_game)
     if args.shard_mb_s is not None:
         figures = dataclasses.replace(figures, shard_bytes_per_s=args.shard_mb_s * 1e6)
     figures = dataclasses.replace(figures,
                                   redis_network_bytes_per_s=args.network_gbit * 1.25e8)
+    if args.json:
+        import json
+
+        print(json.dumps(plan.plan_json(config, args.workers, nodes, figures,
+                                         measured=args.measure), indent=2))
+        return 0
     print(plan.report(config, args.workers, nodes, figures, measured=args.measure))
     return 0

@@ -83,13 +83,21 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     run = None
     auth_dir = ""
     passwords: dict[str, str] | None = None
+    sizings: dict = {}
+    if not redis_url or config.distributed.stream_servers:
+        # the servers we start, sized for the run as `zeroforge plan` sizes them
+        # (maxclients, maxmemory with noeviction, output buffers: docs/scaling.md)
+        from zeroforge.deploy.plan import sizing_for_run
+
+        sizings = sizing_for_run(config)
     if not redis_url:
         # a user a role on the servers we start, their passwords in 0600 files of the run
         # dir: the actors get the path, not the secrets (shared/transport/acl.py)
         passwords = run_passwords(Path(run_dir), continuing)
         auth_dir = str(Path(run_dir) / AUTH_DIR)
         # AOF in the run dir, restarted by its supervisor if it dies (docs/reliability.md)
-        server = start_run_redis(Path(run_dir) / "redis", continuing, passwords)
+        server = start_run_redis(Path(run_dir) / "redis", continuing, passwords,
+                                 sizings.get("run"))
         redis_url = server.endpoint
     address = address or os.environ.get("RAY_ADDRESS")
     ctx = dataclasses.replace(config.context(run_id, redis_url), run_dir=run_dir,
@@ -99,7 +107,8 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         for index in range(config.distributed.stream_servers):
             # the stream shards' own servers, supervised and persisted like the run's
             stream_servers.append(start_run_redis(Path(run_dir) / f"redis-stream-{index}",
-                                                  continuing, passwords))
+                                                  continuing, passwords,
+                                                  sizings.get("stream")))
         stream_urls = (*config.distributed.stream_redis,
                        *(s.endpoint if passwords else s.url for s in stream_servers))
         if stream_urls:
@@ -126,8 +135,9 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         from zeroforge.deploy.dashboard.run import LEGEND, RunDashboard
 
         mirror = RunMirror(lambda: run, status).start()
+        # per-worker detail is asked of the controller when a user asks for a page
         dashboard = RunDashboard(config.run, run_id, run_dir, mirror.status, mirror.merged,
-                                 started)
+                                 started, workers=lambda page: run.worker_rows(page))
         entry = run_registry.RunEntry(
             run_id=run_id, address=cluster_address(),
             token_path=str(token) if token is not None and token.exists() else "",

@@ -284,6 +284,13 @@ def relabel(snapshot: Mapping, **labels: str) -> dict:
                       for n, s in snapshot.get("hists", {}).items()}}
 
 
+def fold_label(snapshot: Mapping, label: str, value: str) -> dict:
+    """``snapshot`` (plain form) with every series that carries ``label`` moved under
+    ``label=value`` and summed there (a run's many hosts folded into one series per
+    metric), in plain form."""
+    return as_snapshot(merge([relabel(snapshot, **{label: value})]))
+
+
 def snapshot_total(snapshot: Mapping, name: str) -> float:
     """One counter of a plain snapshot, summed over its series."""
     return float(sum(v for _, v in (snapshot or {}).get("values", {}).get(name, [])))
@@ -430,6 +437,17 @@ class MonotonicGuard:
         self._hists: dict[Series, list[float]] = {}
         self.clamped = 0
         """Times a series came in below what had been served (and was held up)."""
+
+    def state(self, without_label: str = "") -> dict:
+        """Plain data for a successor: the floors, less the series that carry
+        ``without_label`` (a host's series: its successor's floors come from the host's
+        own reports, which never go back)."""
+        def keep(key: Series) -> bool:
+            return not without_label or all(k != without_label for k, _ in key[1])
+
+        return {"_values": {s: v for s, v in self._values.items() if keep(s)},
+                "_hists": {s: h for s, h in self._hists.items() if keep(s)},
+                "clamped": self.clamped}
 
     def apply(self, merged: dict) -> dict:
         for name, series in merged["values"].items():

@@ -57,6 +57,10 @@ class RunClient:
     def status(self) -> RunStatus:
         return RunStatus.from_json(self.status_json())
 
+    def workers(self, page: int = 0) -> dict[str, Any]:
+        """``/api/workers``: page ``page`` of per-worker rows."""
+        return dict(self._get("/api/workers", page=page))
+
     def history(self, since: float = 0.0) -> dict[str, Any]:
         """``/api/history``: ``{"run_id", "started", "interval_s", "t", "series"}``."""
         return dict(self._get("/api/history", since=since) if since else

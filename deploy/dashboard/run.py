@@ -41,7 +41,9 @@ class RunDashboard:
 
     def __init__(self, run: RunConfig, run_id: str, run_dir: str | Path,
                  status: Callable[[], RunStatus], source: Callable[[], Mapping | None],
-                 started: float | None = None) -> None:
+                 started: float | None = None,
+                 workers: Callable[[int], dict] | None = None) -> None:
+        """``workers``: page -> per-worker rows (``RunServer``); None for a local run."""
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         keep_earlier_history(Path(run_dir))
         self.history = History(run_id, started or time.time(),
@@ -51,7 +53,7 @@ class RunDashboard:
         self._status = status
         self._run_dir = Path(run_dir)
         self.server = RunServer(status, self.history, run.dashboard_host,
-                                run.dashboard_port, run_dir=run_dir)
+                                run.dashboard_port, run_dir=run_dir, workers=workers)
         self.sampler.tick()  # the run's first point: its counters at zero
         self.sampler.start()
         self.server.start()

@@ -7,6 +7,8 @@ Routes (``docs/metrics.md``, "Dashboard"):
   ``/static/plotly.min.js`` (from the installed ``plotly`` package: nothing is fetched
   from the internet, clusters and CI are offline);
 - ``GET /api/status``: ``RunStatus.to_json()`` plus ``dashboard_url``;
+- ``GET /api/workers?page=N``: page N (from 0) of per-worker rows (status has a row per
+  host): ``{"rows", "page", "pages", "workers"}``;
 - ``GET /api/history?since=S``: the samples after ``S`` seconds since the run's start
   (``History.to_json``).
 
@@ -35,7 +37,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from zeroforge.deploy.dashboard.history import History
-from zeroforge.deploy.runtime.status import RunStatus
+from zeroforge.deploy.runtime.status import WORKER_PAGE, RunStatus
 
 TOKEN_FILE = "dashboard.token"
 """The token's name in the run dir (0600; only for a non-loopback bind)."""
@@ -110,8 +112,12 @@ class RunServer:
 
     def __init__(self, status: Callable[[], RunStatus], history: History,
                  host: str = "127.0.0.1", port: int = 0, token: str | None = None,
-                 run_dir: str | Path | None = None) -> None:
+                 run_dir: str | Path | None = None,
+                 workers: Callable[[int], dict] | None = None) -> None:
+        """``workers``: page -> one page of per-worker rows (``/api/workers``); None: the
+        status's self-play rows are the workers (a local run)."""
         self.status = status
+        self.workers = workers or self._status_workers
         self.history = history
         self.token_path: Path | None = None
         if token is None and not is_loopback(host):
@@ -155,6 +161,17 @@ class RunServer:
 
     def status_json(self) -> dict[str, Any]:
         return _finite(self.status().to_json() | {"dashboard_url": self.url})
+
+    def _status_workers(self, page: int) -> dict:
+        """Per-worker rows of a run whose status rows are its workers (a local run)."""
+        listed = [r for r in self.status().actors if r.get("kind") == "selfplay"]
+        chosen = listed[page * WORKER_PAGE:(page + 1) * WORKER_PAGE]
+        return {"rows": [{"index": r.get("index", 0), "host": r.get("index", 0),
+                          "state": r.get("state", ""), "node": r.get("node", ""),
+                          "games": r.get("games", 0.0), "positions": r.get("positions", 0.0)}
+                         for r in chosen],
+                "page": page, "pages": max(1, -(-len(listed) // WORKER_PAGE)),
+                "workers": len(listed)}
 
 
 def _finite(data: Any) -> Any:
@@ -207,6 +224,12 @@ def _handler(server: RunServer) -> type[BaseHTTPRequestHandler]:
                                "text/javascript; charset=utf-8")
                 elif parts.path == "/api/status":
                     self._json(200, server.status_json())
+                elif parts.path == "/api/workers":
+                    page = query.get("page", ["0"])[0]
+                    if not page.isdigit():
+                        self._json(400, {"error": "page must be a whole number >= 0"})
+                        return
+                    self._json(200, _finite(server.workers(int(page))))
                 elif parts.path == "/api/history":
                     try:
                         since = float(query.get("since", ["0"])[0])

@@ -21,10 +21,9 @@ import os
 import threading
 import time
 
-import ray
-
 from zeroforge.deploy.config import TrainConfig
-from zeroforge.deploy.ray.failures import CrashWindows, error_line, stop_losses
+from zeroforge.deploy.ray import ray_calls
+from zeroforge.deploy.ray.failures import CrashWindows, drop_errors, error_line, stop_losses
 from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
 from zeroforge.deploy.ray.kinds import KINDS, actor_sizes
 from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
@@ -33,14 +32,18 @@ from zeroforge.deploy.ray.run_limits import RunLimits
 from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
 from zeroforge.deploy.ray.saved_state import StateSaver
 from zeroforge.deploy.ray.slots import (
+    WORKER_PAGE,
     Slot,
     adopt,
     drop_never_scheduled,
     kill,
     kill_hung,
     probe,
+    recorded_stats,
     rows,
+    slot_record,
     unscheduled,
+    worker_rows,
 )
 from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.shared import config as cfg
@@ -55,13 +58,16 @@ class Controller:
 
     def __init__(self, config: dict, ctx: dict, resume: bool = False,
                  max_crashes: dict[str, int] | None = None,
-                 takeover: dict | None = None) -> None:
+                 takeover: dict | None = None, watch: bool = True) -> None:
         """``max_crashes``: per kind, a crash-loop limit other than ``ActorKind.max_crashes``
         (chaos tests kill actors on purpose, more often than a crash loop).
 
         ``takeover``: this controller succeeds one that died; the dict is the last
         ``controller_state()`` the driver got from it (``{}`` if none). ``start`` then
-        adopts the run's live actors instead of starting fresh ones."""
+        adopts the run's live actors instead of starting fresh ones.
+
+        ``watch``: start the monitor thread (False: the caller calls ``tick``, as
+        ``benchmarks/control_plane.py`` does)."""
         self.config = cfg.from_dict(TrainConfig, config, "config")
         self.crashes = CrashWindows(max_crashes)
         self.ctx = RunContext.from_dict(ctx)
@@ -69,7 +75,8 @@ class Controller:
         self.resume = resume
         self.inference = self.config.distributed.inference
         if self.inference == "auto":
-            self.inference = "server" if ray.cluster_resources().get("GPU", 0) > 0 else "local"
+            gpus = ray_calls.cluster_resources().get("GPU", 0)
+            self.inference = "server" if gpus > 0 else "local"
         self.desired = {k: kind.desired(self.config, self.inference) for k, kind in KINDS.items()}
         self.slots: dict[str, list[Slot]] = {k: [] for k in KINDS}
         self._per_actor = {k: kind.per_actor(self.config) for k, kind in KINDS.items()}
@@ -111,7 +118,8 @@ class Controller:
         self.saver = StateSaver(self.ctx)
         """Saves ``controller_state()`` in the run's store for a re-attaching driver."""
         self._monitor = threading.Thread(target=self._monitor_loop, daemon=True)
-        self._monitor.start()
+        if watch:
+            self._monitor.start()
 
     # --- actor creation ------------------------------------------------------------------
     def _servers(self) -> list:
@@ -151,8 +159,9 @@ class Controller:
                        else kind.options(c))
             # each adopting controller leaves one ``run`` call waiting in the actor
             options["max_concurrency"] = options.get("max_concurrency", 1) + 32
-            handle = ray.remote(ServiceHost).options(
-                **options, name=named, namespace=NAMESPACE, lifetime="detached").remote(
+            handle = ray_calls.create(
+                ServiceHost, {**options, "name": named, "namespace": NAMESPACE,
+                              "lifetime": "detached"},
                 name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers, rank,
                 leader, count)
         return Slot(name, index, handle, run_ref=handle.run.remote(),
@@ -226,25 +235,30 @@ class Controller:
     def _monitor_loop(self) -> None:
         while self._state != "stopped":
             try:
-                with self._lock:
-                    if self._state == "running" and self._ready.is_set():
-                        self._reap()
-                        self._fill()
-                        self._check_limits()
-                    self._collect()
-                    if self._state == "running":
-                        kill_hung(self.slots, self.config.distributed.hang_s)
-                if self._ready.is_set() and self._state in ("running", "stopping"):
-                    self.saver.tick(self.controller_state)
+                self.tick()
             except Exception as err:  # keep watching whatever happened
                 log.exception("controller monitor: %s", err)
             time.sleep(self.config.distributed.monitor_interval_s)
+
+    def tick(self) -> None:
+        """One round of the monitor: reap ended actors, fill up to the desired counts,
+        check the run's limits, collect the metrics, kill hung actors, save the state."""
+        with self._lock:
+            if self._state == "running" and self._ready.is_set():
+                self._reap()
+                self._fill()
+                self._check_limits()
+            self._collect()
+            if self._state == "running":
+                kill_hung(self.slots, self.config.distributed.hang_s)
+        if self._ready.is_set() and self._state in ("running", "stopping"):
+            self.saver.tick(self.controller_state)
 
     def _reap(self) -> None:
         """Find actors whose ``run`` ended: planned (retired) or not (crashed: replaced)."""
         # one ray.wait over every actor's run: liveness as Ray tracks it, one call a tick
         refs = {s.run_ref: s for slots in self.slots.values() for s in slots}
-        ended, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0) if refs else ([], [])
+        ended, _ = ray_calls.wait(list(refs), timeout=0)
         order = list(KINDS)
         for slot in sorted((refs[r] for r in ended),
                            key=lambda s: (order.index(s.kind), s.index)):
@@ -255,13 +269,13 @@ class Controller:
             if slot.cancelled:  # killed before it ran (``_retire``): no crash
                 continue
             try:
-                result = ray.get(slot.run_ref)
+                result = ray_calls.get(slot.run_ref)
                 crashed = False
                 if isinstance(result, dict):
                     self._final_reports[name] = result
                 # its final counters, after its last games went out
                 with contextlib.suppress(Exception):
-                    slot.last_stats = ray.get(slot.handle.stats.remote(), timeout=10)
+                    slot.last_stats = ray_calls.get(slot.handle.stats.remote(), timeout=10)
             except Exception as err:
                 crashed = True
                 self.crashes.last_error[name] = slot.hung or error_line(err)
@@ -302,7 +316,7 @@ class Controller:
             self.metrics.ended(name, slot.index, slot.last_stats)
         # Their ``run`` ends in an error that says only "a peer went away" (already said
         # below); taking it keeps Ray from printing each as an unhandled error.
-        threading.Thread(target=_take_errors, args=([s.run_ref for s in stopped],),
+        threading.Thread(target=drop_errors, args=([s.run_ref for s in stopped],),
                          daemon=True).start()
         log.warning("%s group broken: its other members were stopped; forming it anew "
                     "from the checkpoint", name)
@@ -379,13 +393,7 @@ class Controller:
                 "inference": self.inference,
                 **self.metrics.state(),
                 "metrics_port": int(self.metrics_url.rsplit(":", 1)[1].split("/")[0]),
-                "slots": [{"kind": s.kind, "index": s.index, "stopping": s.stopping,
-                           "started": s.started, "replacement": s.replacement,
-                           # a host's per-worker rows come again with its next report
-                           "last_stats": {k: v for k, v in s.last_stats.items()
-                                          if k != "workers"}, "where": s.where,
-                           "workers": s.workers}
-                          for slots in self.slots.values() for s in slots],
+                "slots": [slot_record(s) for slots in self.slots.values() for s in slots],
             }
             # a deep copy now: Ray serialises the reply after the lock is released
             return copy.deepcopy(state)
@@ -423,7 +431,7 @@ class Controller:
             self.slots[slot.kind].append(slot)
             self._next_index[slot.kind] = max(self._next_index[slot.kind], slot.index + 1)
         for (kind, index), was in known.items():
-            self.metrics.ended(kind, index, was.get("last_stats") or {})
+            self.metrics.ended(kind, index, recorded_stats(was))
             if was.get("stopping"):
                 continue
             self.crashes.last_error[kind] = "died while the run had no controller"
@@ -504,7 +512,7 @@ class Controller:
                 for slot in self.slots[name]:
                     self._retire(slot)
                     refs[slot.run_ref] = slot
-            ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+            ready, late = ray_calls.wait(list(refs), timeout=timeout_s)
             for ref in ready:
                 self._final_report(refs[ref])
             unfinished += [f"{refs[r].kind} {refs[r].index}" for r in late]
@@ -529,7 +537,7 @@ class Controller:
     def _final_report(self, slot: Slot) -> None:
         """Keep what a stopped actor's ``run`` returned, or why it failed."""
         try:
-            result = ray.get(slot.run_ref)
+            result = ray_calls.get(slot.run_ref)
         except Exception as err:
             self.crashes.last_error[slot.kind] = error_line(err)
             if KINDS[slot.kind].clean_end_ends_run:
@@ -571,7 +579,14 @@ class Controller:
             desired=dict(self.desired), alive=alive, restarts=dict(self.restarts),
             metrics_url=self.metrics_url, actor_states=states, waiting=waiting,
             error=self.error, lost=dict(self.lost),
-            actors=rows(self.slots, self._per_actor)).to_json()
+            actors=rows(self.slots)).to_json()
+
+    def worker_rows(self, page: int = 0, page_size: int = WORKER_PAGE) -> dict:
+        """Page ``page`` of the self-play workers, a row each (``slots.worker_rows``):
+        the detail ``status`` leaves out (it has a row per host)."""
+        with self._lock:
+            return worker_rows(self.slots["selfplay"], self._per_actor["selfplay"], page,
+                               page_size)
 
     def metrics_snapshot(self) -> dict:
         """The merged snapshot, as plain data (for tests, tools and the driver's dashboard
@@ -581,10 +596,3 @@ class Controller:
     def actor_handles(self, kind: str) -> list:
         """Live actor handles of one kind (for tests that kill one)."""
         return [s.handle for s in self.slots[kind] if not s.stopping]
-
-
-def _take_errors(refs: list) -> None:
-    """Wait for ``refs`` (runs of actors just killed) and drop what they raised."""
-    for ref in refs:
-        with contextlib.suppress(Exception):
-            ray.get(ref, timeout=60)

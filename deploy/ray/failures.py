@@ -6,10 +6,12 @@ limit, and its last error) and ``stop_losses`` (what a final stop could not save
 from __future__ import annotations
 
 import collections
+import contextlib
 import re
 
 from ray.exceptions import RayActorError, RayTaskError
 
+from zeroforge.deploy.ray import ray_calls
 from zeroforge.deploy.ray.kinds import KINDS
 
 _ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Interrupt)): (.+)$")
@@ -96,3 +98,10 @@ def stop_losses(report: dict, lost: dict[str, float], learner_error: str) -> lis
                      "(Redis failed); they are in the checkpoint, and `--resume` skips "
                      "them when they come back")
     return words
+
+
+def drop_errors(refs: list) -> None:
+    """Wait for ``refs`` (runs of actors just killed) and drop what they raised."""
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray_calls.get(ref, timeout=60)

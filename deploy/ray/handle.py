@@ -210,6 +210,11 @@ class RunHandle:
             raise ValueError(str(err.cause) if err.cause else str(err).splitlines()[0]
                              ) from None
 
+    def worker_rows(self, page: int = 0) -> dict:
+        """Page ``page`` of the run's self-play workers, a row each
+        (``Controller.worker_rows``)."""
+        return dict(self._call("worker_rows", page))
+
     def stop(self) -> RunStatus:
         return RunStatus.from_json(self._call("stop"))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 
-import ray
+from zeroforge.deploy.ray import ray_calls
 
 NAMESPACE = "zeroforge"
 """Ray namespace of every zeroforge actor."""
@@ -38,7 +38,7 @@ def _parse_actor_name(name: str) -> tuple[str, str, int] | None:
 def run_actor_names(run_id: str) -> list[tuple[str, int, str]]:
     """(kind, index, name) of every live named service actor of ``run_id``."""
     found = []
-    for entry in ray.util.list_named_actors(all_namespaces=True):
+    for entry in ray_calls.named_actors():
         if entry.get("namespace") != NAMESPACE:
             continue
         parsed = _parse_actor_name(str(entry.get("name", "")))
@@ -53,6 +53,6 @@ def kill_run_actors(run_id: str) -> int:
     killed = 0
     for _, _, name in run_actor_names(run_id):
         with contextlib.suppress(Exception):
-            ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+            ray_calls.kill(ray_calls.get_actor(name, NAMESPACE))
             killed += 1
     return killed

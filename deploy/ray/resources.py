@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import collections
 
-import ray
-
 from zeroforge.deploy.config import TrainConfig
+from zeroforge.deploy.ray import ray_calls
 from zeroforge.deploy.ray.kinds import KINDS, actors_wanted
 from zeroforge.deploy.ray.slots import Slot, slot_state
 
@@ -19,7 +18,7 @@ def needs(config: TrainConfig, name: str) -> dict[str, float]:
     if KINDS[name].is_server:
         c = config.inference
         gpu = c.device.startswith("cuda") or (
-            c.device == "auto" and ray.cluster_resources().get("GPU", 0) >= 1)
+            c.device == "auto" and ray_calls.cluster_resources().get("GPU", 0) >= 1)
         return {"CPU": c.num_cpus, "GPU": c.num_gpus if gpu else 0.0}
     o = KINDS[name].options(config)
     custom = {r: float(v) for r, v in o.get("resources", {}).items()}
@@ -31,7 +30,7 @@ def shortfall(config: TrainConfig, slots: dict[str, list[Slot]], desired: dict[s
               ) -> str:
     """One line when the actors a fill up to ``desired`` is about to create (plus those
     still pending) need more CPUs/GPUs than the cluster has free; "" when they fit."""
-    free = ray.available_resources()
+    free = ray_calls.available_resources()
     need: dict[str, float] = collections.defaultdict(float)
     new = []
     for name in KINDS:
@@ -68,7 +67,7 @@ def learner_group_misfit(config: TrainConfig) -> str:
     replicas = config.learner.replicas
     if replicas < 2:
         return ""
-    total = ray.cluster_resources()
+    total = ray_calls.cluster_resources()
     need: dict[str, float] = collections.defaultdict(float)
     for rank in range(replicas):
         kind = KINDS["learner"]
@@ -102,6 +101,6 @@ def actor_states(slots: dict[str, list[Slot]], config: TrainConfig, failed: dict
         states[name] = dict(counts)
         if counts["pending"]:
             if free is None:
-                free = ray.available_resources()
+                free = ray_calls.available_resources()
             waiting[name] = waiting_line(config, name, counts["pending"], free)
     return states, waiting

@@ -17,13 +17,19 @@ from zeroforge.shared import metrics
 
 log = logging.getLogger(__name__)
 
+HOST_LABEL = "worker"
+"""The label that tells one self-play host's (or worker's) series from another's."""
+ENDED = "ended"
+"""Its value on the series of hosts that ended, folded together in a successor's view."""
+
 
 class RunMetrics:
     """The merged metrics of a run's actors, and the floors that keep them monotonic."""
 
     def __init__(self) -> None:
-        self.finished_stats: list[dict] = []
-        """Snapshots of actors that ended: their counters still count."""
+        self.finished: dict = metrics.as_snapshot(metrics.merge([]))
+        """The ended actors' snapshots merged into one (plain form): their counters still
+        count. One running total per series, not a snapshot per actor that ever ended."""
         self.restored = {k: metrics.RestoredCounters() for k, kind in KINDS.items()
                          if not kind.counters_survive_crash}
         """Kinds whose successors restore counters from a checkpoint (the learner): their
@@ -46,7 +52,8 @@ class RunMetrics:
                 line.report(index, last_stats)
             line.ended(index)
         elif last_stats:
-            self.finished_stats.append(metrics.without_live_gauges(last_stats))
+            self.finished = metrics.as_snapshot(metrics.merge([
+                self.finished, metrics.without_live_gauges(last_stats)]))
 
     def collect(self, slots: dict[str, list[Slot]], desired: dict[str, int],
                 alive: dict[str, int], restarts: dict[str, int]) -> None:
@@ -68,7 +75,7 @@ class RunMetrics:
         snaps += [line.snapshot() for line in self.restored.values()]
         # the guard holds every counter at what was served before, whatever the cause
         self.merged = self.guard.apply(
-            metrics.merge([*self.finished_stats, *snaps, rec.snapshot()]))
+            metrics.merge([self.finished, *snaps, rec.snapshot()]))
 
     def received_before(self, resume: bool) -> float:
         """Games the learner had received before this run: 0 for a fresh run, the first
@@ -87,14 +94,22 @@ class RunMetrics:
         return metrics.as_snapshot(self.merged)
 
     def state(self) -> dict:
-        """Plain data for a successor controller (its part of ``controller_state()``)."""
-        return {"finished_stats": self.finished_stats,
+        """Plain data for a successor controller (its part of ``controller_state()``),
+        its size independent of the run's workers and hosts: the ended actors' series and
+        the merged view with their ``worker`` label folded into ``worker="ended"``, the
+        guard's floors without the hosts' own series (a live host's counters come from
+        its next report, which never goes back)."""
+        return {"finished": metrics.fold_label(self.finished, HOST_LABEL, ENDED),
                 "restored": {k: vars(line) for k, line in self.restored.items()},
-                "guard": vars(self.guard), "merged": self.merged}
+                "guard": self.guard.state(without_label=HOST_LABEL),
+                "merged": metrics.merge([metrics.fold_label(metrics.as_snapshot(self.merged),
+                                                            HOST_LABEL, "all")])}
 
     def load(self, st: dict) -> None:
-        """Take over a predecessor's ``state``."""
-        self.finished_stats = list(st["finished_stats"])
+        """Take over a predecessor's ``state``. The ended hosts' series go on as one
+        ``worker="ended"`` series per metric (a one-off change of series at a takeover;
+        the sums over hosts stay what they were)."""
+        self.finished = st["finished"]
         for k, fields in st["restored"].items():
             vars(self.restored[k]).update(fields)
         vars(self.guard).update(st["guard"])

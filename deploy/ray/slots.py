@@ -12,10 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import ray
-
+from zeroforge.deploy.ray import ray_calls
 from zeroforge.deploy.ray.naming import NAMESPACE, run_actor_names
-from zeroforge.deploy.ray.private_api import gcs_actor_state
+from zeroforge.deploy.runtime.status import WORKER_PAGE
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ class Slot:
 def kill(slot: Slot) -> None:
     """End the slot's actor now, whatever it is doing (it may already be gone)."""
     with contextlib.suppress(Exception):
-        ray.kill(slot.handle, no_restart=True)
+        ray_calls.kill(slot.handle)
 
 
 def kill_hung(slots: dict[str, list[Slot]], hang_s: float) -> None:
@@ -100,7 +99,7 @@ def drop_never_scheduled(slots: dict[str, list[Slot]]) -> set[str]:
 
 def unscheduled(slot: Slot) -> bool:
     """Ray has not scheduled the slot's actor yet (it waits for resources)."""
-    return gcs_actor_state(slot.handle) in PENDING_STATES
+    return ray_calls.actor_state(slot.handle) in PENDING_STATES
 
 
 def slot_state(slot: Slot) -> str:
@@ -128,13 +127,13 @@ def probe(slots: dict[str, list[Slot]], timeout_s: float = 2.0) -> None:
     for refs, timeout in ((started, timeout_s), (fresh, 0)):
         if not refs:
             continue
-        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        ready, _ = ray_calls.wait(list(refs), timeout=timeout)
         for ref in ready:
             slot = refs[ref]
             slot.probe = None
             # an actor that died between wait and get is the reaper's business
             with contextlib.suppress(Exception):
-                slot.last_stats = ray.get(ref)
+                slot.last_stats = ray_calls.get(ref)
                 slot.started = True
     _locate(slots)
 
@@ -149,12 +148,12 @@ def _locate(slots: dict[str, list[Slot]]) -> None:
                     slot.where_ref = slot.handle.where.remote()
                 asked[slot.where_ref] = slot
     if asked:
-        ready, _ = ray.wait(list(asked), num_returns=len(asked), timeout=0)
+        ready, _ = ray_calls.wait(list(asked), timeout=0)
         for ref in ready:
             slot = asked[ref]
             slot.where_ref = None
             with contextlib.suppress(Exception):
-                slot.where = dict(ray.get(ref))
+                slot.where = dict(ray_calls.get(ref))
 
 
 def _own_total(snapshot: dict, name: str) -> float:
@@ -162,31 +161,82 @@ def _own_total(snapshot: dict, name: str) -> float:
     return float(sum(v for _, v in (snapshot or {}).get("values", {}).get(name, [])))
 
 
-def rows(slots: dict[str, list[Slot]], per_actor: dict[str, int] | None = None) -> list[dict]:
-    """One row per live actor (``RunStatus.actors``), or per hosted worker of an actor that
-    hosts several (``per_actor``: kind -> workers per host, >1 for self-play hosts)."""
+def rows(slots: dict[str, list[Slot]]) -> list[dict]:
+    """One row per live actor (``RunStatus.actors``): a self-play host is one row, its
+    ``workers`` and their counters summed (``worker_rows`` pages through the workers), so
+    status grows with the hosts of a run, not its workers."""
     out = []
     for name, kind_slots in slots.items():
-        per = (per_actor or {}).get(name, 1)
         for slot in sorted(kind_slots, key=lambda s: s.index):
-            base = {"kind": name, "state": slot_state(slot),
-                    "node": str(slot.where.get("node", "")),
-                    "ip": str(slot.where.get("ip", "")),
-                    "pid": int(slot.where.get("pid", 0))}
-            if per == 1:
-                row = {**base, "index": slot.index}
-                for key, metric in ROW_COUNTERS.items():
-                    row[key] = _own_total(slot.last_stats, metric)
-                out.append(row)
-                continue
-            # a host's own rows (``WorkerHost.stats``); before its first report, zeros
-            hosted = (slot.last_stats or {}).get("workers") or [
-                [slot.index * per + j, 0.0, 0.0] for j in range(slot.workers)]
-            for index, games, positions in hosted:
-                out.append({**base, "index": int(index), "games": float(games),
-                            "positions": float(positions), "steps": 0.0,
-                            "evaluations": 0.0})
+            row = {"kind": name, "index": slot.index, "state": slot_state(slot),
+                   "node": str(slot.where.get("node", "")),
+                   "ip": str(slot.where.get("ip", "")),
+                   "pid": int(slot.where.get("pid", 0)), "workers": slot.workers}
+            for key, metric in ROW_COUNTERS.items():
+                row[key] = _own_total(slot.last_stats, metric)
+            out.append(row)
     return out
+
+
+def worker_rows(hosts: list[Slot], per_actor: int, page: int = 0,
+                page_size: int = WORKER_PAGE) -> dict:
+    """Page ``page`` (from 0) of the self-play workers, one row each (``index``, its host,
+    state, node, games, positions), in index order: ``{"rows", "page", "pages",
+    "workers"}``. A host of several workers tells its workers' counters in its report
+    (``WorkerHost.stats``'s ``workers``); before its first report they read 0."""
+    if page < 0 or page_size < 1:
+        raise ValueError(f"worker rows: page must be >= 0 and page_size >= 1, got {page}, "
+                         f"{page_size}")
+    listed: list[tuple[int, Slot, float, float]] = []
+    for slot in hosts:
+        if per_actor == 1:
+            listed.append((slot.index, slot, _own_total(slot.last_stats, ROW_COUNTERS["games"]),
+                           _own_total(slot.last_stats, ROW_COUNTERS["positions"])))
+            continue
+        hosted = (slot.last_stats or {}).get("workers") or [
+            [slot.index * per_actor + j, 0.0, 0.0] for j in range(slot.workers)]
+        listed += [(int(i), slot, float(g), float(p)) for i, g, p in hosted]
+    listed.sort(key=lambda item: item[0])
+    pages = max(1, -(-len(listed) // page_size))
+    chosen = listed[page * page_size:(page + 1) * page_size]
+    return {"rows": [{"index": i, "host": slot.index, "state": slot_state(slot),
+                      "node": str(slot.where.get("node", "")), "games": games,
+                      "positions": positions} for i, slot, games, positions in chosen],
+            "page": page, "pages": pages, "workers": len(listed)}
+
+
+COUNTED_KINDS = ("selfplay",)
+"""Kinds whose slots carry only their row's counters in the controller's state (there may
+be thousands of them); the others (a learner, an evaluator, a few inference servers) carry
+their last snapshot."""
+
+
+def slot_record(slot: Slot) -> dict:
+    """What the controller's state keeps of one slot: plain data of a size independent of
+    the workers it hosts. A self-play host's snapshot is not kept (its next report brings
+    it); its games and positions are, in case it dies while no controller watches."""
+    record = {"kind": slot.kind, "index": slot.index, "stopping": slot.stopping,
+              "started": slot.started, "replacement": slot.replacement,
+              "where": slot.where, "workers": slot.workers}
+    if slot.kind in COUNTED_KINDS:
+        record["counters"] = [_own_total(slot.last_stats, ROW_COUNTERS[key])
+                              for key in ("games", "positions")]
+    else:
+        record["last_stats"] = {k: v for k, v in slot.last_stats.items() if k != "workers"}
+    return record
+
+
+def recorded_stats(record: dict) -> dict:
+    """The last snapshot a ``slot_record`` keeps: its own, or for a counted kind its games
+    and positions under ``worker="ended"`` (what still counts of a host that died while no
+    controller watched)."""
+    if "counters" not in record:
+        return dict(record.get("last_stats") or {})
+    games, positions = (list(record["counters"]) + [0.0, 0.0])[:2]
+    labels = [["worker", "ended"], ["worker_kind", record["kind"]]]
+    return {"values": {ROW_COUNTERS["games"]: [[labels, float(games)]],
+                       ROW_COUNTERS["positions"]: [[labels, float(positions)]]},
+            "hists": {}}
 
 
 def adopt(run_id: str, known: dict[tuple[str, int], dict]) -> tuple[list[Slot], int]:
@@ -199,14 +249,14 @@ def adopt(run_id: str, known: dict[tuple[str, int], dict]) -> tuple[list[Slot], 
     adopted: list[Slot] = []
     for kind, index, name in found:
         try:
-            handle = ray.get_actor(name, namespace=NAMESPACE)
+            handle = ray_calls.get_actor(name, NAMESPACE)
         except ValueError:  # died between the listing and now
             continue
         was = known.pop((kind, index), {})
         slot = Slot(kind, index, handle, run_ref=handle.run.remote(),
                     stopping=bool(was.get("stopping")), started=bool(was.get("started")),
                     replacement=bool(was.get("replacement")),
-                    last_stats=dict(was.get("last_stats") or {}),
+                    last_stats=dict(was.get("last_stats") or {}),  # counted kinds: none
                     where=dict(was.get("where") or {}), workers=int(was.get("workers", 1)))
         adopted.append(slot)
         if slot.stopping:

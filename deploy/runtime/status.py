@@ -15,6 +15,10 @@ from typing import Any
 
 from zeroforge.shared import metrics
 
+WORKER_PAGE = 100
+"""Rows of one page of per-worker detail (``zeroforge status --workers PAGE``,
+``/api/workers``): status itself has a row per host."""
+
 
 @dataclass(frozen=True)
 class RunStatus:
@@ -174,9 +178,11 @@ class RunStatus:
             lines.append(f"best snapshot: v{b['version']:.0f}, ladder Elo {b['elo']:.0f} "
                          f"(95% {b['low']:.0f}..{b['high']:.0f}), in RUN_DIR/best.safetensors")
         for row in self.actors:
+            hosts = (f" ({row['workers']} workers; `zeroforge status --workers 0` lists them)"
+                     if row.get("workers", 1) > 1 else "")
             lines.append(f"  {row.get('kind', '?')} {row.get('index', 0)}: "
                          f"{row.get('state', '?')} on {row.get('node') or '?'} "
-                         f"pid {row.get('pid') or '-'}")
+                         f"pid {row.get('pid') or '-'}{hosts}")
         lines.append(f"metrics: {self.metrics_url or '-'}")
         return "\n".join(lines)
 

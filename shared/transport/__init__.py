@@ -50,7 +50,7 @@ from zeroforge.shared.transport.stream import (
 
 if TYPE_CHECKING:
     from zeroforge.shared.transport.connection import redis_errors
-    from zeroforge.shared.transport.control_state import SavedControlState
+    from zeroforge.shared.transport.control_state import SavedControlState, encode_control_state
     from zeroforge.shared.transport.memory import MemoryTransport
     from zeroforge.shared.transport.node_cache import (
         NodeCachedWeights,
@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 # the rest of what only some callers need) are imported on first use.
 _MODULES = {
     "connection": ("redis_errors",),
-    "control_state": ("SavedControlState",),
+    "control_state": ("SavedControlState", "encode_control_state"),
     "memory": ("MemoryTransport",),
     "node_cache": ("NodeCachedWeights", "default_cache_root", "node_cache_dir"),
     "redis_transport": ("RedisTransport",),
@@ -114,7 +114,8 @@ __all__ = [
     "WeightSubscription", "WeightsIntegrityError", "WeightsSignatureError", "acl",
     "advance_cursor",
     "check_run_id", "connect",
-    "default_cache_root", "free_port", "node_cache_dir", "open_transport", "parse_cursor",
+    "default_cache_root", "encode_control_state", "free_port", "node_cache_dir",
+    "open_transport", "parse_cursor",
     "parse_id", "publish_age_s", "redis_errors", "shard_of", "signer_for_run",
     "signing_key_path", "split_id", "stream_key", "take_epoch_patiently", "verifier_for",
 ]

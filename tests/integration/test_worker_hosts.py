@@ -1,8 +1,9 @@
 """Self-play workers hosted several to an actor (``distributed.workers_per_host``), here
 simulating ones (``selfplay.simulate_from``: recorded games replayed), on real Ray and a
-real redis-server: each hosted worker is a status row with its own counters, a scale
-resizes the hosts (newest first) and adds or retires whole ones, and every game appended
-reaches the learner exactly once."""
+real redis-server: status has a row per host (its workers and their counters summed),
+the workers one by one come a page at a time (``worker_rows``), a scale resizes the hosts
+(newest first) and adds or retires whole ones, and every game appended reaches the learner
+exactly once."""
 
 from __future__ import annotations
 
@@ -21,6 +22,17 @@ def _selfplay_rows(st: dict) -> dict[int, dict]:
     return {r["index"]: r for r in st["actors"] if r["kind"] == "selfplay"}
 
 
+def _worker_rows(handle) -> dict[int, dict]:
+    page = handle.worker_rows(0)
+    assert page["pages"] == 1 and page["workers"] == len(page["rows"])
+    return {r["index"]: r for r in page["rows"]}
+
+
+def _hosts_of(handle) -> list[int]:
+    """Each worker's host, in worker order."""
+    return [r["host"] for _, r in sorted(_worker_rows(handle).items())]
+
+
 def test_hosted_simulating_workers_scale_and_lose_no_game(local_ray, redis_server, run_id,
                                                           tmp_path):
     games = tmp_path / "games.msgpack"
@@ -32,21 +44,28 @@ def test_hosted_simulating_workers_scale_and_lose_no_game(local_ray, redis_serve
     ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
     handle = start_run(config, ctx)
     try:
-        # two hosts: workers 0-2 in actor 0, 3-4 in actor 1; every row counts its own games
-        st = wait_status(handle, lambda s: s["alive"]["selfplay"] == 5 and all(
-            r["games"] > 0 for r in _selfplay_rows(s).values()))
-        assert sorted(_selfplay_rows(st)) == [0, 1, 2, 3, 4]
-        pids = {r["index"]: r["pid"] for r in _selfplay_rows(st).values()}
-        assert pids[0] == pids[1] == pids[2] != pids[3] == pids[4]
+        # two hosts: workers 0-2 in actor 0, 3-4 in actor 1; every worker counts its games
+        wait_status(handle, lambda s: s["alive"]["selfplay"] == 5 and all(
+            r["games"] > 0 for r in _worker_rows(handle).values()))
+        st = handle.status_json()
+        hosts = _selfplay_rows(st)
+        assert sorted(hosts) == [0, 1]
+        assert [hosts[0]["workers"], hosts[1]["workers"]] == [3, 2]
+        assert hosts[0]["pid"] != hosts[1]["pid"]
+        assert _hosts_of(handle) == [0, 0, 0, 1, 1]
+        # a host's row sums its workers' games (a report later than the page's, or equal)
+        workers = _worker_rows(handle)
+        assert handle.status_json()["games"] >= sum(r["games"] for r in workers.values())
         assert len(handle.actor_handles("selfplay")) == 2
 
         handle.scale(workers=7)  # actor 1 grows to 3, a third actor hosts worker 6
-        st = wait_status(handle, lambda s: sorted(_selfplay_rows(s)) == [0, 1, 2, 3, 4, 5, 6]
-                         and s["alive"]["selfplay"] == 7)
+        wait_status(handle, lambda s: _hosts_of(handle) == [0, 0, 0, 1, 1, 1, 2]
+                    and s["alive"]["selfplay"] == 7)
         assert len(handle.actor_handles("selfplay")) == 3
 
         handle.scale(workers=2)  # actors 1 and 2 retire, actor 0 keeps workers 0-1
-        st = wait_status(handle, lambda s: sorted(_selfplay_rows(s)) == [0, 1]
+        st = wait_status(handle, lambda s: sorted(_worker_rows(handle)) == [0, 1]
+                         and sorted(_selfplay_rows(s)) == [0]
                          and s["alive"]["selfplay"] == 2)
         games_before = st["games"]
         st = wait_status(handle, lambda s: s["games"] > games_before + 4)
