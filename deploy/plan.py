@@ -15,6 +15,11 @@ that part it takes:
 - **inference** (``distributed.inference=server``): evaluations/s, ``positions/s x
   simulations``, against one server's evaluations/s.
 
+And the Redis servers' sizing for the run (``redis_sizing``: ``maxclients``, ``maxmemory``,
+client output buffers, from ``shared/transport/sizing.py``), which the distributed driver
+gives the servers it starts (``sizing_for_run``) and ``--k8s`` prints for
+k8s/base/redis.conf.
+
 Per-unit figures: bytes a position and the weights blob are computed from the game and net
 on the spot; positions/s a worker and steps/s of a replica are measured on this machine
 (``--measure``, a few seconds each) or given; the Redis shard, network and inference server
@@ -28,6 +33,14 @@ import math
 import time
 
 from zeroforge.deploy.config import TrainConfig
+from zeroforge.shared.transport import (
+    RedisSizing,
+    RunShape,
+    StreamConfig,
+    conf_bytes,
+    largest_sizing,
+    size_servers,
+)
 
 SHARD_BYTES_PER_S = 59e6
 """Bytes/s one Redis stream takes in end to end (producer and consumer processes, 3,000
@@ -39,6 +52,14 @@ REDIS_NETWORK_BYTES_PER_S = 1.25e9
 INFERENCE_EVALS_PER_S = 93.5e3
 """Evaluations/s of one GPU inference server (H200, ``resnet10x128``, Go 9x9, float32,
 under real self-play load: docs/lab/gpu.md, "On a GPU under real self-play load")."""
+WORKERS_PER_NODE = 8
+"""Self-play workers a node where the nodes are not given."""
+WEIGHTS_KEEP = 3
+"""Weights versions a run's store keeps (``LearnerService``'s ``weights_keep``)."""
+SIZING_GAMES = 16
+"""Games played to measure a game's encoded bytes (two simulations each: quick)..."""
+SIZING_BUDGET_S = 5.0
+"""...or fewer (two at least) where they take longer than this (19x19 Go: seconds each)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +80,9 @@ class UnitFigures:
     """Bytes/s out of the run's Redis host."""
     inference_evals_per_s: float = INFERENCE_EVALS_PER_S
     """Evaluations/s of one inference server."""
+    bytes_per_game: float = 0.0
+    """Encoded sample-stream bytes of one game (the Redis sizing's streams); 0: unknown,
+    no sizing."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +177,7 @@ def measure(config: TrainConfig, seconds: float = 6.0) -> UnitFigures:
     return UnitFigures(
         positions_per_s_per_worker=per_worker,
         bytes_per_position=encoded_bytes(played) / positions,
+        bytes_per_game=encoded_bytes(played) / len(played),
         blob_bytes=len(weights_to_bytes(net)),
         learner_steps_per_s=steps / (time.perf_counter() - start))
 
@@ -175,6 +200,130 @@ def encoded_bytes(games: list) -> int:
     from zeroforge.shared.samples import encode
 
     return sum(len(encode(g)) for g in games)
+
+
+def default_nodes(workers: int) -> int:
+    """Nodes of ``workers`` where none are given: ``WORKERS_PER_NODE`` a node."""
+    return max(1, -(-workers // WORKERS_PER_NODE))
+
+
+def sizing_games(config: TrainConfig, count: int = SIZING_GAMES,
+                 budget_s: float = SIZING_BUDGET_S) -> list:
+    """Up to ``count`` games played as ``sample_games`` plays them, two at a time, ending
+    early (with two at least) once ``budget_s`` has passed: the same games every time
+    where they are quick, a bounded wait where they are long."""
+    from zeroforge.actors.config import SelfPlayConfig
+    from zeroforge.actors.selfplay import SelfPlayWorker
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.search import SearchConfig, UniformEvaluator
+
+    worker = SelfPlayWorker(make_game(config.game), UniformEvaluator(),
+                            SearchConfig(num_simulations=2), SelfPlayConfig(games_in_parallel=2))
+    games: list = []
+    start = time.perf_counter()
+    while len(games) < count and (len(games) < 2 or time.perf_counter() - start < budget_s):
+        games.extend(worker.play_moves(1))
+    return games[:count]
+
+
+def game_figures(config: TrainConfig, count: int = SIZING_GAMES) -> tuple[float, float, int]:
+    """(bytes a position, bytes a game, weights blob bytes) of ``config``: the mean of
+    ``sizing_games``, the net built and serialised."""
+    from zeroforge.shared.formats import weights_to_bytes
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.nets import build_net
+
+    games = sizing_games(config, count)
+    total = encoded_bytes(games)
+    blob = len(weights_to_bytes(build_net(config.net, make_game(config.game).spec)))
+    return total / sum(g.num_positions for g in games), total / len(games), blob
+
+
+def redis_shape(config: TrainConfig, workers: int, nodes: int, bytes_per_game: float,
+                blob_bytes: int) -> RunShape:
+    """What a run of ``config`` with ``workers`` on ``nodes`` puts on its Redis servers."""
+    d = config.distributed
+    return RunShape(
+        workers=workers, nodes=nodes, bytes_per_game=bytes_per_game, blob_bytes=blob_bytes,
+        learner_replicas=config.learner.replicas, evaluator=d.evaluator,
+        # auto: servers where the cluster has GPUs; counted, to be safe
+        inference_servers=d.inference_servers if d.inference != "local" else 0,
+        stream_shards=d.stream_shards,
+        stream_servers=min(d.stream_shards, len(d.stream_redis) + d.stream_servers),
+        max_backlog=StreamConfig().max_backlog, weights_keep=WEIGHTS_KEEP,
+        weights_per_node=d.weights_per_node)
+
+
+def redis_sizing(config: TrainConfig, workers: int, nodes: int, bytes_per_game: float,
+                 blob_bytes: int) -> dict[str, RedisSizing]:
+    """``{"run": ..., "stream": ...}``: the run's Redis and each stream server, sized
+    (``shared/transport/sizing.py``; no ``stream`` when the shards live in the run's)."""
+    return size_servers(redis_shape(config, workers, nodes, bytes_per_game, blob_bytes))
+
+
+def sizing_for_run(config: TrainConfig) -> dict[str, RedisSizing]:
+    """The sizing of the servers a distributed run of ``config`` starts: its
+    ``selfplay.workers`` on ``default_nodes`` of them, the game's and net's bytes
+    measured here as the plan measures them (under a second for the presets)."""
+    _, per_game, blob = game_figures(config)
+    workers = config.selfplay.workers
+    return redis_sizing(config, workers, default_nodes(workers), per_game, blob)
+
+
+SERVER_NAMES = {"run": "run's Redis", "stream": "each stream server"}
+
+
+def sizing_lines(sizings: dict[str, RedisSizing]) -> list[str]:
+    """The sizing as the plan's table: a row per server, then each figure's reasoning."""
+    lines = ["Redis sizing (the redis.conf of the run's servers; docs/scaling.md, \"Redis "
+             "sized by the plan\"):",
+             f"{'server':<22} {'maxclients':>10} {'maxmemory':>10} {'normal buf':>10}  "
+             f"pubsub buf"]
+    for name, s in sizings.items():
+        lines.append(f"{SERVER_NAMES[name]:<22} {s.maxclients:>10,} "
+                     f"{conf_bytes(s.maxmemory_bytes):>10} "
+                     f"{conf_bytes(s.normal_limit_bytes):>10}  "
+                     f"{conf_bytes(s.pubsub_hard_bytes)} {conf_bytes(s.pubsub_soft_bytes)} "
+                     f"{s.pubsub_soft_s} s")
+    for name, s in sizings.items():
+        lines += [f"  {SERVER_NAMES[name]}: {reason}" for reason in s.reasons]
+    return lines
+
+
+def k8s_conf(sizings: dict[str, RedisSizing], command: str) -> str:
+    """The sizing block of k8s/base/redis.conf: one file for the StatefulSet's pods (the
+    run's Redis and the stream servers), so each figure the largest of theirs."""
+    sizing = largest_sizing(sizings)
+    header = [
+        f"# Sized by `{command}`,",
+        "# for the run's size; print it again and paste it here when the size changes. One",
+        "# file for the StatefulSet's pods: each figure the larger of the run's Redis's and a",
+        "# stream server's (docs/scaling.md, \"Redis sized by the plan\"). noeviction: a full",
+        "# Redis refuses writes, one line at the writer, and never drops games or weights.",
+        f"# The pod's memory limit (redis.yaml) holds at least twice maxmemory, "
+        f"{conf_bytes(2 * sizing.maxmemory_bytes)}:",
+        "# the fork that rewrites the AOF may copy every page.",
+    ]
+    return "\n".join(header + sizing.conf_lines()) + "\n"
+
+
+def plan_json(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures,
+              measured: bool) -> dict:
+    """The plan as data: the figures, a row per part, the Redis sizing."""
+    rows = needs(config, workers, nodes, figures)
+    worst = max(rows, key=lambda n: n.load)
+    out = {"game": config.game, "net": _net_name(config), "workers": workers, "nodes": nodes,
+           "measured": measured, "figures": dataclasses.asdict(figures),
+           "parts": [{"part": n.part, "demand": n.demand, "unit": n.unit,
+                      "per_unit": n.per_unit, "units": n.units, "load": n.load,
+                      "setting": n.setting} for n in rows],
+           "saturates_first": worst.part if worst.load > 1 else None}
+    if figures.bytes_per_game > 0:
+        sizings = redis_sizing(config, workers, nodes, figures.bytes_per_game,
+                               figures.blob_bytes)
+        out["redis"] = {name: s.to_dict() for name, s in sizings.items()}
+        out["redis_k8s"] = largest_sizing(sizings).conf_lines()
+    return out
 
 
 def report(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures,
@@ -206,6 +355,9 @@ def report(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures,
     lines.append(f"controller: a stats call and a liveness check per actor every "
                  f"{interval:g} s, {2 * workers / interval:,.0f} Ray calls/s at {workers} "
                  f"workers (its cost still grows with the run: docs/scaling.md)")
+    if figures.bytes_per_game > 0:
+        lines += ["", *sizing_lines(redis_sizing(config, workers, nodes,
+                                                 figures.bytes_per_game, figures.blob_bytes))]
     return "\n".join(lines)
 
 

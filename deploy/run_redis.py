@@ -10,6 +10,10 @@ retried appends reach the restarted server with the data its AOF kept.
 Users: one a role (``shared.transport.acl``), the same passwords on each of the run's
 servers, written for the run's processes to ``RUN_DIR/redis-auth/ROLE`` (0600); the
 actors get the endpoint (``redis://HOST:PORT/0``, no password) and that directory's path.
+
+Size: each server is sized for the run (``shared.transport.sizing``: maxclients,
+maxmemory with noeviction, client output buffers), as ``zeroforge plan`` computes it
+(``deploy.plan.sizing_for_run``); the driver passes the figures.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import socket
 import time
 from pathlib import Path
 
-from zeroforge.shared.transport import RedisServer, RedisServerConfig, acl
+from zeroforge.shared.transport import RedisServer, RedisServerConfig, RedisSizing, acl
 
 ENDPOINT_FILE = "endpoint.json"
 AUTH_DIR = "redis-auth"
@@ -61,22 +65,24 @@ def _port_free(host: str, port: int) -> bool:
 
 
 def start_run_redis(data_dir: Path, continuing: bool,
-                    role_passwords: dict[str, str] | None = None) -> RedisServer:
+                    role_passwords: dict[str, str] | None = None,
+                    sizing: RedisSizing | None = None) -> RedisServer:
     """A supervised redis-server with its AOF in ``data_dir`` and, with
     ``role_passwords``, a user a role (``acl.py``); ``continuing``: on the port and admin
     password it served with before, when it recorded them (a port still taken after
-    ``PORT_FREE_WAIT_S`` fails the start in one line, naming the port)."""
+    ``PORT_FREE_WAIT_S`` fails the start in one line, naming the port). ``sizing``: its
+    maxclients, maxmemory and output buffers for the run (None: Redis's defaults)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     earlier = _endpoint(data_dir) if continuing else None
     roles = tuple(sorted((role_passwords or {}).items()))
-    config = RedisServerConfig(data_dir=str(data_dir), role_passwords=roles)
+    config = RedisServerConfig(data_dir=str(data_dir), role_passwords=roles, sizing=sizing)
     if earlier is not None:
         port, password = earlier
         deadline = time.monotonic() + PORT_FREE_WAIT_S
         while not _port_free(config.host, port) and time.monotonic() < deadline:
             time.sleep(0.2)
         config = RedisServerConfig(data_dir=str(data_dir), port=port, password=password,
-                                   role_passwords=roles)
+                                   role_passwords=roles, sizing=sizing)
     server = RedisServer(config).start()
     path = data_dir / ENDPOINT_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

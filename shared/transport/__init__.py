@@ -26,6 +26,7 @@ from zeroforge.shared.transport.connection import (
     PASSWORD_ENV,
     PartialAckError,
     RedisConfig,
+    RedisFull,
     RoleRefused,
     TransportError,
     connect,
@@ -40,6 +41,16 @@ from zeroforge.shared.transport.server import (
     RedisServerError,
 )
 from zeroforge.shared.transport.shards import ShardedSampleStream, advance_cursor
+from zeroforge.shared.transport.sizing import (
+    CONNECTIONS_PER_PROCESS,
+    ProcessConnections,
+    RedisSizing,
+    RunShape,
+    conf_bytes,
+    expected_connections,
+    largest_sizing,
+    size_servers,
+)
 from zeroforge.shared.transport.stream import (
     BackpressureTimeout,
     SampleStream,
@@ -102,6 +113,8 @@ _MODULES = {
 }
 
 __all__ = [
+    "CONNECTIONS_PER_PROCESS", "ProcessConnections", "RedisFull", "RedisSizing", "RunShape",
+    "conf_bytes", "expected_connections", "largest_sizing", "size_servers",
     "BINARY_ENV", "BackpressureTimeout", "CA_ENV", "EvalResultsStore", "FIELD", "FencedError",
     "MemoryTransport",
     "NodeCachedWeights", "PASSWORD_ENV", "PaceSignal", "RedisConfig", "RedisServer",

@@ -6,10 +6,13 @@ state a re-attaching driver loads. Each role gets a Redis user (``zf-ROLE``) who
 allows the commands that role runs and no others; the ``default`` user is switched off.
 
 Roles
-    ``worker``: self-play workers and inference servers. Append games (XADD), check the
-    backlog (XLEN), read weights and the pace, hear new versions announced.
+    ``worker``: self-play workers and inference servers. Append games within the backlog
+    bound (the append script: XLEN, XADD, and LTRIM of the stream's room list to drop
+    stale tokens), wait for room (BLPOP on the room list), read weights and the pace,
+    hear new versions announced.
     ``learner``: reads and acks the stream (its Lua scripts: capped reads, fenced acks,
-    trims), publishes weights, writes the pace, takes the learner fence.
+    trims that wake waiting workers: LLEN, RPUSH, PEXPIRE of the room list), publishes
+    weights, writes the pace, takes the learner fence.
     ``evaluator``: reads weights, writes the evaluation results and best weights.
     ``controller``: the controller and the driver: its saved state and fence, and reads.
     ``reader``: ``zeroforge status``, the dashboard: reads only.
@@ -78,15 +81,20 @@ class Role:
 
 
 ROLES: dict[str, Role] = {role.name: role for role in (
+    # The room list (``stream_room``) matches ``samples*``. Its list commands are all a
+    # worker gains on those keys: they refuse a stream (WRONGTYPE), and the list holds
+    # only hints, which every append re-checks. No EVAL: SCRIPT LOAD + EVALSHA is what
+    # redis-py's scripts run, and either way Redis checks each command a script calls.
     Role("worker",
-         _CONNECTION + ("xadd", "xlen", "get", "hgetall", "zrange", "subscribe",
-                        "unsubscribe"),
+         _CONNECTION + ("evalsha", "script|load", "xadd", "xlen", "ltrim", "blpop", "get",
+                        "hgetall", "zrange", "subscribe", "unsubscribe"),
          ("zf:{*}:samples*", "zf:{*}:weights:*", "zf:{*}:pace"),
          "self-play workers and inference servers: append games, read weights and pace"),
     Role("learner",
          _CONNECTION + _SCRIPTS + _READ_RUN + (
              "set", "del", "incrby", "exists", "hset", "rename", "zadd", "zremrangebyrank",
-             "publish", "xgroup|create", "xreadgroup", "xack", "xpending", "xtrim"),
+             "publish", "xgroup|create", "xreadgroup", "xack", "xpending", "xtrim",
+             "llen", "rpush", "pexpire"),
          ("zf:{*}:samples*", "zf:{*}:weights*", "zf:{*}:pace", "zf:{*}:learner:*"),
          "the learner: read and ack games, publish weights, set the pace, take its fence"),
     Role("evaluator",

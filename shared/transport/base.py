@@ -37,13 +37,22 @@ class SampleSink(Protocol):
 
     def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
         """Append one entry per game after waiting for room (backpressure); returns the
-        entry ids in order. Writes nothing and raises ``BackpressureTimeout`` if no room
-        came within ``timeout_s``, ``ValueError`` for a game over the entry size limit."""
+        entry ids in order. The bound is hard: the games go in only if the backlog then
+        stays within ``max_backlog`` (a larger batch only into an empty stream), however
+        many producers append at once. A waiting append is woken by the ack or trim that
+        makes room, and checks by itself only every ``room_check_interval_s``. Writes
+        nothing and raises ``BackpressureTimeout`` if no room came within ``timeout_s``,
+        ``ValueError`` for a game over the entry size limit."""
         ...
 
-    def wait_for_room(self, timeout_s: float | None = None) -> None:
-        """Return once an append would not wait; ``BackpressureTimeout`` after
-        ``timeout_s`` (default: the stream's ``append_timeout_s``)."""
+    def wait_for_room(self, timeout_s: float | None = None, count: int = 1) -> None:
+        """Return once an append of ``count`` games would not wait; ``BackpressureTimeout``
+        after ``timeout_s`` (default: the stream's ``append_timeout_s``)."""
+        ...
+
+    @property
+    def room_checks(self) -> int:
+        """Times waiting appends checked for room again (woken, or at the fallback)."""
         ...
 
 

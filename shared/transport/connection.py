@@ -3,7 +3,8 @@
 Every Redis call of the transport runs inside ``redis_errors`` so that a dead or
 unreachable server surfaces as ``TransportError: cannot reach Redis at HOST:PORT: REASON``
 instead of a redis-py traceback that names neither the address nor what to do; so does a
-server that refuses writes because it cannot write to its disk (``MISCONF``).
+server that refuses writes because it cannot write to its disk (``MISCONF``) or because
+its memory is at ``maxmemory`` (``OOM``: ``RedisFull``).
 """
 
 from __future__ import annotations
@@ -42,8 +43,19 @@ _MISCONF = re.compile(r"(^|caused error: |-)MISCONF ")
 script reports it."""
 
 
+_OOM = re.compile(r"(^|caused error: |-)OOM ")
+"""Redis refusing a write at its ``maxmemory``, as a pipeline or a script reports it."""
+
+
 class TransportError(RuntimeError):
     """Redis is unreachable, refuses us, or answered something we cannot use."""
+
+
+class RedisFull(TransportError):
+    """Redis refused a write: its memory is at ``maxmemory`` and its policy is
+    ``noeviction`` (it never drops games or weights to make room). A ``TransportError``:
+    the learner's acks and trims free memory, so the writers' retries apply (a worker
+    holds its games) as for an outage."""
 
 
 class RoleRefused(PermissionError):
@@ -228,6 +240,13 @@ def redis_errors(client: redis.Redis) -> Iterator[None]:
         # pipeline caused error: MISCONF ...", a script's its line: "Error running script
         # (call to f_...): @user_script:10: ... -MISCONF ...")
         text = str(err)
+        if isinstance(err, redis.exceptions.OutOfMemoryError) or _OOM.search(text):
+            # not the error's own text: a pipeline's names the command with its arguments,
+            # a whole encoded game or weights blob
+            raise RedisFull(f"Redis at {endpoint(client)} is full: it refused a write at its "
+                            f"maxmemory (OOM; policy noeviction, nothing is evicted); size "
+                            f"it with `zeroforge plan` (docs/scaling.md, \"Redis sized by "
+                            f"the plan\")") from None
         if _MISCONF.search(text):
             raise TransportError(f"Redis at {endpoint(client)} cannot write to its disk: "
                                  f"{_first_line(err)}") from None

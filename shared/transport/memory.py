@@ -10,7 +10,9 @@ the pace as ``shared.pace`` bytes, so the local run exercises the wire formats t
 The contract suite runs the same tests against both.
 
 Thread-safe: one lock per run's data; readers and writers of one process may be on
-different threads (a waiting ``append`` is woken by ``ack``).
+different threads. The backlog bound is hard (checked and appended under the lock), and a
+waiting ``append`` is woken by the ack or trim that makes room (a ``threading.Condition``,
+the Redis room list's twin), with the same fallback check every ``room_check_interval_s``.
 """
 
 from __future__ import annotations
@@ -65,7 +67,11 @@ class _StreamData:
     """One run's stream and its consumer group (a single group, as the learner uses)."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)
+        """Readers wait on it for new entries; held by everything that touches the data."""
+        self.room = threading.Condition(lock)
+        """Appends wait on it for room (the same lock): trims that free entries notify it."""
         self.entries: dict[int, bytes | None] = {}
         """Sequence number -> encoded game (None: an entry without data), oldest first."""
         self.next_seq = 1
@@ -100,6 +106,8 @@ class MemorySampleStream:
         self.rejected: Counter[str] = Counter()
         self.skipped_duplicates = 0
         self.backpressure_wait_s = 0.0
+        self.room_checks = 0
+        """Times a waiting append checked for room again (see ``SampleStream``)."""
         self._pending_cursor: int | None = 0
         self._skip_through: tuple[int, int] | None = None
         self._already: Callable[[str], bool] | None = None
@@ -112,27 +120,36 @@ class MemorySampleStream:
             return []
         blobs = encode_entries(games, self.config.max_entry_bytes)
         with self._data.cond:
-            self._wait_locked(timeout_s)
+            self._wait_locked(len(blobs), timeout_s)
             return self._add(blobs)
 
-    def wait_for_room(self, timeout_s: float | None = None) -> None:
+    def wait_for_room(self, timeout_s: float | None = None, count: int = 1) -> None:
         with self._data.cond:
-            self._wait_locked(timeout_s)
+            self._wait_locked(count, timeout_s)
 
-    def _wait_locked(self, timeout_s: float | None) -> None:
+    def _wait_locked(self, count: int, timeout_s: float | None) -> None:
+        """Return once ``count`` entries fit (as on Redis: within ``max_backlog``, or any
+        batch into an empty stream), waiting on ``room``; lock held."""
         timeout = self.config.append_timeout_s if timeout_s is None else timeout_s
         d = self._data
-        start = time.monotonic()
-        while d.trim() >= self.config.max_backlog:
-            waited = time.monotonic() - start
+        started: float | None = None
+        while True:
+            length = self._trim_locked()  # trim first, as a Redis role that may
+            if length == 0 or length + count <= self.config.max_backlog:
+                break
+            now = time.monotonic()
+            started = now if started is None else started
+            waited = now - started
             if waited >= timeout:
                 self.backpressure_wait_s += waited
                 raise BackpressureTimeout(
-                    f"sample stream {self.key} still holds {len(d.entries)} "
-                    f"unacknowledged games (max_backlog {self.config.max_backlog}) after "
+                    f"sample stream {self.key} still holds {length} unacknowledged games "
+                    f"(max_backlog {self.config.max_backlog}, {count} to add) after "
                     f"{waited:.1f} s; is the learner reading?")
-            d.cond.wait(min(self.config.poll_interval_s, timeout - waited))
-        self.backpressure_wait_s += time.monotonic() - start
+            d.room.wait(min(self.config.room_check_interval_s, timeout - waited))
+            self.room_checks += 1
+        if started is not None:
+            self.backpressure_wait_s += time.monotonic() - started
 
     def append_raw(self, blobs: list[bytes | None]) -> list[str]:
         """Append entries as given, unchecked (None: an entry without data); for tests and
@@ -234,13 +251,21 @@ class MemorySampleStream:
         for entry_id in ids:
             if d.pending.pop(parse_id(entry_id)[0], None) is not None:
                 acked += 1
-        d.trim()
-        d.cond.notify_all()
+        self._trim_locked()
         return acked
 
     def trim(self) -> int:
         with self._data.cond:
-            return self._data.trim()
+            return self._trim_locked()
+
+    def _trim_locked(self) -> int:
+        """Trim; wake the waiting appends if that freed entries (with ``notify_room``)."""
+        d = self._data
+        before = len(d.entries)
+        length = d.trim()
+        if length < before and self.config.notify_room:
+            d.room.notify_all()
+        return length
 
     def lag(self) -> int:
         return self.info().lag

@@ -59,6 +59,7 @@ from redis.retry import Retry
 
 from zeroforge.shared.transport import acl
 from zeroforge.shared.transport.connection import TransportError
+from zeroforge.shared.transport.sizing import RedisSizing
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,10 @@ class RedisServerConfig:
     """(role, password) pairs (``acl.py``'s roles). Given: the server runs with an ACL
     file instead of one password: the default user off, a user ``zf-ROLE`` a role, and
     ``zf-admin`` (with ``password``) for this object's own PING and SHUTDOWN only."""
+    sizing: RedisSizing | None = None
+    """maxclients, maxmemory and client output-buffer limits for the run's size
+    (``sizing.py``: what ``zeroforge plan`` computes), written into redis.conf; None:
+    Redis's defaults. The eviction policy is ``noeviction`` either way."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -115,6 +120,9 @@ class RedisServerConfig:
                              "supervise_interval_s > 0 required")
         for role, _ in self.role_passwords:
             acl.check_role(role)
+        if self.sizing is not None and not isinstance(self.sizing, RedisSizing):
+            raise ValueError(f"RedisServerConfig.sizing must be a RedisSizing or None, got "
+                             f"{type(self.sizing).__name__}")
         if self.password is not None and (not self.password or any(
                 c.isspace() or c == '"' for c in self.password)):
             raise ValueError("RedisServerConfig.password must be non-empty, without spaces "
@@ -239,6 +247,9 @@ class RedisServer:
         """Times the supervisor restarted the server after it died."""
         self.gave_up = False
         """The supervisor met a crash loop and no longer restarts the server."""
+        self.maxclients: int | None = None
+        """The ``maxclients`` the server runs with (read back after each start): below
+        ``sizing.maxclients`` when its open-file limit did not allow more."""
 
     # --- lifecycle -----------------------------------------------------------------------
     def start(self) -> RedisServer:
@@ -382,6 +393,7 @@ class RedisServer:
                                          stderr=subprocess.STDOUT, cwd=self._dir,
                                          start_new_session=True)
         self._wait_ready()
+        self._check_maxclients()
 
     def _config_text(self) -> str:
         assert self._dir is not None
@@ -402,7 +414,32 @@ class RedisServer:
             lines += ["appendonly yes", "appendfsync everysec"]
         else:
             lines += ["appendonly no"]
+        if self.config.sizing is not None:
+            # sized for the run (zeroforge plan); its lines set maxmemory-policy noeviction
+            lines += self.config.sizing.conf_lines()
+        else:
+            # never evict: a full Redis refuses writes (one line at the writer) rather than
+            # silently drop games or weights
+            lines += ["maxmemory-policy noeviction"]
         return "\n".join(lines) + "\n"
+
+    def _check_maxclients(self) -> None:
+        """Read back ``maxclients``: Redis lowers it, with a line in its own log only,
+        when its open-file limit cannot be raised to ``maxclients`` + 32; say so here."""
+        client = self._client(timeout_s=2)
+        try:
+            got = client.config_get("maxclients").get("maxclients")
+        except redis.RedisError:
+            return  # the supervisor sees a dead server; nothing to say about its clients
+        finally:
+            client.close()
+        self.maxclients = int(got) if got is not None else None
+        wanted = self.config.sizing.maxclients if self.config.sizing is not None else None
+        if wanted is not None and self.maxclients is not None and self.maxclients < wanted:
+            log.warning("redis-server on %s:%s takes %d clients, not the %d it was sized for: "
+                        "its open-file limit is too low (raise the hard limit, ulimit -Hn, "
+                        "to at least %d)", self.host, self.port, self.maxclients, wanted,
+                        wanted + 32)
 
     def _wait_ready(self) -> None:
         assert self._proc is not None

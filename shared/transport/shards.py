@@ -137,11 +137,18 @@ class ShardedSampleStream:
     def backpressure_wait_s(self) -> float:
         return sum(float(getattr(s, "backpressure_wait_s", 0.0)) for s in self.shards)
 
+    @property
+    def room_checks(self) -> int:
+        """Checks for room made while waiting, over all shards."""
+        return sum(s.room_checks for s in self.shards)
+
     # --- producer side -------------------------------------------------------------------
     def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
         """Each game to its shard (re-routed past a shard that is down or full); ids in
         order. A ``BackpressureTimeout`` (every shard full) or a game over the entry limit
-        writes nothing: a shard is found for every game before the first write."""
+        writes nothing: a shard is found for every game before the first write. Each
+        shard's append keeps its own bound (``max_backlog`` per shard) atomically; one
+        that lost its room to another producer since it was chosen waits again."""
         if not games:
             return []
         by_shard: dict[int, list[int]] = collections.defaultdict(list)
@@ -149,19 +156,20 @@ class ShardedSampleStream:
             by_shard[self._shard_for(game)].append(i)
         placed: dict[int, list[int]] = collections.defaultdict(list)
         for own in sorted(by_shard):
-            target = self._room(own, timeout_s)
+            target = self._room(own, timeout_s, len(by_shard[own]))
             placed[target].extend(by_shard[own])
             if target != own:
                 self.rerouted += len(by_shard[own])
         ids: list[str] = [""] * len(games)
         for target in sorted(placed):
-            self._append_to(target, games, sorted(placed[target]), ids)
+            self._append_to(target, games, sorted(placed[target]), ids, timeout_s)
         return ids
 
-    def wait_for_room(self, timeout_s: float | None = None) -> None:
-        """Wait until every shard has room (see ``SampleSink.wait_for_room``)."""
+    def wait_for_room(self, timeout_s: float | None = None, count: int = 1) -> None:
+        """Wait until every shard has room for ``count`` games (see
+        ``SampleSink.wait_for_room``)."""
         for shard in self.shards:
-            shard.wait_for_room(timeout_s)
+            shard.wait_for_room(timeout_s, count)
 
     def _shard_for(self, game: GameSamples) -> int:
         if game.game_id:
@@ -169,15 +177,15 @@ class ShardedSampleStream:
         self._next_unnamed = (self._next_unnamed + 1) % len(self.shards)
         return self._next_unnamed
 
-    def _room(self, own: int, timeout_s: float | None) -> int:
-        """The shard ``own``'s games go to: ``own`` once it has room (waiting up to
-        ``timeout_s``), else the next shard with room now; raises the first failure when
-        none has."""
+    def _room(self, own: int, timeout_s: float | None, count: int) -> int:
+        """The shard ``own``'s ``count`` games go to: ``own`` once it has room for them
+        (waiting up to ``timeout_s``), else the next shard with room now; raises the first
+        failure when none has."""
         failure: TransportError | None = None
         for step in range(len(self.shards)):
             shard = (own + step) % len(self.shards)
             try:
-                self.shards[shard].wait_for_room(timeout_s if step == 0 else 0.0)
+                self.shards[shard].wait_for_room(timeout_s if step == 0 else 0.0, count)
             except TransportError as err:
                 self._failed(shard, "refuses appends", err)
                 failure = failure or err
@@ -188,15 +196,16 @@ class ShardedSampleStream:
         raise failure
 
     def _append_to(self, first: int, games: list[GameSamples], which: list[int],
-                   ids: list[str]) -> None:
-        """Append ``games[which]`` to shard ``first``, or the next one that takes them (a
+                   ids: list[str], timeout_s: float | None) -> None:
+        """Append ``games[which]`` to shard ``first`` (waiting up to ``timeout_s`` if its
+        room went to another producer meanwhile), or the next one that takes them now (a
         shard that died since it was found to have room)."""
         batch = [games[i] for i in which]
         failure: TransportError | None = None
         for step in range(len(self.shards)):
             shard = (first + step) % len(self.shards)
             try:
-                own = self.shards[shard].append(batch, 0.0 if step else None)
+                own = self.shards[shard].append(batch, 0.0 if step else timeout_s)
             except TransportError as err:
                 self._failed(shard, "refuses appends", err)
                 failure = failure or err

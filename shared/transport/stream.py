@@ -8,12 +8,14 @@ Nothing unread is ever dropped
     backlog is the stream's length, which counts every entry not yet acknowledged by the
     group, because ``trim`` removes exactly the entries below the oldest unacknowledged one
     (below the oldest pending entry, or up to the last delivered one when none is pending;
-    the minimum over all groups). When the backlog reaches ``max_backlog``, ``append``
-    waits, polling, for the learner to catch up; after ``append_timeout_s`` it raises
+    the minimum over all groups). ``append`` adds a batch only if the backlog stays within
+    ``max_backlog``, checked and appended in one script, so the bound holds however many
+    producers append at once (a batch larger than the bound goes only into an empty
+    stream, alone). Otherwise it waits for the learner to catch up, woken by the trim
+    that makes room, not polling (``stream_room``); after ``append_timeout_s`` it raises
     ``BackpressureTimeout`` having written nothing, so the caller still holds its games
     and may retry. (Redis 6.2, the bundled server, has no ``XINFO GROUPS lag``; the
-    stream length is also the quantity that costs memory, so it is the right one to bound.
-    With several producers the bound is soft by up to one batch per producer.)
+    stream length is also the quantity that costs memory, so it is the right one to bound.)
 
 Bad entries never block the stream
     An entry that fails ``decode`` (garbage, unknown schema, oversized, ...) is
@@ -41,6 +43,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,6 +61,15 @@ from zeroforge.shared.samples import (
 )
 from zeroforge.shared.transport.connection import TransportError, redis_errors
 from zeroforge.shared.transport.fencing import epoch_key, fence_check, fenced_reply
+from zeroforge.shared.transport.stream_room import (
+    TRIM_SCRIPT,
+    StreamRoom,
+    room_key,
+    trim_args,
+)
+from zeroforge.shared.transport.stream_room import (
+    BackpressureTimeout as BackpressureTimeout,  # defined beside the wait that raises it
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,44 +77,6 @@ FIELD = b"d"
 """The entry field holding the encoded game."""
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-
-# Trim below the oldest entry some group still needs, atomically with reading the groups'
-# state, and return the new length. For each group that is its oldest pending entry, or the
-# entry after its last delivered one when nothing is pending. Atomic so that no ack, read or
-# group change can slip between computing the bound and trimming.
-_TRIM_SCRIPT = """
-local function parse(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
-end
-local function less(a, b)
-  local am, as = parse(a)
-  local bm, bs = parse(b)
-  return am < bm or (am == bm and as < bs)
-end
-local key = KEYS[1]
-if redis.call('EXISTS', key) == 0 then return 0 end
-local floor = nil
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
-  local info = {}
-  for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
-  local need
-  if info['pending'] > 0 then
-    need = redis.call('XPENDING', key, info['name'])[2]
-  else
-    local ms, seq = parse(info['last-delivered-id'])
-    need = string.format('%d-%d', ms, seq + 1)
-  end
-  if floor == nil or less(need, floor) then floor = need end
-end
-if floor ~= nil then redis.call('XTRIM', key, 'MINID', floor) end
-return redis.call('XLEN', key)
-"""
-
-
-class BackpressureTimeout(TransportError):
-    """``append`` waited ``append_timeout_s`` for the learner to drain the backlog."""
-
 
 # KEYS: the stream. ARGV: group, consumer, count, start id, the most bytes of data an entry
 # may bring back, the data field, OVERSIZE_FIELD. XREADGROUP as the reader asked, but the
@@ -159,22 +133,38 @@ class StreamConfig:
     """This reader's name in the group; unique per live reader, stable across restarts
     (a restarted reader gets back the pending entries of its name)."""
     max_backlog: int = 2000
-    """Games in the stream not yet acknowledged (and trimmed) above which ``append`` waits.
-    A 15x15 gomoku game is ~50 KB, so 2000 games is ~100 MB of Redis memory."""
+    """The most games the stream holds not yet acknowledged (and trimmed): an ``append``
+    that would go past it waits (a hard bound; a larger batch goes only into an empty
+    stream). A 15x15 gomoku game is ~50 KB, so 2000 games is ~100 MB of Redis memory."""
     append_timeout_s: float = 120.0
     """Seconds ``append`` waits for room before raising ``BackpressureTimeout``."""
-    poll_interval_s: float = 0.05
-    """Seconds between backlog checks while ``append`` waits."""
+    poll_interval_s: float | None = None
+    """Deprecated, ignored (with a DeprecationWarning): waiting appends no longer poll;
+    ``room_check_interval_s`` is their fallback check. (Kept in its place, so that the
+    fields after it keep their positions.)"""
     max_entry_bytes: int = MAX_ENTRY_BYTES
     """Encoded games above this are refused by ``append`` and rejected by ``read``."""
     entry_limits: EntryLimits | None = None
     """What a read entry may hold (the reader's games: ``EntryLimits.for_games``), checked
     while it is decoded; None: the loosest limits (``max_entry_bytes`` for any field)."""
+    room_check_interval_s: float = 2.0
+    """Seconds between a waiting ``append``'s own checks for room: the fallback for a
+    wake-up that never comes (a waiting append is woken by the trim that makes room, see
+    ``stream_room``; this interval only bounds how late it is when that wake-up is lost)."""
+    notify_room: bool = True
+    """Whether this endpoint's acks and trims wake the appends waiting for room; False:
+    they find the room at their next ``room_check_interval_s`` check (tests of that
+    fallback use it)."""
 
     def __post_init__(self) -> None:
-        if self.max_backlog < 1 or self.append_timeout_s < 0 or self.poll_interval_s <= 0:
+        if (self.max_backlog < 1 or self.append_timeout_s < 0
+                or self.room_check_interval_s <= 0):
             raise ValueError(f"StreamConfig: max_backlog >= 1, append_timeout_s >= 0 and "
-                             f"poll_interval_s > 0 required, got {self}")
+                             f"room_check_interval_s > 0 required, got {self}")
+        if self.poll_interval_s is not None:
+            warnings.warn("StreamConfig.poll_interval_s is ignored: waiting appends are "
+                          "woken by the learner's trim; room_check_interval_s is their "
+                          "fallback check", DeprecationWarning, stacklevel=3)
         if not 0 < self.max_entry_bytes <= MAX_ENTRY_BYTES:
             raise ValueError(f"StreamConfig.max_entry_bytes must be 1..{MAX_ENTRY_BYTES}")
         if not self.group or not self.consumer:
@@ -248,10 +238,11 @@ class SampleStream:
         ``no_data`` for an entry without the ``d`` field)."""
         self.skipped_duplicates = 0
         """Re-delivered entries at or below the ``skip_through`` cursor, acked unread."""
-        self.backpressure_wait_s = 0.0
-        """Total seconds ``append`` spent waiting for room."""
-        self._trim = client.register_script(_TRIM_SCRIPT)
-        self._may_trim = True
+        self._room = StreamRoom(client, self.key, FIELD,
+                                max_backlog=self.config.max_backlog,
+                                append_timeout_s=self.config.append_timeout_s,
+                                room_check_interval_s=self.config.room_check_interval_s)
+        self._trim = client.register_script(TRIM_SCRIPT)
         self.epoch = epoch
         self._fenced_xack = client.register_script(_FENCED_XACK_SCRIPT)
         self._capped_read = client.register_script(_CAPPED_READ_SCRIPT)
@@ -268,55 +259,42 @@ class SampleStream:
 
     # --- producer side -------------------------------------------------------------------
     def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
-        """XADD one entry per game, after waiting for room; returns their ids in order.
+        """XADD one entry per game once they all fit under ``max_backlog`` (checked and
+        added in one script: ``stream_room``), waiting for room; returns their ids in order.
 
         Raises ValueError (writing nothing) if a game encodes above ``max_entry_bytes``,
-        and BackpressureTimeout (writing nothing) if the backlog stays at ``max_backlog``
-        for ``timeout_s`` (default ``config.append_timeout_s``).
+        and BackpressureTimeout (writing nothing) if the games do not fit within
+        ``timeout_s`` (default ``config.append_timeout_s``).
         """
         if not games:
             return []
-        blobs = encode_entries(games, self.config.max_entry_bytes)
-        self.wait_for_room(timeout_s)
-        with redis_errors(self.redis):
-            pipe = self.redis.pipeline(transaction=False)
-            for blob in blobs:
-                pipe.xadd(self.key, {FIELD: blob})
-            ids = pipe.execute()
-        return [_text(i) for i in ids]
+        return self._room.append(encode_entries(games, self.config.max_entry_bytes),
+                                 timeout_s)
 
     def append_raw(self, blobs: list[bytes | None]) -> list[str]:
-        """XADD entries as given, unchecked (None: an entry without the data field); for
-        tests and fuzzers of the reading side."""
+        """XADD entries as given, unchecked and unbounded (None: an entry without the data
+        field); for tests and fuzzers of the reading side."""
         with redis_errors(self.redis):
             pipe = self.redis.pipeline(transaction=False)
             for blob in blobs:
                 pipe.xadd(self.key, {FIELD: blob} if blob is not None else {b"x": b""})
             return [_text(i) for i in pipe.execute()]
 
-    def wait_for_room(self, timeout_s: float | None = None) -> None:
-        """Return once the backlog is below ``max_backlog``; BackpressureTimeout after
-        ``timeout_s`` (default ``config.append_timeout_s``)."""
-        if timeout_s is None:
-            timeout_s = self.config.append_timeout_s
-        limit = self.config.max_backlog
-        with redis_errors(self.redis):
-            length = self.redis.xlen(self.key)
-            if length < limit:
-                return
-            start = time.monotonic()
-            while True:
-                length = self._length_after_trim()
-                waited = time.monotonic() - start
-                if length < limit:
-                    self.backpressure_wait_s += waited
-                    return
-                if waited >= timeout_s:
-                    self.backpressure_wait_s += waited
-                    raise BackpressureTimeout(
-                        f"sample stream {self.key} still holds {length} unacknowledged games "
-                        f"(max_backlog {limit}) after {waited:.1f} s; is the learner reading?")
-                time.sleep(min(self.config.poll_interval_s, max(timeout_s - waited, 0.001)))
+    def wait_for_room(self, timeout_s: float | None = None, count: int = 1) -> None:
+        """Return once ``count`` games would fit under ``max_backlog``; BackpressureTimeout
+        after ``timeout_s`` (default ``config.append_timeout_s``)."""
+        self._room.wait(count, timeout_s)
+
+    @property
+    def backpressure_wait_s(self) -> float:
+        """Total seconds ``append`` and ``wait_for_room`` spent waiting for room."""
+        return self._room.backpressure_wait_s
+
+    @property
+    def room_checks(self) -> int:
+        """Times a waiting append checked for room again (woken by a trim, or at its
+        ``room_check_interval_s`` fallback): few, however long it waits."""
+        return self._room.room_checks
 
     # --- consumer side -------------------------------------------------------------------
     def skip_through(self, cursor: str | None,
@@ -364,13 +342,15 @@ class SampleStream:
         self._pending_cursor = "0"
 
     def ack(self, ids: list[str]) -> int:
-        """XACK ``ids`` and trim what no group needs any more; returns how many were acked."""
+        """XACK ``ids`` and trim what no group needs any more (waking as many waiting appends
+        as it removed entries: ``trim``); returns how many were acked."""
         if not ids:
             return 0
         with redis_errors(self.redis):
             pipe = self.redis.pipeline(transaction=False)
             self._xack(ids, pipe)
-            self._trim(keys=[self.key], client=pipe)
+            self._trim(keys=[self.key, room_key(self.key)], args=trim_args(self.config.notify_room),
+                       client=pipe)
             acked, _ = pipe.execute(raise_on_error=False)
         count = self._acked(acked)
         self._handed_out.difference_update(ids)
@@ -390,9 +370,11 @@ class SampleStream:
         return int(reply)
 
     def trim(self) -> int:
-        """Drop entries every group has acknowledged; returns the stream's new length."""
+        """Drop entries every group has acknowledged, waking as many waiting appends (with
+        ``notify_room``); returns the stream's new length."""
         with redis_errors(self.redis):
-            return int(self._trim(keys=[self.key]))
+            return int(self._trim(keys=[self.key, room_key(self.key)],
+                                  args=trim_args(self.config.notify_room)))
 
     def lag(self) -> int:
         """Entries not yet delivered to the group (see ``StreamInfo.lag``)."""
@@ -437,21 +419,6 @@ class SampleStream:
             except redis.ResponseError as err:
                 if "BUSYGROUP" not in str(err):
                     raise
-
-    def _length_after_trim(self) -> int:
-        """The stream's length, trimmed first where this role may (acks may have come
-        from a reader that does not trim); a role that may not (the worker's) reads the
-        length only: the learner trims with every ack."""
-        if self._may_trim:
-            try:
-                return int(self._trim(keys=[self.key]))
-            except redis.ResponseError as err:
-                refused = (isinstance(err, redis.exceptions.NoPermissionError)
-                           or "can't run this command" in str(err))  # inside the script
-                if not refused:
-                    raise
-                self._may_trim = False
-        return int(self.redis.xlen(self.key))
 
     def _check_block(self, block_ms: int) -> None:
         timeout = self.redis.connection_pool.connection_kwargs.get("socket_timeout")

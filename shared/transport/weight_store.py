@@ -157,7 +157,9 @@ class WeightStore:
                       self.channel, self.prefix, "" if self.epoch is None else self.epoch,
                       signature_of(self.signer, self.run_id, version, sha)],
                 client=pipe)
-            _, result = pipe.execute(raise_on_error=False)
+            staged, result = pipe.execute(raise_on_error=False)
+            if isinstance(staged, redis.ResponseError):
+                raise staged  # OOM (a full Redis), MISCONF: one line (redis_errors)
         if isinstance(result, redis.ResponseError):
             fenced = fenced_reply(result, f"publish of weights version {version}", self.epoch)
             if fenced:

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 
 import msgpack
 import numpy as np
@@ -280,7 +281,7 @@ def games_filling_every_shard(t: Transport, per_shard: int) -> list[GameSamples]
 def test_backpressure_waits_then_times_out_writing_nothing(streams):
     """A full stream (with shards: every shard full, for a full shard's games go to the
     next one with room) makes ``append`` wait, then time out having written nothing."""
-    config = StreamConfig(max_backlog=3, append_timeout_s=0.3, poll_interval_s=0.02)
+    config = StreamConfig(max_backlog=3, append_timeout_s=0.3)
     sink, source = streams.samples(config), streams.samples(config)
     full = games_filling_every_shard(streams, 3)
     sink.append(full)
@@ -299,6 +300,104 @@ def test_backpressure_waits_then_times_out_writing_nothing(streams):
     helper.start()
     assert len(sink.append(extra[:1], timeout_s=5)) == 1
     helper.join()
+
+
+def shard_lengths(t: Transport, config: StreamConfig) -> list[int]:
+    """Each shard's length (one stream: its length)."""
+    samples = t.samples(config)
+    if isinstance(samples, ShardedSampleStream):
+        return [info.length for info in samples.shard_infos()]
+    return [samples.info().length]
+
+
+def test_concurrent_appends_never_take_the_backlog_past_its_bound(streams):
+    """The bound is hard: producers racing into a nearly full stream (each shard nearly
+    full) never leave more than ``max_backlog`` entries in it. (A length check followed by
+    a separate append let each of them overshoot by its batch: 8 x 2 games past 7 of 10.)
+    Nothing is read, so the final length is the largest the stream ever held."""
+    config = StreamConfig(max_backlog=10, append_timeout_s=0.3)
+    streams.samples(config).append(games_filling_every_shard(streams, 7))
+    producers, outcomes = 8, []
+    start = threading.Barrier(producers)
+
+    def produce(k: int) -> None:
+        sink = streams.samples(config)
+        start.wait()
+        for batch in range(3):
+            try:
+                sink.append(make_games(2, start=1000 + 100 * k + 2 * batch))
+                outcomes.append("in")
+            except BackpressureTimeout:
+                outcomes.append("timed out")
+
+    threads = [threading.Thread(target=produce, args=(k,)) for k in range(producers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert max(shard_lengths(streams, config)) <= config.max_backlog
+    assert {"in", "timed out"} <= set(outcomes), outcomes
+
+
+def test_a_batch_larger_than_the_bound_goes_in_alone_into_an_empty_stream(streams):
+    """Else it could never go in; the stream then holds it alone, and waits to be drained."""
+    config = StreamConfig(max_backlog=2, append_timeout_s=0.2)
+    sink = streams.samples(config)
+    assert len(sink.append(one_shard_games(streams, 5))) == 5
+    assert shard_lengths(streams, config)[0] == 5
+    if shard_count(streams) == 1:  # (with shards, the next game goes to an empty one)
+        with pytest.raises(BackpressureTimeout):
+            sink.append(one_shard_games(streams, 1, start=500))
+        assert sink.info().length == 5
+
+
+def blocked_append(sink, games: list[GameSamples]) -> tuple[threading.Thread, list[str]]:
+    """A thread appending ``games`` to ``sink`` (started), and the ids it got."""
+    appended: list[str] = []
+    thread = threading.Thread(target=lambda: appended.extend(sink.append(games)))
+    thread.start()
+    return thread, appended
+
+
+def test_a_waiting_append_is_woken_by_the_ack_that_makes_room_not_by_polling(streams):
+    """It waits ~1 s with its own checks 5 s apart: the learner's ack wakes it at once, and
+    it checked for room about once (a 50 ms poll made ~20 checks, each a script run)."""
+    config = StreamConfig(max_backlog=3, append_timeout_s=30, room_check_interval_s=5.0)
+    sink, source = streams.samples(config), streams.samples(config)
+    full = games_filling_every_shard(streams, 3)
+    sink.append(full)
+    blocked, appended = blocked_append(sink, make_games(1, start=1000))
+    blocked.join(1.0)
+    assert blocked.is_alive() and not appended, "appended past max_backlog"
+    acked_at = time.monotonic()
+    source.ack([i for i, _ in source.read(len(full))])
+    blocked.join(10)
+    woke_after = time.monotonic() - acked_at
+    assert len(appended) == 1
+    assert woke_after < 2.0, f"woken {woke_after:.2f} s after the ack"  # fallback: >= 3.75 s
+    assert 1 <= sink.room_checks <= 3
+    assert sink.backpressure_wait_s >= 0.9
+
+
+def test_a_waiting_append_finds_room_at_its_fallback_check_when_no_wake_up_comes(streams):
+    """Correctness never rests on the wake-up: a reader that acks and trims without waking
+    anyone (``notify_room`` off: as a lost notification) still lets the append through, at
+    its next check ``room_check_interval_s`` later."""
+    config = StreamConfig(max_backlog=3, append_timeout_s=30, room_check_interval_s=0.4)
+    sink = streams.samples(config)
+    silent = streams.samples(replace(config, notify_room=False))
+    full = games_filling_every_shard(streams, 3)
+    sink.append(full)
+    blocked, appended = blocked_append(sink, make_games(1, start=1000))
+    blocked.join(1.0)
+    assert blocked.is_alive() and not appended, "appended past max_backlog"
+    checks_before = sink.room_checks
+    assert checks_before >= 1  # it looked by itself meanwhile, every 0.3-0.4 s
+    silent.ack([i for i, _ in silent.read(len(full))])
+    blocked.join(10)
+    assert len(appended) == 1
+    assert sink.room_checks > checks_before
 
 
 def test_unacknowledged_entries_are_never_trimmed(streams):

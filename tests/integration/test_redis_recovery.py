@@ -238,10 +238,11 @@ def test_the_recent_ids_are_bounded_and_a_copy_is_dropped_in_or_out_of_them(
     a.close()
 
 
-class CutAfterFirstXadd:
-    """A loopback TCP relay to a real Redis that, on the first connection to send an XADD,
-    passes the commands on but drops the connection before any reply comes back: the
-    "connection lost mid-pipeline after Redis ran it" failure."""
+class CutAfterFirstAppend:
+    """A loopback TCP relay to a real Redis that, on the first connection to send the
+    append (an EVALSHA of the bounded-append script, ``stream_room``), passes the commands
+    on but drops the connection before any reply comes back: the "connection lost after
+    Redis ran the append" failure."""
 
     def __init__(self, port: int) -> None:
         self.upstream = port
@@ -268,7 +269,7 @@ class CutAfterFirstXadd:
             while data := src.recv(65536):
                 if src is self.cut_from:
                     continue  # replies of the cut connection never arrive
-                if to_redis and b"XADD" in data and not self.cut.is_set():
+                if to_redis and b"EVALSHA" in data and not self.cut.is_set():
                     self.cut_from = dst
                     self.cut.set()
                     dst.sendall(data)
@@ -295,11 +296,14 @@ class CutAfterFirstXadd:
 
 def test_a_pipeline_cut_after_redis_ran_it_appends_twice_and_the_learner_keeps_one(
         redis_server, run_id, tmp_path, played):
-    relay = CutAfterFirstXadd(redis_server.port)
+    # an append of another run loads the append script, so that the worker's first
+    # EVALSHA runs it (rather than being answered NOSCRIPT)
+    open_transport(redis_server.url, f"{run_id}-warm").samples().append(make_games(1))
+    relay = CutAfterFirstAppend(redis_server.port)
     try:
         through = redis_server.url.replace(f":{redis_server.port}/", f":{relay.port}/")
         worker = selfplay(through, run_id)
-        worker._append(played[:5])  # redis-py retries the whole pipeline after the cut
+        worker._append(played[:5])  # redis-py sends the append again after the cut
     finally:
         relay.close()
     assert relay.cut.is_set()

@@ -75,12 +75,18 @@ def test_the_worker_appends_and_reads_and_may_do_nothing_else(acl_server, run_id
         "KEYS": lambda: worker.keys("*"),
         "EVAL": lambda: worker.eval("return redis.call('DEL', KEYS[1])", 1, samples),
         "PUBLISH": lambda: worker.publish(f"zf:{{{run_id}}}:weights", b"99"),
+        "RPUSH room": lambda: worker.rpush(f"zf:{{{run_id}}}:samples:room", b"1"),
+        "SCRIPT FLUSH": lambda: worker.script_flush(),
         "GET control": lambda: worker.get(f"zf:{{{run_id}}}:control"),
     }
     for what, call in refused.items():
         with pytest.raises(redis.exceptions.NoPermissionError):
             call()
             pytest.fail(f"the worker role could {what}")
+    # its scripts (the append's) may call only what it may call itself
+    sha = worker.script_load("return redis.call('DEL', KEYS[1])")
+    with pytest.raises(redis.ResponseError, match="NOPERM|can't run this command"):
+        worker.evalsha(sha, 1, samples)
     assert admin.xlen(samples) == 1 and admin.get(f"zf:{{{run_id}}}:weights:latest") == b"3"
 
 
@@ -149,29 +155,36 @@ def test_a_run_trains_through_its_roles_and_each_is_kept_to_its_own(acl_server, 
         transport.close()
 
 
-def test_a_worker_waits_for_room_without_trimming_and_goes_on_after_the_learner_acks(
+def test_a_worker_waits_for_room_without_trimming_and_is_woken_by_the_learner_s_ack(
         acl_server, run_id, monkeypatch):
-    """Backpressure with the worker's rights (no scripts, no XTRIM): it polls the length;
-    the learner's acks trim, and the worker's append goes through."""
+    """Backpressure with the worker's rights (the append script, BLPOP on the room list;
+    no XTRIM): it blocks until the learner's ack trims and wakes it, with its own check
+    30 s away, so only that wake-up can let it through in time."""
     import threading
+    import time
 
     server, auth_dir = acl_server
     monkeypatch.delenv(PASSWORD_ENV, raising=False)
-    config = StreamConfig(max_backlog=4, poll_interval_s=0.02, append_timeout_s=30)
+    config = StreamConfig(max_backlog=4, append_timeout_s=60, room_check_interval_s=30)
     learner = open_transport(server.endpoint, run_id, role="learner", auth_dir=auth_dir)
     worker = open_transport(server.endpoint, run_id, role="worker", auth_dir=auth_dir)
     source, sink = learner.samples(config), worker.samples(config)
-    sink.append(make_games(4))
+    sink.append(make_games(3))
+    # a batch that would cross the bound waits whole, though one game of it would fit
     appended: list[str] = []
-    blocked = threading.Thread(target=lambda: appended.extend(sink.append(make_games(1, 4))))
+    blocked = threading.Thread(target=lambda: appended.extend(sink.append(make_games(2, 3))))
     blocked.start()
-    blocked.join(0.5)
+    blocked.join(1.0)
     assert blocked.is_alive() and not appended, "the worker appended past max_backlog"
+    assert worker.redis.xlen(f"zf:{{{run_id}}}:samples") == 3
     got = source.read(10)
+    acked_at = time.monotonic()
     source.ack([i for i, _ in got])
     blocked.join(10)
-    assert len(appended) == 1
-    assert [g.game_id for _, g in source.read(10)] == ["g4"]
+    assert len(appended) == 2, "the learner's ack did not wake the worker"
+    assert time.monotonic() - acked_at < 5
+    assert sink.room_checks <= 3
+    assert [g.game_id for _, g in source.read(10)] == ["g3", "g4"]
     learner.close()
     worker.close()
 

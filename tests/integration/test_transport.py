@@ -310,7 +310,7 @@ def test_append_refuses_an_oversized_game_and_writes_nothing(redis_client, run_i
 
 
 def test_backpressure_waits_instead_of_dropping(redis_client, run_id):
-    config = StreamConfig(max_backlog=10, poll_interval_s=0.01)
+    config = StreamConfig(max_backlog=10)
     stream = SampleStream(redis_client, run_id, config)
     stream.append(make_games(10, t=2))
     with pytest.raises(BackpressureTimeout, match="holds 10 unacknowledged games"):

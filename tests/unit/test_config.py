@@ -79,9 +79,10 @@ def test_bad_keys_and_values_are_named(overrides, needle):
 def test_gpu_presets_fill_one_gpu_between_servers_and_learner(monkeypatch):
     """The *-gpu presets place two inference servers and the learner on one GPU: Ray is
     asked for their shares (``resources.needs``), which add up to one GPU."""
-    from zeroforge.deploy.ray import resources
+    from zeroforge.deploy.ray import ray_calls, resources
 
-    monkeypatch.setattr(resources.ray, "cluster_resources", lambda: {"CPU": 32.0, "GPU": 1.0})
+    monkeypatch.setattr(ray_calls.RayCalls, "cluster_resources",
+                        lambda self: {"CPU": 32.0, "GPU": 1.0})
     for preset in ("go9-gpu", "gomoku15-gpu"):
         c = load_train_config(preset)
         assert c.distributed.inference == "server" and c.learner.device == "auto"
@@ -94,7 +95,7 @@ def test_gpu_presets_fill_one_gpu_between_servers_and_learner(monkeypatch):
                 + c.distributed.inference_servers * server["CPU"] + learner["CPU"]
                 + c.distributed.evaluator_cpus)
         assert cpus <= 16, f"{preset} reserves {cpus} CPUs: more than the 16 cores it is for"
-    monkeypatch.setattr(resources.ray, "cluster_resources", lambda: {"CPU": 4.0})
+    monkeypatch.setattr(ray_calls.RayCalls, "cluster_resources", lambda self: {"CPU": 4.0})
     assert resources.needs(load_train_config("go9-gpu"), "inference")["GPU"] == 0.0
 
 

@@ -533,3 +533,54 @@ def test_worker_raylets_wait_for_the_head_longer_than_the_lease(target):
     for g in groups:
         env = env_of(g["template"]["spec"]["containers"][0])
         assert lease < int(env[RECONNECT_ENV]["value"]), g["groupName"]
+
+
+# The run's Redis sized by the plan (docs/scaling.md, "Redis sized by the plan").
+
+SIZING = ("maxclients", "maxmemory", "maxmemory-policy", "client-output-buffer-limit")
+
+
+def _quantity_bytes(text: str) -> int:
+    """A Kubernetes memory quantity (``4Gi``, ``512Mi``) in bytes."""
+    m = re.fullmatch(r"(\d+)([KMGT]i)?", text)
+    assert m, text
+    return int(m.group(1)) * 1024 ** (" KMGT".index(m.group(2)[0]) if m.group(2) else 0)
+
+
+@ALL
+def test_the_run_redis_is_sized_by_the_plan(target, tmp_path, monkeypatch, capsys):
+    """redis.conf carries maxclients, maxmemory with noeviction and both client output-buffer
+    limits, exactly as the `zeroforge plan ... --k8s` its comment names prints them, for
+    the cluster's most workers; the pod's memory limit holds twice maxmemory."""
+    objs = render(target)
+    conf = one(objs, "ConfigMap", "zeroforge-redis-config")["data"]["redis.conf"]
+    lines = [ln for ln in conf.splitlines() if ln.split(" ", 1)[0] in SIZING]
+    directives = {ln.split(" ", 1)[0] for ln in lines}
+    assert directives == set(SIZING)
+    assert re.search(r"^maxmemory-policy noeviction$", conf, re.M)
+    buffers = [ln.split()[1] for ln in lines if ln.startswith("client-output-buffer-limit")]
+    assert buffers == ["normal", "pubsub"]
+    # The comment names the plan's command; run with the ConfigMap's train.yaml (the file
+    # it names), it prints these very lines.
+    command = re.search(r"^# Sized by `(zeroforge plan [^`]+)`", conf, re.M).group(1)
+    words = shlex.split(command)
+    args = build_parser().parse_args(words[1:])
+    assert args.handler is commands.cmd_plan and args.k8s
+    assert (ROOT / args.config).read_text() == config_file(objs, tmp_path).read_text()
+    # sized for the cluster's most self-play workers: the groups that take them, at most
+    config = load_train_config(str(config_file(objs, tmp_path)), [])
+    groups = [g for g in one(objs, "RayCluster")["spec"]["workerGroupSpecs"]
+              if _custom_resources(g).get(config.distributed.worker_resource)]
+    assert args.workers == sum(g["maxReplicas"] * _custom_resources(g)[
+        config.distributed.worker_resource] for g in groups)
+    assert args.nodes == sum(g["maxReplicas"] for g in groups)
+    if target == "base":  # the same file in every overlay: the plan runs once
+        monkeypatch.chdir(ROOT)
+        assert args.handler(args) == 0
+        printed = capsys.readouterr().out
+        assert [ln for ln in printed.splitlines() if not ln.startswith("#")] == lines
+    (redis,) = redis_pod(objs, RUN_REDIS)["containers"]
+    maxmemory = re.search(r"^maxmemory (\d+)mb$", conf, re.M)
+    assert maxmemory, "maxmemory in whole megabytes, as the plan prints it"
+    limit = _quantity_bytes(redis["resources"]["limits"]["memory"])
+    assert limit >= 2 * int(maxmemory.group(1)) * 1024 ** 2

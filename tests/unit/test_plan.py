@@ -71,3 +71,85 @@ def test_measuring_gives_this_machines_figures():
     # tic-tac-toe: 3 planes of 9 bits and 9 float32 policy entries, plus per-game fields
     assert 36 < got.bytes_per_position < 400
     assert got.blob_bytes > 1000
+
+
+# --- the Redis sizing (shared/transport/sizing.py) ------------------------------------------
+
+SIZED = dataclasses.replace(FIGURES, bytes_per_game=10_000.0)
+
+
+def test_the_redis_shape_follows_the_config():
+    from zeroforge.deploy.plan import redis_shape
+    from zeroforge.shared.transport import StreamConfig
+
+    shape = redis_shape(config("distributed.stream_shards=4", "distributed.stream_servers=1",
+                               "distributed.stream_redis=[redis://a:1/0,redis://b:1/0]",
+                               "distributed.inference=local", "learner.replicas=2",
+                               "distributed.evaluator=false"), 1000, 50, 2e4, 3_000_000)
+    assert (shape.workers, shape.nodes, shape.bytes_per_game, shape.blob_bytes) == (
+        1000, 50, 2e4, 3_000_000)
+    assert shape.stream_shards == 4 and shape.stream_servers == 3  # 2 given + 1 started
+    assert shape.inference_servers == 0 and not shape.evaluator and shape.learner_replicas == 2
+    assert shape.max_backlog == StreamConfig().max_backlog
+    # more servers than shards: only the shards' servers hold any
+    assert redis_shape(config("distributed.stream_servers=3"), 10, 2, 1.0, 1).stream_servers == 1
+    assert redis_shape(config("distributed.inference=server",
+                              "distributed.inference_servers=3"), 10, 2, 1.0, 1
+                       ).inference_servers == 3
+
+
+def test_weights_kept_is_the_learners():
+    import inspect
+
+    from zeroforge.deploy.plan import WEIGHTS_KEEP
+    from zeroforge.learner.service import LearnerService
+
+    default = inspect.signature(LearnerService.__init__).parameters["weights_keep"].default
+    assert default == WEIGHTS_KEEP
+
+
+def test_the_report_and_json_carry_the_redis_sizing():
+    from zeroforge.deploy.plan import plan_json, redis_sizing
+
+    c = config("distributed.stream_shards=4", "distributed.stream_servers=2")
+    text = report(c, 10_000, 300, SIZED, measured=False)
+    sizing = redis_sizing(c, 10_000, 300, SIZED.bytes_per_game, SIZED.blob_bytes)
+    lines = text.splitlines()
+    row = next(ln for ln in lines if ln.startswith("run's Redis "))
+    assert f"{sizing['run'].maxclients:,}" in row
+    assert any(ln.startswith("each stream server ") for ln in lines)
+    for name in ("run's Redis", "each stream server"):
+        reasons = [ln for ln in lines if ln.startswith(f"  {name}: ")]
+        assert [r.split(": ", 1)[1].split()[0] for r in reasons] == [
+            "maxclients", "maxmemory", "normal", "pub/sub"]
+    doc = plan_json(c, 10_000, 300, SIZED, measured=False)
+    assert doc["redis"]["run"]["maxclients"] == sizing["run"].maxclients
+    assert doc["redis"]["stream"]["maxmemory_policy"] == "noeviction"
+    assert "maxmemory-policy noeviction" in doc["redis_k8s"]
+    # without the game's bytes: no sizing, no guess
+    assert "Redis sizing" not in report(c, 10, 2, FIGURES, measured=False)
+    assert "redis" not in plan_json(c, 10, 2, FIGURES, measured=False)
+
+
+def test_plan_k8s_and_json_from_the_cli(capsys):
+    import json
+
+    from zeroforge.deploy.cli import build_parser
+
+    argv = ["plan", "--workers", "64", "--nodes", "16", "--set",
+            "distributed.stream_shards=2", "--set", "distributed.stream_servers=1"]
+    args = build_parser().parse_args([*argv, "--k8s"])  # no throughput figures needed
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# Sized by `zeroforge plan --set distributed.stream_shards=2")
+    assert "--workers 64 --nodes 16 --k8s`" in out[0]
+    directives = [ln for ln in out if not ln.startswith("#")]
+    assert [d.split()[0] for d in directives] == [
+        "maxclients", "maxmemory", "maxmemory-policy", "client-output-buffer-limit",
+        "client-output-buffer-limit"]
+    args = build_parser().parse_args([*argv, "--json", "--worker-positions-per-s", "10",
+                                      "--learner-steps-per-s", "5"])
+    assert args.handler(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["workers"] == 64 and set(doc["redis"]) == {"run", "stream"}
+    assert doc["redis_k8s"] == directives
