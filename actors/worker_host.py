@@ -1,7 +1,9 @@
 """Several self-play workers in one process (``distributed.workers_per_host``).
 
 A ``WorkerHost`` is a ``Service`` holding K workers (each a ``Service`` of its own, with
-its own worker id, transport and counters), each run in a thread of its own. To the Ray
+its own worker id, transport and counters), each run in a thread of its own (with
+``distributed.host_workers=process`` each worker is a ``ProcessWorker``, whose thread
+relays to the child process the worker runs in, ``actors/process_worker.py``). To the Ray
 controller it is one actor: one ``run``, one ``stats`` (the workers' snapshots merged
 here, so the controller merges one snapshot per host, not one per worker), one liveness;
 ``resize`` adds or stops workers while it runs (a scale of the run's workers). A worker

@@ -106,10 +106,17 @@ class DistributedConfig:
     """CPUs Ray reserves per self-play actor (a host of ``workers_per_host`` workers)."""
     workers_per_host: int = 1
     """Self-play workers one actor process hosts (threads sharing its CPUs and its one
-    stats report): with many light workers (inference servers, or the load simulator's
-    replaying ones) the controller then deals with workers / this many actors. Actor ``h``
-    hosts workers ``w{h*K}`` .. ``w{h*K+K-1}`` (K = this); a scale resizes the newest
-    actors first."""
+    stats report, or child processes: ``host_workers``): with many light workers
+    (inference servers, or the load simulator's replaying ones) the controller then deals
+    with workers / this many actors. Actor ``h`` hosts workers ``w{h*K}`` ..
+    ``w{h*K+K-1}`` (K = this); a scale resizes the newest actors first."""
+    host_workers: str = "thread"
+    """How an actor hosts its ``workers_per_host`` workers (K > 1): ``thread``: threads of
+    the actor's process, sharing the GIL, for workers that mostly wait (inference servers,
+    replaying ones); ``process``: a child process each (``actors/process_worker.py``), so
+    workers searching on the CPU with their own net use a core each instead of taking
+    turns at one GIL. ``process`` runs each worker's own net: it needs ``inference`` local
+    (a child is no Ray process and cannot reach the inference servers)."""
     learner_cpus: float = 1.0
     """CPUs Ray reserves for the learner (each replica, with ``learner.replicas`` > 1)."""
     learner_gpus: float = 0.0
@@ -175,6 +182,14 @@ class DistributedConfig:
         if self.workers_per_host < 1:
             raise ValueError(f"distributed.workers_per_host must be >= 1, got "
                              f"{self.workers_per_host}")
+        if self.host_workers not in ("thread", "process"):
+            raise ValueError(f"distributed.host_workers must be thread or process, got "
+                             f"{self.host_workers!r}")
+        if self.host_workers == "process" and self.inference == "server" \
+                and self.workers_per_host > 1:
+            raise ValueError("distributed.host_workers=process needs distributed.inference "
+                             "local or auto (a worker's process cannot reach the inference "
+                             "servers), got server")
         for name in ("worker_resource", "run_dir_resource"):
             value = getattr(self, name)
             if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroforge.deploy.config import DistributedConfig, TrainConfig
 from zeroforge.shared.run_context import RunContext
-from zeroforge.shared.transport import open_transport
+
+if TYPE_CHECKING:
+    from zeroforge.deploy.runtime.builder import TransportArgs
+    from zeroforge.shared.transport import Transport
 
 
 def _builders() -> Any:
@@ -23,10 +26,11 @@ def _builders() -> Any:
     return builder
 
 
-def _transport(ctx: RunContext, role: str):
-    """The run's transport in this actor: its stream shards, its node's weight cache (one
-    directory per Ray node, so namespaces of the multi-host bed keep theirs apart), and
-    Redis as ``role``'s user (``shared.transport.acl``) where the run has role users."""
+def _transport_args(ctx: RunContext, role: str) -> TransportArgs:
+    """How a service of this actor opens the run's transport, as plain data: ``role``'s
+    Redis user (``shared.transport.acl``) where the run has role users, and its node's
+    weight cache (one directory per Ray node, so namespaces of the multi-host bed keep
+    theirs apart), resolved here, in the actor, where Ray knows the node."""
     cache = None
     if ctx.weights_cache:
         import ray
@@ -36,8 +40,13 @@ def _transport(ctx: RunContext, role: str):
         root = default_cache_root() if ctx.weights_cache == "auto" else ctx.weights_cache
         node = ray.get_runtime_context().get_node_id()[:16]
         cache = str(node_cache_dir(root, ctx.run_id, node))
-    return open_transport(ctx.transport, ctx.run_id, ctx.stream_shards, ctx.stream_urls, cache,
-                          role=role, auth_dir=ctx.redis_auth_dir or None)
+    return {"role": role, "weights_cache_dir": cache}
+
+
+def _transport(ctx: RunContext, role: str) -> Transport:
+    """The run's transport in this actor: its stream shards, its node's weight cache and
+    ``role``'s Redis user (``_transport_args``)."""
+    return _builders().open_run_transport(ctx, _transport_args(ctx, role))
 
 
 @dataclass(frozen=True)
@@ -137,7 +146,7 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         options=lambda c: _worker_options(c.distributed),
         per_actor=lambda c: c.distributed.workers_per_host,
         build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_selfplay_host(
-            c, ctx, lambda: _transport(ctx, "worker"), i, n, evaluator=ev)),
+            c, ctx, _transport_args(ctx, "worker"), i, n, evaluator=ev)),
 )}
 """Per-kind behaviour, in start order (learner first: it publishes the first weights)."""
 

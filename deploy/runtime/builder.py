@@ -9,9 +9,10 @@ settings (the way acme's builders serve local and distributed agents).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
 
+from zeroforge.actors.process_worker import ProcessWorker
 from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.replay_worker import ReplayWorker, load_games
 from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
@@ -21,10 +22,30 @@ from zeroforge.learner.group_seat import GroupSeat
 from zeroforge.learner.learner import Learner
 from zeroforge.learner.replica_group import LearnerReplica, ReplicaGroup
 from zeroforge.learner.service import LearnerService
+from zeroforge.shared import config as cfg
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.search import VersionedEvaluator
-from zeroforge.shared.transport import Transport, patiently, verifier_for
+from zeroforge.shared.transport import Transport, open_transport, patiently, verifier_for
+
+
+class TransportArgs(TypedDict):
+    """How a service opens the run's transport besides the ``RunContext``, as plain data
+    (a hosted worker's process gets it as it is): resolved in the actor, where Ray says
+    which node it is on, and opened wherever the service is built."""
+
+    role: str
+    """The Redis role the service connects as (``shared.transport.acl``)."""
+    weights_cache_dir: str | None
+    """The node's weight cache directory (``shared.transport.node_cache``); None: none."""
+
+
+def open_run_transport(ctx: RunContext, args: TransportArgs) -> Transport:
+    """The run's transport for one service: its stream shards, its node's weight cache and
+    its role's Redis user (where the run has role users)."""
+    return open_transport(ctx.transport, ctx.run_id, ctx.stream_shards, ctx.stream_urls,
+                          args["weights_cache_dir"], role=args["role"],
+                          auth_dir=ctx.redis_auth_dir or None)
 
 
 def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,
@@ -53,21 +74,53 @@ def _distributed_worker(config: TrainConfig, ctx: RunContext, transport: Transpo
     return build_selfplay(config, ctx, transport, index, evaluator=evaluator)
 
 
-def build_selfplay_host(config: TrainConfig, ctx: RunContext,
-                        transport: Callable[[], Transport], host: int, count: int,
-                        evaluator: VersionedEvaluator | None = None
+HOSTED_WORKER = f"{__name__}:hosted_worker"
+"""The builder a process-hosted worker's child calls (``actors.process_worker``)."""
+
+
+def hosted_worker(args: Mapping[str, Any], index: int) -> SelfPlayService | ReplayWorker:
+    """Worker ``w{index}`` built in its own process (``distributed.host_workers=process``)
+    from plain data only: ``args`` holds ``config`` (``cfg.to_dict`` of the TrainConfig),
+    ``ctx`` (``RunContext.to_dict``) and ``transport`` (``TransportArgs``). The same
+    ``_distributed_worker`` as a thread worker's, over a transport of its own; it runs its
+    own net (no inference servers: their Ray handles do not reach a non-Ray process)."""
+    config = cfg.from_dict(TrainConfig, args["config"], "config")
+    ctx = RunContext.from_dict(args["ctx"])
+    games = (load_games(config.selfplay.simulate_from) if config.selfplay.simulate_from
+             else None)
+    return _distributed_worker(config, ctx, open_run_transport(ctx, args["transport"]),
+                               index, None, games)
+
+
+def build_selfplay_host(config: TrainConfig, ctx: RunContext, transport: TransportArgs,
+                        host: int, count: int, evaluator: VersionedEvaluator | None = None
                         ) -> SelfPlayService | ReplayWorker | WorkerHost:
     """Self-play actor ``host``: with ``distributed.workers_per_host`` K = 1 the one worker
     ``w{host}``, else a ``WorkerHost`` of workers ``w{host*K}`` .. (``count`` of them at the
-    start), each with a transport of its own, their metrics labelled ``worker="h{host}"``;
-    they share ``evaluator``."""
-    per = config.distributed.workers_per_host
+    start), each with a transport of its own (opened with ``transport``), their metrics
+    labelled ``worker="h{host}"``. With ``distributed.host_workers`` ``thread`` they are
+    threads of this process and share ``evaluator``; with ``process`` each is a
+    ``ProcessWorker`` (a child process that builds it with ``hosted_worker``), which cannot
+    use inference servers: ``evaluator`` must be None there."""
+    d = config.distributed
+    per = d.workers_per_host
+    if per > 1 and d.host_workers == "process":
+        if evaluator is not None:
+            raise ValueError("distributed.host_workers=process runs each hosted worker's own "
+                             "net in its process and cannot use inference servers: set "
+                             "distributed.inference=local or host_workers=thread")
+        plain = {"config": cfg.to_dict(config), "ctx": ctx.to_dict(),
+                 "transport": dict(transport)}
+        return WorkerHost(lambda i: ProcessWorker(HOSTED_WORKER, plain, i),
+                          host * per, count, label=f"h{host}")
     games = (load_games(config.selfplay.simulate_from) if config.selfplay.simulate_from
              else None)
     if per == 1:
-        return _distributed_worker(config, ctx, transport(), host, evaluator, games)
-    return WorkerHost(lambda i: _distributed_worker(config, ctx, transport(), i, evaluator,
-                                                    games),
+        return _distributed_worker(config, ctx, open_run_transport(ctx, transport), host,
+                                   evaluator, games)
+    return WorkerHost(lambda i: _distributed_worker(config, ctx,
+                                                    open_run_transport(ctx, transport), i,
+                                                    evaluator, games),
                       host * per, count, label=f"h{host}")
 
 

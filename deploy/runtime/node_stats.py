@@ -2,7 +2,8 @@
 
 Each actor host (``deploy/ray/hosts.py``) owns one ``ResourceReporter`` and adds its
 figures to every metrics snapshot the actor reports: the process's CPU time and resident
-memory (``actor_*``), and the node's CPU utilisation, memory and GPUs (``node_*``). Every
+memory (``actor_*``, its child processes' included: a host's process workers), and the
+node's CPU utilisation, memory and GPUs (``node_*``). Every
 actor on a node reports the same node figures; the merge takes their maximum
 (``shared.metrics.NODE_GAUGES``). GPUs are read with ``nvidia-smi`` where it exists
 (no extra Python dependency, nothing on machines without one), at most every
@@ -46,12 +47,11 @@ class ResourceReporter:
     def snapshot(self) -> dict:
         """The figures now, as a ``Recorder`` snapshot of this reporter's own."""
         r = self.recorder
-        times = self._process.cpu_times()
-        cpu = times.user + times.system
+        cpu, rss = self._process_figures()
         # The counter grows by what the process used since the last report.
         r.inc("actor_cpu_seconds_total", max(cpu - self._cpu_reported, 0.0), **self.labels)
         self._cpu_reported = max(cpu, self._cpu_reported)
-        r.set("actor_memory_bytes", self._process.memory_info().rss, **self.labels)
+        r.set("actor_memory_bytes", rss, **self.labels)
         node = {"node": self.node}
         r.set("node_cpu_utilisation_ratio", self._node_cpu_ratio(), **node)
         memory = psutil.virtual_memory()
@@ -61,6 +61,23 @@ class ResourceReporter:
             r.set("node_gpu_utilisation_ratio", utilisation, gpu=gpu, **node)
             r.set("node_gpu_memory_used_bytes", used, gpu=gpu, **node)
         return r.snapshot()
+
+    def _process_figures(self) -> tuple[float, int]:
+        """The actor's CPU seconds and resident bytes, its child processes' included (a
+        self-play host's workers with ``distributed.host_workers=process``): the live
+        children's own figures, plus the CPU time of the ended ones it has waited for."""
+        times = self._process.cpu_times()
+        cpu = times.user + times.system + times.children_user + times.children_system
+        rss = self._process.memory_info().rss
+        for child in self._process.children(recursive=True):
+            try:
+                with child.oneshot():
+                    ct = child.cpu_times()
+                    cpu += ct.user + ct.system
+                    rss += child.memory_info().rss
+            except psutil.Error:  # it ended meanwhile: its time counts once it is waited for
+                continue
+        return cpu, rss
 
     def add_to(self, snapshot: Mapping) -> dict:
         """``snapshot`` (a service's) with this reporter's figures added (distinct names)."""

@@ -64,9 +64,6 @@ node's until TCP gives up), reconnects in flight, a modest scale-up."""
 STREAM_ENTRY_OVERHEAD_BYTES = 256
 """Redis's bytes a stream entry beyond its data: its listpack header and node (a game is
 above ``stream-node-max-bytes``, so a node of its own) and its pending-entries record."""
-OVERSHOOT_GAMES_PER_WORKER = 1
-"""Games a worker may append past a shard's ``max_backlog`` (the bound is soft by one
-batch per producer: docs of shared/transport/stream.py), spread over the shards."""
 LEARNER_READ_GAMES = 256
 """Games in the learner's largest read of a shard (its drain, learner/service.py)."""
 BASE_MEMORY_BYTES = 64 * MB
@@ -218,18 +215,15 @@ def _maxclients(shape: RunShape, server: str) -> tuple[int, str]:
 
 
 def _streams(shape: RunShape, shards: int) -> tuple[float, list[str]]:
-    """Bytes of ``shards`` shards at their bound, with their overshoot, and the terms."""
+    """Bytes of ``shards`` shards at their bound, and the term. The bound is hard (one
+    script checks and appends, ``stream_room.py``): no producer appends past it."""
     if not shards:
         return 0.0, []
     per_game = shape.bytes_per_game + STREAM_ENTRY_OVERHEAD_BYTES
     bound = shards * shape.max_backlog * per_game
-    over_games = shape.workers * OVERSHOOT_GAMES_PER_WORKER * shards / shape.stream_shards
-    over = over_games * per_game
-    return bound + over, [
+    return bound, [
         f"streams {_mb(bound)} ({shards} shard(s) x max_backlog {shape.max_backlog:,} x "
-        f"{per_game:,.0f} B a game)",
-        f"appends past the bound {_mb(over)} ({OVERSHOOT_GAMES_PER_WORKER} game a worker, "
-        f"{shards}/{shape.stream_shards} of {shape.workers:,} workers' games)"]
+        f"{per_game:,.0f} B a game; the bound is hard)"]
 
 
 def _learner_read(shape: RunShape) -> float:

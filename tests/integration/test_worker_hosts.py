@@ -3,11 +3,16 @@ simulating ones (``selfplay.simulate_from``: recorded games replayed), on real R
 real redis-server: status has a row per host (its workers and their counters summed),
 the workers one by one come a page at a time (``worker_rows``), a scale resizes the hosts
 (newest first) and adds or retires whole ones, and every game appended reaches the learner
-exactly once."""
+exactly once. With ``distributed.host_workers=process`` the hosted workers (self-play on
+their own nets) are child processes of the actor, with the same rows, resize and
+exactly-once intake."""
 
 from __future__ import annotations
 
 import dataclasses
+
+import psutil
+import ray
 
 from benchmarks.scale_sim import record_games
 from tests.integration.test_distributed import SETTINGS
@@ -78,4 +83,58 @@ def test_hosted_simulating_workers_scale_and_lose_no_game(local_ray, redis_serve
     # every game the workers appended (retired ones' included) was received once
     assert final["games"] >= games_before + 4
     assert final["games_received"] == final["games"]
+    assert run_actor_names(run_id) == []
+
+
+
+def _worker_processes(actor_pid: int) -> list[psutil.Process]:
+    """The hosted workers' processes of a self-play actor (multiprocessing's spawn
+    children; its resource tracker is not one)."""
+    return [p for p in psutil.Process(actor_pid).children()
+            if "spawn_main" in " ".join(p.cmdline())]
+
+
+def _gone(p: psutil.Process) -> bool:
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_process_hosted_workers_play_resize_and_lose_no_game(local_ray, redis_server, run_id,
+                                                             tmp_path):
+    settings = [*SETTINGS, "selfplay.workers=2", "distributed.workers_per_host=2",
+                "distributed.host_workers=process", "search.num_simulations=4",
+                "learner.min_replay=100000"]  # intake only: nothing to train here
+    config = load_train_config(None, settings)
+    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    handle = start_run(config, ctx)
+    try:
+        # one actor hosting workers 0 and 1, each a process of its own playing games
+        wait_status(handle, lambda s: s["alive"]["selfplay"] == 2 and sorted(
+            _worker_rows(handle)) == [0, 1] and all(
+            r["games"] > 0 for r in _worker_rows(handle).values()))
+        assert _hosts_of(handle) == [0, 0]
+        (actor,) = handle.actor_handles("selfplay")
+        actor_pid = ray.get(actor.pid.remote())
+        assert _selfplay_rows(handle.status_json())[0]["pid"] == actor_pid
+        children = _worker_processes(actor_pid)
+        assert len(children) == 2
+
+        handle.scale(workers=1)  # worker 1's process stops, appending its games first
+        st = wait_status(handle, lambda s: sorted(_worker_rows(handle)) == [0]
+                         and s["alive"]["selfplay"] == 1)
+        assert sum(not _gone(p) for p in children) == 1
+        assert len(_worker_processes(actor_pid)) == 1
+        games_before = st["games"]
+        wait_status(handle, lambda s: s["games"] > games_before + 2)
+        final = handle.stop().to_json()
+    finally:
+        handle.shutdown()
+    assert final["state"] == "stopped", final["error"]
+    assert final["error"] == ""
+    assert final["restarts"]["selfplay"] == 0
+    # every game both processes appended (the retired one's included) was received once
+    assert final["games_received"] == final["games"] > games_before
+    assert all(_gone(p) for p in children)
     assert run_actor_names(run_id) == []

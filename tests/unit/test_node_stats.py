@@ -83,3 +83,34 @@ def test_gpu_figures_come_from_nvidia_smi_on_the_path(tmp_path, monkeypatch):
     monkeypatch.setattr(node_stats, "GPU_POLL_S", 0.0)
     reporter.snapshot()
     assert calls.read_text().count("x") == 2
+
+
+def test_an_actors_figures_include_its_child_processes():
+    """A self-play host's workers may be child processes (``host_workers=process``): their
+    CPU time and memory are the actor's, while they run and once they have ended."""
+    import subprocess
+    import sys
+
+    labels = {"kind": "selfplay", "actor": "0", "node": "n"}
+    reporter = ResourceReporter("selfplay", "0", "n")
+    before = metrics.merge([reporter.snapshot()])
+    own_rss = metrics.value(before, "actor_memory_bytes", **labels)
+    # a child that burns half a second of CPU, holds 200 MB, then waits to be told to end
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nt = time.process_time()\n"
+         "while time.process_time() - t < 0.5: pass\nb = b'x' * (200 * 2**20)\n"
+         "print('ready', flush=True)\nsys.stdin.readline()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "ready"
+    running = metrics.merge([reporter.snapshot()])
+    assert metrics.value(running, "actor_memory_bytes", **labels) > own_rss + 150 * 2**20
+    cpu_running = metrics.value(running, "actor_cpu_seconds_total", **labels)
+    assert cpu_running >= metrics.value(before, "actor_cpu_seconds_total", **labels) + 0.4
+    child.stdin.write("\n")
+    child.stdin.flush()
+    child.wait(30)
+    ended = metrics.merge([reporter.snapshot()])
+    # its time still counts (once waited for); the counter never goes back
+    assert metrics.value(ended, "actor_cpu_seconds_total", **labels) >= cpu_running
+    assert metrics.value(ended, "actor_memory_bytes", **labels) < own_rss + 150 * 2**20

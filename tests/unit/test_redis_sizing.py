@@ -71,11 +71,11 @@ def test_the_run_redis_memory_holds_weights_and_their_replies():
 
 def test_a_stream_server_holds_its_shards_at_their_bound():
     stream = size_servers(BIG)["stream"]
-    # 2 shards a server: 2 x 2,000 x 50,000 B = 200,000,000; past the bound, 10,000 workers
-    # x 1 game x 2/8 x 50,000 B = 125,000,000; the learner's read 256 x 50,000 = 12,800,000;
-    # base 64 MB: 404,908,864 B x 1.25 = 506,136,080 B -> 483 MB
-    expected = (200_000_000 + 125_000_000 + 12_800_000 + 64 * MB) * 1.25
-    assert stream.maxmemory_bytes == math.ceil(expected / MB) * MB == 483 * MB
+    # 2 shards a server: 2 x 2,000 x 50,000 B = 200,000,000 (a hard bound: nothing past
+    # it); the learner's read 256 x 50,000 = 12,800,000; base 64 MB:
+    # 279,908,864 B x 1.25 = 349,886,080 B -> 334 MB
+    expected = (200_000_000 + 12_800_000 + 64 * MB) * 1.25
+    assert stream.maxmemory_bytes == math.ceil(expected / MB) * MB == 334 * MB
     assert stream.normal_limit_bytes == 32 * MB  # 2 x 12.8 MB under the floor
 
 
@@ -85,10 +85,10 @@ def test_shards_in_the_run_redis_and_a_large_reply():
     got = size_servers(shape)
     assert set(got) == {"run"}
     run = got["run"]
-    # streams 2 x 2,000 x 100,000 + past the bound 100 x 100,000 + weights 5 MB + replies
-    # 11 MB (10 nodes + the evaluator) + the learner's read 25,600,000 + base 64 MB
-    total = 400_000_000 + 10_000_000 + 5 * MB + 11 * MB + 25_600_000 + 64 * MB
-    assert run.maxmemory_bytes == math.ceil(total * 1.25 / MB) * MB == 620 * MB
+    # streams 2 x 2,000 x 100,000 + weights 5 MB + replies 11 MB (10 nodes + the
+    # evaluator) + the learner's read 25,600,000 + base 64 MB
+    total = 400_000_000 + 5 * MB + 11 * MB + 25_600_000 + 64 * MB
+    assert run.maxmemory_bytes == math.ceil(total * 1.25 / MB) * MB == 608 * MB
     # the learner's read of 256 games, twice: 51,200,000 B -> 49 MB
     assert run.normal_limit_bytes == 49 * MB
     assert "the learner's read of 256" in run.reasons[2]
