@@ -78,15 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slots", type=int, nargs="+", default=[1000, 10000])
     p.add_argument("--nodes", type=int, default=300)
     p.add_argument("--workers-per-host", type=int, nargs="+", default=[0],
-                   help="0: a node's share (slots / nodes, rounded up): one agent a node")
+                   help="0: node hosts (distributed.workers_per_host=0: a host a node)")
     p.add_argument("--ticks", type=int, default=20)
     p.add_argument("--json", default=None, help="also write the document here")
     args = p.parse_args(argv)
     rows = []
     for per in args.workers_per_host:
         for slots in args.slots:
-            rows.append(measure(slots, args.nodes, per or -(-slots // args.nodes),
-                                args.ticks))
+            rows.append(measure(slots, args.nodes, per, args.ticks))
             print(json.dumps(rows[-1]), file=sys.stderr)
     doc = {"machine": machine_line(), "rows": rows}
     text = json.dumps(doc, indent=1)

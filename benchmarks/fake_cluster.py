@@ -91,9 +91,11 @@ class FakeActor:
     evaluator / inference server."""
 
     def __init__(self, cluster: FakeCluster, name: str, kind: str, index: int, count: int,
-                 node: str, state: str) -> None:
+                 first: int, node: str, state: str) -> None:
         self.cluster, self.kind, self.index, self.node = cluster, kind, index, node
-        self.name = name
+        self.name, self.first = name, first
+        self.cpus = 0.0
+        """The CPUs it holds on its node while alive."""
         self.state = state
         self.run_ref = FakeRef(ready=False)
         self.count = count
@@ -105,7 +107,7 @@ class FakeActor:
         per = self.cluster.per_host
         if per == 1:
             return FakeWorker(self.index, self.node).stats()
-        host = WorkerHost(lambda i: FakeWorker(i, self.node), self.index * per, self.count,
+        host = WorkerHost(lambda i: FakeWorker(i, self.node), self.first, self.count,
                           label=f"h{self.index}")
         return host.stats()
 
@@ -136,28 +138,37 @@ class FakeActor:
         return FakeRef(None)
 
     def die(self) -> None:
-        """The actor's process ends (killed, or its node lost): its ``run`` raises."""
+        """The actor's process ends (killed, or its node lost): its ``run`` raises, and
+        its CPUs are free again."""
+        if self.state == "ALIVE":
+            self.cluster.free[self.node] += self.cpus
         self.state = "DEAD"
         self.run_ref.ready, self.run_ref.error = True, RuntimeError(f"{self.name} died")
 
 
 class FakeCluster(RayCalls):
-    """``nodes`` nodes of ``cpus`` CPUs; actors placed first fit, pending when none fits."""
+    """``nodes`` nodes of ``cpus`` CPUs; actors placed first fit, pending when none fits
+    (and placed no later: a pending actor stays pending)."""
 
-    def __init__(self, nodes: int, cpus: float, per_host: int) -> None:
-        self.free = {f"{n:08x}": cpus for n in range(nodes)}
+    def __init__(self, nodes: int, cpus: float, per_host: int, head_cpus: float = 4.0
+                 ) -> None:
+        """``head_cpus``: the first node's more (the learner's and the evaluator's)."""
+        self.total = {f"{n:08x}": cpus + (head_cpus if n == 0 else 0.0) for n in range(nodes)}
+        self.free = dict(self.total)
         self.per_host = per_host
         self.actors: list[FakeActor] = []
-        self.counts = {"actor_calls": 0, "waits": 0, "gets": 0, "gcs": 0}
+        self.counts = {"actor_calls": 0, "waits": 0, "gets": 0, "gcs": 0, "node_queries": 0}
 
     def create(self, cls: type, options: dict, *args: Any) -> FakeActor:
         kind, index, count = args[0], args[3], args[8]
+        first = args[9] if args[9] is not None else index * max(self.per_host, 1)
         need = float(options.get("num_cpus") or 0)
         node = next((n for n, free in self.free.items() if free >= need), "")
         if node:
             self.free[node] -= need
-        actor = FakeActor(self, str(options.get("name", "")), kind, index, count, node,
+        actor = FakeActor(self, str(options.get("name", "")), kind, index, count, first, node,
                           "ALIVE" if node else "PENDING_CREATION")
+        actor.cpus = need
         self.actors.append(actor)
         return actor
 
@@ -188,6 +199,12 @@ class FakeCluster(RayCalls):
     def available_resources(self) -> dict:
         self.counts["gcs"] += 1
         return {"CPU": sum(self.free.values())}
+
+    def node_resources(self) -> dict:
+        self.counts["gcs"] += 1
+        self.counts["node_queries"] += 1
+        return {n: {"total": {"CPU": self.total[n]}, "free": {"CPU": free}}
+                for n, free in self.free.items()}
 
     def named_actors(self) -> list[dict]:
         self.counts["gcs"] += 1
@@ -222,17 +239,17 @@ def simulated_run(slots: int, nodes: int, per_host: int,
                   fake: FakeCluster | None = None, takeover: dict | None = None,
                   run_id: str = "sim") -> Iterator[tuple[Any, FakeCluster]]:
     """A started controller (no monitor thread: call its ``tick``) of a run of ``slots``
-    workers, ``per_host`` an actor, on a fake cluster of ``nodes`` nodes with room for
-    them all (``fake``: an existing one, for a successor; ``takeover``: the predecessor's
-    ``controller_state()``). Yields ``(controller, fake)``."""
+    workers, ``per_host`` an actor (0: node hosts), on a fake cluster of ``nodes`` nodes
+    with room for them all (``fake``: an existing one, for a successor; ``takeover``: the
+    predecessor's ``controller_state()``). Yields ``(controller, fake)``."""
     from zeroforge.deploy.ray import ray_calls
     from zeroforge.deploy.ray.controller import Controller
     from zeroforge.shared import config as cfg
     from zeroforge.shared.run_context import RunContext
 
     config = run_config(slots, per_host)
-    hosts = -(-slots // per_host)
-    fake = fake or FakeCluster(nodes, -(-hosts // nodes) * per_host + 4, per_host)
+    per = per_host or -(-slots // nodes)  # node hosts: a node holds its share
+    fake = fake or FakeCluster(nodes, -(-slots // per // nodes) * per, per_host)
     with tempfile.TemporaryDirectory() as run_dir, ray_calls.using(fake):
         ctx = RunContext(run_id=run_id, run_dir=run_dir,
                          transport=f"memory://control-plane-{run_id}", game=config.game)

@@ -103,20 +103,26 @@ class DistributedConfig:
     inference_servers: int = 1
     """Inference servers to keep alive when inference is ``server``."""
     worker_cpus: float = 1.0
-    """CPUs Ray reserves per self-play actor (a host of ``workers_per_host`` workers)."""
+    """CPUs Ray reserves per self-play actor (a host of ``workers_per_host`` workers); with
+    ``workers_per_host`` 0, per worker (a node host books its workers' CPUs)."""
     workers_per_host: int = 1
-    """Self-play workers one actor process hosts (threads sharing its CPUs and its one
-    stats report, or child processes: ``host_workers``): with many light workers
-    (inference servers, or the load simulator's replaying ones) the controller then deals
-    with workers / this many actors. Actor ``h`` hosts workers ``w{h*K}`` ..
-    ``w{h*K+K-1}`` (K = this); a scale resizes the newest actors first."""
-    host_workers: str = "thread"
-    """How an actor hosts its ``workers_per_host`` workers (K > 1): ``thread``: threads of
-    the actor's process, sharing the GIL, for workers that mostly wait (inference servers,
+    """Self-play workers one actor hosts (threads sharing its CPUs and its one stats
+    report, or child processes: ``host_workers``): the controller then deals with workers
+    / this many actors. Actor ``h`` hosts workers ``w{h*K}`` .. ``w{h*K+K-1}`` (K = this);
+    a scale resizes the newest actors first. 0: **node hosts**: each host holds as many
+    workers as the free CPUs of one node fit when it is made (``worker_cpus`` each,
+    booked), so the controller deals with about one actor a node, whatever the workers;
+    a scale fills the hosts up to what they booked, then adds hosts sized to the nodes'
+    free CPUs (docs/architecture.md, "The control plane at ten thousand workers")."""
+    host_workers: str = "auto"
+    """How an actor hosts its workers (K > 1 or node hosts): ``thread``: threads of the
+    actor's process, sharing the GIL, for workers that mostly wait (inference servers,
     replaying ones); ``process``: a child process each (``actors/process_worker.py``), so
     workers searching on the CPU with their own net use a core each instead of taking
     turns at one GIL. ``process`` runs each worker's own net: it needs ``inference`` local
-    (a child is no Ray process and cannot reach the inference servers)."""
+    (a child is no Ray process and cannot reach the inference servers). ``auto``:
+    ``process`` for workers that search with their own net, ``thread`` for the others
+    (inference servers, ``selfplay.simulate_from``)."""
     learner_cpus: float = 1.0
     """CPUs Ray reserves for the learner (each replica, with ``learner.replicas`` > 1)."""
     learner_gpus: float = 0.0
@@ -179,14 +185,14 @@ class DistributedConfig:
     head pod, whose PVC holds RUN_DIR; k8s/base/raycluster.yaml gives it 2 units)."""
 
     def __post_init__(self) -> None:
-        if self.workers_per_host < 1:
-            raise ValueError(f"distributed.workers_per_host must be >= 1, got "
-                             f"{self.workers_per_host}")
-        if self.host_workers not in ("thread", "process"):
-            raise ValueError(f"distributed.host_workers must be thread or process, got "
-                             f"{self.host_workers!r}")
+        if self.workers_per_host < 0:
+            raise ValueError(f"distributed.workers_per_host must be >= 1, or 0 for a host "
+                             f"a node, got {self.workers_per_host}")
+        if self.host_workers not in ("auto", "thread", "process"):
+            raise ValueError(f"distributed.host_workers must be auto, thread or process, "
+                             f"got {self.host_workers!r}")
         if self.host_workers == "process" and self.inference == "server" \
-                and self.workers_per_host > 1:
+                and self.workers_per_host != 1:
             raise ValueError("distributed.host_workers=process needs distributed.inference "
                              "local or auto (a worker's process cannot reach the inference "
                              "servers), got server")

@@ -284,11 +284,11 @@ def relabel(snapshot: Mapping, **labels: str) -> dict:
                       for n, s in snapshot.get("hists", {}).items()}}
 
 
-def fold_label(snapshot: Mapping, label: str, value: str) -> dict:
-    """``snapshot`` (plain form) with every series that carries ``label`` moved under
-    ``label=value`` and summed there (a run's many hosts folded into one series per
-    metric), in plain form."""
-    return as_snapshot(merge([relabel(snapshot, **{label: value})]))
+def fold_labels(snapshot: Mapping, labels: Iterable[str], value: str) -> dict:
+    """``snapshot`` (plain form) with every series that carries one of ``labels`` moved
+    under ``label=value`` and merged there (a run's many hosts, processes and nodes folded
+    into one series per metric), in plain form."""
+    return as_snapshot(merge([relabel(snapshot, **dict.fromkeys(labels, value))]))
 
 
 def snapshot_total(snapshot: Mapping, name: str) -> float:
@@ -438,12 +438,14 @@ class MonotonicGuard:
         self.clamped = 0
         """Times a series came in below what had been served (and was held up)."""
 
-    def state(self, without_label: str = "") -> dict:
-        """Plain data for a successor: the floors, less the series that carry
-        ``without_label`` (a host's series: its successor's floors come from the host's
-        own reports, which never go back)."""
+    def state(self, without_labels: Iterable[str] = ()) -> dict:
+        """Plain data for a successor: the floors, less the series that carry one of
+        ``without_labels`` (one process's series: its floors come with that process's own
+        next report, which never goes back)."""
+        dropped = set(without_labels)
+
         def keep(key: Series) -> bool:
-            return not without_label or all(k != without_label for k, _ in key[1])
+            return all(k not in dropped for k, _ in key[1])
 
         return {"_values": {s: v for s, v in self._values.items() if keep(s)},
                 "_hists": {s: h for s, h in self._hists.items() if keep(s)},

@@ -25,9 +25,10 @@ from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray import ray_calls
 from zeroforge.deploy.ray.failures import CrashWindows, drop_errors, error_line, stop_losses
 from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
-from zeroforge.deploy.ray.kinds import KINDS, actor_sizes
+from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
-from zeroforge.deploy.ray.resources import actor_states, shortfall
+from zeroforge.deploy.ray.node_hosts import booked_options, plan_sizes
+from zeroforge.deploy.ray.resources import actor_states, check_scale, shortfall, unplaced_needs
 from zeroforge.deploy.ray.run_limits import RunLimits
 from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
 from zeroforge.deploy.ray.saved_state import StateSaver
@@ -91,6 +92,8 @@ class Controller:
         self._final_reports: dict[str, dict] = {}
         """The last dict a kind's ``run`` returned (the learner's final ``status()``)."""
         self._next_index = dict.fromkeys(KINDS, 0)
+        self._next_worker = 0
+        """The first worker index of the next node host (their workers' ids stay unique)."""
         self._formed = dict.fromkeys(KINDS, 0)
         """Gangs (``ActorKind.gang``) formed by this controller: a second one resumes."""
         self._lock = threading.RLock()
@@ -134,11 +137,14 @@ class Controller:
 
     def _create(self, name: str, rank: int = 0, leader=None, count: int = 1) -> Slot:
         """A new actor of kind ``name``; ``rank`` / ``leader`` seat it in a gang; ``count``:
-        the workers a self-play host starts with."""
+        the workers a self-play host starts with (a node host books them: ``node_hosts``)."""
         kind = KINDS[name]
         index = self._next_index[name]
         self._next_index[name] += 1
         c = self.config
+        per = self._per_actor[name]
+        first = index * per if per else self._next_worker
+        self._next_worker += 0 if per else count
         # Detached and named by run, kind and index: the actor outlives this controller
         # (a kill -9 of it), and its successor finds and adopts it (``_adopt``).
         named = actor_name(self.run_id, name, index)
@@ -159,13 +165,16 @@ class Controller:
                        else kind.options(c))
             # each adopting controller leaves one ``run`` call waiting in the actor
             options["max_concurrency"] = options.get("max_concurrency", 1) + 32
+            if not per:
+                options = booked_options(c, options, count)
             handle = ray_calls.create(
                 ServiceHost, {**options, "name": named, "namespace": NAMESPACE,
                               "lifetime": "detached"},
                 name, cfg.to_dict(c), self.ctx.to_dict(), index, resume, servers, rank,
-                leader, count)
+                leader, count, None if per else first)
         return Slot(name, index, handle, run_ref=handle.run.remote(),
-                    replacement=self.restarts[name] > 0, workers=count)
+                    replacement=self.restarts[name] > 0, workers=count, first=first,
+                    booked=count)
 
     def _fill(self) -> None:
         """Create actors up to the desired counts; stop extra ones (newest first)."""
@@ -177,17 +186,18 @@ class Controller:
                 continue
             live = sorted((s for s in self.slots[name] if not s.stopping),
                           key=lambda s: s.index)
-            sizes = actor_sizes(self.config, name, self.desired[name])
-            for slot, size in zip(live, sizes, strict=False):
-                if slot.workers != size:  # a host of several workers: resize it
+            sizes, new = plan_sizes(self.config, name, live, self.desired[name],
+                                    lambda: unplaced_needs(self.config, self.slots))
+            for slot, size in zip(live, sizes, strict=True):
+                if not size:  # the newest go first
+                    self._retire(slot)
+                elif slot.workers != size:  # a host of several workers: resize it
                     slot.workers = size
                     slot.handle.resize.remote(size)
-            for size in sizes[len(live):]:
+            for size in new:
                 self.slots[name].append(self._create(name, count=size))
                 if kind.is_server:
                     self._push_servers()
-            for slot in live[len(sizes):]:  # the newest
-                self._retire(slot)
 
     def _fill_gang(self, name: str) -> None:
         """A gang is all or nothing: at the desired size it is left alone; at another size
@@ -387,6 +397,7 @@ class Controller:
                 **self.limits.state(now, wall),
                 "generation": self.generation, "desired": self.desired,
                 "restarts": self.restarts, "next_index": self._next_index,
+                "next_worker": self._next_worker,
                 **self.crashes.state(now, wall),
                 "error": self.error, "failed": self._failed,
                 "lost": self.lost, "final_reports": self._final_reports,
@@ -410,6 +421,7 @@ class Controller:
             self._set_replicas(self.desired["learner"])  # scaled by the predecessor
         self.restarts.update(st["restarts"])
         self._next_index.update(st["next_index"])
+        self._next_worker = int(st.get("next_worker", 0))
         self.crashes.load(st, now, wall)
         self.error, self._failed, self.lost = st["error"], st["failed"], st["lost"]
         self._final_reports.update(st["final_reports"])
@@ -458,24 +470,13 @@ class Controller:
         when the cluster's free resources cannot hold the new actors ("" if they fit)."""
         warning = ""
         self._ready.wait(120)
+        check_scale(self.config, self.inference, workers, inference_servers, learners)
         with self._lock:
             if workers is not None:
-                if workers < 0:
-                    raise ValueError(f"workers must be >= 0, got {workers}")
                 self.desired["selfplay"] = workers
             if inference_servers is not None:
-                if self.inference != "server":
-                    raise ValueError("this run evaluates in-process (inference=local); "
-                                     "it has no inference servers to scale")
-                if inference_servers < 1:
-                    raise ValueError("a run with inference=server needs at least 1 server")
                 self.desired["inference"] = inference_servers
-            if learners is not None:
-                batch = self.config.learner.batch_size
-                if learners < 1 or batch % learners:
-                    raise ValueError(f"learners must be >= 1 and divide learner.batch_size "
-                                     f"{batch}, got {learners}")
-                # the group re-forms at a checkpoint boundary (``_fill_gang``)
+            if learners is not None:  # the group re-forms at a checkpoint (``_fill_gang``)
                 self._set_replicas(learners)
             if self._state == "running":
                 warning = shortfall(self.config, self.slots, self.desired)

@@ -272,10 +272,11 @@ class ServiceHost:
 
     def __init__(self, kind: str, config: dict, ctx: dict, index: int, resume: bool,
                  servers: list | None, rank: int = 0, leader: Any = None,
-                 count: int = 1) -> None:
+                 count: int = 1, first: int | None = None) -> None:
         """``rank`` and ``leader`` (rank 0's actor handle, for ranks 1..): the actor's seat
         in a gang (``ActorKind.gang``, the learner's replicas); ``count``: the workers a
-        self-play host starts with (``ActorKind.per_actor``)."""
+        self-play host starts with (``ActorKind.per_actor``); ``first``: a node host's
+        first worker index (None: ``index`` x its workers per host)."""
         self.kind = kind
         train = cfg.from_dict(TrainConfig, config, "config")
         context = RunContext.from_dict(ctx)
@@ -284,8 +285,11 @@ class ServiceHost:
                                  if servers is not None else None)
         seat = GroupSeat(rank, ray.util.get_node_ip_address(),
                          (lambda: _group_address(leader)) if leader is not None else None)
-        self.service: Service = KINDS[kind].build(train, context, index, resume,
-                                                  self.remote_evaluator, seat, count)
+        build = KINDS[kind].build
+        self.service: Service = (build(train, context, index, resume, self.remote_evaluator,
+                                       seat, count, first=first) if first is not None else
+                                 build(train, context, index, resume, self.remote_evaluator,
+                                       seat, count))
         self._resources = ResourceReporter(kind, str(index), _node_label())
         self._run_lock = threading.Lock()
         self._running = False

@@ -58,12 +58,14 @@ class ActorKind:
     """Actors wanted at start, from the config and the inference mode."""
     options: Callable[[TrainConfig], dict]
     """Ray actor options (resources, concurrency)."""
-    build: Callable[..., Any] = lambda *a: None
-    """(config, ctx, index, resume, remote_evaluator, seat, count) -> the service
-    (ServiceHost kinds); ``seat`` is the actor's ``GroupSeat`` in a gang (rank 0
-    otherwise); ``count``: the workers it hosts at its start (``per_actor``)."""
+    build: Callable[..., Any] = lambda *a, **k: None
+    """(config, ctx, index, resume, remote_evaluator, seat, count, first=None) -> the
+    service (ServiceHost kinds); ``seat`` is the actor's ``GroupSeat`` in a gang (rank 0
+    otherwise); ``count``: the workers it hosts at its start (``per_actor``); ``first``:
+    the index of a node host's first worker."""
     per_actor: Callable[[TrainConfig], int] = lambda c: 1
-    """Units of ``desired`` one actor holds at most (self-play workers per host)."""
+    """Units of ``desired`` one actor holds at most (self-play workers per host); 0: as
+    many as one node's free CPUs fit when the actor is made (node hosts)."""
     stop_phase: int = 0
     """Stop order: lower phases are stopped (and awaited) first."""
     clean_end_ends_run: bool = False
@@ -145,21 +147,23 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         "selfplay", desired=lambda c, inf: c.selfplay.workers,
         options=lambda c: _worker_options(c.distributed),
         per_actor=lambda c: c.distributed.workers_per_host,
-        build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_selfplay_host(
-            c, ctx, _transport_args(ctx, "worker"), i, n, evaluator=ev)),
+        build=lambda c, ctx, i, resume, ev, seat, n, first=None: _builders(
+            ).build_selfplay_host(c, ctx, _transport_args(ctx, "worker"), i, n, evaluator=ev,
+                                  first=first)),
 )}
 """Per-kind behaviour, in start order (learner first: it publishes the first weights)."""
 
 
 def actors_wanted(config: TrainConfig, name: str, desired: int) -> int:
-    """Actors of kind ``name`` that hold ``desired`` units (workers) between them."""
-    per = KINDS[name].per_actor(config)
+    """Actors of kind ``name`` that hold ``desired`` units (workers) between them (node
+    hosts: counted as one a unit, their most)."""
+    per = KINDS[name].per_actor(config) or 1
     return -(-desired // per)
 
 
 def actor_sizes(config: TrainConfig, name: str, desired: int) -> list[int]:
     """Units per actor, oldest actor first: full ones, then the remainder in the newest
-    (``[1] * desired`` when an actor holds one)."""
+    (``[1] * desired`` when an actor holds one). Not for node hosts (``node_hosts``)."""
     per = KINDS[name].per_actor(config)
     full, rest = divmod(desired, per)
     return [per] * full + ([rest] if rest else [])

@@ -19,6 +19,8 @@ import ray
 PRIVATE_NAMES = {
     "ray.actor.ActorHandle._actor_id": "actor_id_hex",
     "ray._private.state.actors": "gcs_actor_table",
+    "ray._private.state.available_resources_per_node": "node_resources",
+    "ray._private.state.total_resources_per_node": "node_resources",
     "ray._private.worker._global_node": "session_dir",
     "ray._private.node.Node.get_session_dir_path": "session_dir",
     "ray._private.ray_constants.ENABLE_RAY_CLUSTER": "single_node_mode",
@@ -66,6 +68,21 @@ def gcs_actor_state(handle: Any) -> str:
         return str(info.get("State", "")) if isinstance(info, dict) else ""
     except Exception:
         return ""
+
+
+def node_resources() -> dict[str, dict[str, dict[str, float]]]:
+    """Each live node's resources: ``{node id: {"total": {...}, "free": {...}}}``, from the
+    GCS (two queries).
+
+    Private because: the public ``ray.available_resources()`` sums the cluster, and the
+    per-node view of the public state API asks the dashboard's state server, which
+    zeroforge's clusters run without."""
+    from ray._private import state as ray_state
+
+    free = ray_state.available_resources_per_node()
+    total = ray_state.total_resources_per_node()
+    return {str(node): {"total": dict(total.get(node, {})), "free": dict(free.get(node, {}))}
+            for node in total}
 
 
 def session_dir() -> str:

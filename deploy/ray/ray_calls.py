@@ -20,7 +20,7 @@ from typing import Any
 
 import ray
 
-from zeroforge.deploy.ray.private_api import gcs_actor_state
+from zeroforge.deploy.ray import private_api
 
 
 class RayCalls:
@@ -42,13 +42,17 @@ class RayCalls:
 
     def actor_state(self, handle: Any) -> str:
         """Ray's state of one actor (a GCS query; "" when Ray does not say)."""
-        return gcs_actor_state(handle)
+        return private_api.gcs_actor_state(handle)
 
     def cluster_resources(self) -> dict:
         return dict(ray.cluster_resources())
 
     def available_resources(self) -> dict:
         return dict(ray.available_resources())
+
+    def node_resources(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Each live node's ``{"total": {...}, "free": {...}}`` resources (GCS queries)."""
+        return private_api.node_resources()
 
     def named_actors(self) -> list[dict]:
         """Every named actor of every namespace: ``{"name", "namespace"}`` each."""
@@ -103,6 +107,10 @@ def cluster_resources() -> dict:
 
 def available_resources() -> dict:
     return _current.available_resources()
+
+
+def node_resources() -> dict[str, dict[str, dict[str, float]]]:
+    return _current.node_resources()
 
 
 def named_actors() -> list[dict]:

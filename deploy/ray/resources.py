@@ -36,11 +36,16 @@ def shortfall(config: TrainConfig, slots: dict[str, list[Slot]], desired: dict[s
     for name in KINDS:
         live = [s for s in slots[name] if not s.stopping]
         waiting = [s for s in live if not s.started]
-        count = max(actors_wanted(config, name, desired[name]) - len(live), 0)
+        if KINDS[name].per_actor(config):
+            count = max(actors_wanted(config, name, desired[name]) - len(live), 0)
+            units = count + len(waiting)
+        else:  # node hosts book each worker's share: count workers, not hosts
+            count = max(desired[name] - sum(s.booked for s in live), 0)
+            units = count + sum(s.booked for s in waiting)
         if count:
             new.append(f"{count} {name}")
         for res, amount in needs(config, name).items():
-            need[res] += amount * (count + len(waiting))
+            need[res] += amount * units
     short = [f"{need[r]:g} {r} (free: {free.get(r, 0.0):g})" for r in need
              if need[r] > free.get(r, 0.0) + 1e-9]
     if not short or not new:
@@ -48,6 +53,37 @@ def shortfall(config: TrainConfig, slots: dict[str, list[Slot]], desired: dict[s
     return (f"the cluster cannot hold all the asked actors ({', '.join(new)}) now: they "
             f"need {' and '.join(short)}; the rest stay pending until resources free up "
             "(see `zeroforge status`)")
+
+
+def unplaced_needs(config: TrainConfig, slots: dict[str, list[Slot]]) -> dict[str, float]:
+    """What the run's actors that have not answered yet (made, maybe not placed) reserve
+    between them: Ray's free figures may not count them yet."""
+    total: dict[str, float] = collections.defaultdict(float)
+    for name, kind_slots in slots.items():
+        per_unit = not KINDS[name].per_actor(config)  # node hosts book each worker
+        for slot in kind_slots:
+            if slot.started or slot.stopping:
+                continue
+            for res, amount in needs(config, name).items():
+                total[res] += amount * (slot.booked if per_unit else 1)
+    return dict(total)
+
+
+def check_scale(config: TrainConfig, inference: str, workers: int | None,
+                inference_servers: int | None, learners: int | None) -> None:
+    """ValueError, in one line, for a scale a run cannot take (None: that count unchanged)."""
+    if workers is not None and workers < 0:
+        raise ValueError(f"workers must be >= 0, got {workers}")
+    if inference_servers is not None:
+        if inference != "server":
+            raise ValueError("this run evaluates in-process (inference=local); "
+                             "it has no inference servers to scale")
+        if inference_servers < 1:
+            raise ValueError("a run with inference=server needs at least 1 server")
+    batch = config.learner.batch_size
+    if learners is not None and (learners < 1 or batch % learners):
+        raise ValueError(f"learners must be >= 1 and divide learner.batch_size {batch}, "
+                         f"got {learners}")
 
 
 def waiting_line(config: TrainConfig, name: str, pending: int, free: dict) -> str:

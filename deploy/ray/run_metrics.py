@@ -17,10 +17,11 @@ from zeroforge.shared import metrics
 
 log = logging.getLogger(__name__)
 
-HOST_LABEL = "worker"
-"""The label that tells one self-play host's (or worker's) series from another's."""
+PROCESS_LABELS = ("worker", "actor", "node")
+"""The labels that tell one self-play host's (or worker's), actor process's or node's series
+from another's: their number grows with the run's hosts and nodes."""
 ENDED = "ended"
-"""Its value on the series of hosts that ended, folded together in a successor's view."""
+"""Their value on the series of actors that ended, folded together in a successor's view."""
 
 
 class RunMetrics:
@@ -95,15 +96,16 @@ class RunMetrics:
 
     def state(self) -> dict:
         """Plain data for a successor controller (its part of ``controller_state()``),
-        its size independent of the run's workers and hosts: the ended actors' series and
-        the merged view with their ``worker`` label folded into ``worker="ended"``, the
-        guard's floors without the hosts' own series (a live host's counters come from
-        its next report, which never goes back)."""
-        return {"finished": metrics.fold_label(self.finished, HOST_LABEL, ENDED),
+        its size independent of the run's workers, hosts and nodes: the ended actors'
+        series folded under ``ENDED`` (``PROCESS_LABELS``), the merged view (status until
+        the successor's first collect) folded under "all", the guard's floors without the
+        per-process series (a live actor's counters come from its next report, which never
+        goes back)."""
+        merged = metrics.fold_labels(metrics.as_snapshot(self.merged), PROCESS_LABELS, "all")
+        return {"finished": metrics.fold_labels(self.finished, PROCESS_LABELS, ENDED),
                 "restored": {k: vars(line) for k, line in self.restored.items()},
-                "guard": self.guard.state(without_label=HOST_LABEL),
-                "merged": metrics.merge([metrics.fold_label(metrics.as_snapshot(self.merged),
-                                                            HOST_LABEL, "all")])}
+                "guard": self.guard.state(without_labels=PROCESS_LABELS),
+                "merged": metrics.merge([merged])}
 
     def load(self, st: dict) -> None:
         """Take over a predecessor's ``state``. The ended hosts' series go on as one

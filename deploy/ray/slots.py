@@ -55,6 +55,10 @@ class Slot:
     """The outstanding ``where`` call."""
     workers: int = 1
     """Self-play workers this actor hosts (``distributed.workers_per_host``; 1 otherwise)."""
+    first: int = 0
+    """The index of its first worker (a host's workers are ``first`` .. on)."""
+    booked: int = 1
+    """Workers it booked CPUs for when made (a node host never runs more)."""
     cancelled: bool = False
     """Retired while Ray had not scheduled it yet: killed at once (nothing to save), so
     it takes no resources a scale-down frees and no autoscaler node; no crash, no stats."""
@@ -194,7 +198,7 @@ def worker_rows(hosts: list[Slot], per_actor: int, page: int = 0,
                            _own_total(slot.last_stats, ROW_COUNTERS["positions"])))
             continue
         hosted = (slot.last_stats or {}).get("workers") or [
-            [slot.index * per_actor + j, 0.0, 0.0] for j in range(slot.workers)]
+            [slot.first + j, 0.0, 0.0] for j in range(slot.workers)]
         listed += [(int(i), slot, float(g), float(p)) for i, g, p in hosted]
     listed.sort(key=lambda item: item[0])
     pages = max(1, -(-len(listed) // page_size))
@@ -217,7 +221,8 @@ def slot_record(slot: Slot) -> dict:
     it); its games and positions are, in case it dies while no controller watches."""
     record = {"kind": slot.kind, "index": slot.index, "stopping": slot.stopping,
               "started": slot.started, "replacement": slot.replacement,
-              "where": slot.where, "workers": slot.workers}
+              "where": slot.where, "workers": slot.workers, "first": slot.first,
+              "booked": slot.booked}
     if slot.kind in COUNTED_KINDS:
         record["counters"] = [_own_total(slot.last_stats, ROW_COUNTERS[key])
                               for key in ("games", "positions")]
@@ -257,7 +262,8 @@ def adopt(run_id: str, known: dict[tuple[str, int], dict]) -> tuple[list[Slot], 
                     stopping=bool(was.get("stopping")), started=bool(was.get("started")),
                     replacement=bool(was.get("replacement")),
                     last_stats=dict(was.get("last_stats") or {}),  # counted kinds: none
-                    where=dict(was.get("where") or {}), workers=int(was.get("workers", 1)))
+                    where=dict(was.get("where") or {}), workers=int(was.get("workers", 1)),
+                    first=int(was.get("first", index)), booked=int(was.get("booked", 1)))
         adopted.append(slot)
         if slot.stopping:
             with contextlib.suppress(Exception):

@@ -93,18 +93,19 @@ def hosted_worker(args: Mapping[str, Any], index: int) -> SelfPlayService | Repl
 
 
 def build_selfplay_host(config: TrainConfig, ctx: RunContext, transport: TransportArgs,
-                        host: int, count: int, evaluator: VersionedEvaluator | None = None
+                        host: int, count: int, evaluator: VersionedEvaluator | None = None,
+                        first: int | None = None
                         ) -> SelfPlayService | ReplayWorker | WorkerHost:
     """Self-play actor ``host``: with ``distributed.workers_per_host`` K = 1 the one worker
-    ``w{host}``, else a ``WorkerHost`` of workers ``w{host*K}`` .. (``count`` of them at the
-    start), each with a transport of its own (opened with ``transport``), their metrics
-    labelled ``worker="h{host}"``. With ``distributed.host_workers`` ``thread`` they are
-    threads of this process and share ``evaluator``; with ``process`` each is a
-    ``ProcessWorker`` (a child process that builds it with ``hosted_worker``), which cannot
-    use inference servers: ``evaluator`` must be None there."""
-    d = config.distributed
-    per = d.workers_per_host
-    if per > 1 and d.host_workers == "process":
+    ``w{host}``, else a ``WorkerHost`` of workers ``w{first}`` .. (``count`` of them at the
+    start; ``first`` is ``host*K``, or the controller's for a node host, K = 0), each with
+    a transport of its own (opened with ``transport``), their metrics labelled
+    ``worker="h{host}"``. Threads of this process sharing ``evaluator``, or a
+    ``ProcessWorker`` each (a child process that builds it with ``hosted_worker``), as
+    ``hosts_processes`` says."""
+    per = config.distributed.workers_per_host
+    first = host * per if first is None else first
+    if hosts_processes(config, evaluator):
         if evaluator is not None:
             raise ValueError("distributed.host_workers=process runs each hosted worker's own "
                              "net in its process and cannot use inference servers: set "
@@ -112,7 +113,7 @@ def build_selfplay_host(config: TrainConfig, ctx: RunContext, transport: Transpo
         plain = {"config": cfg.to_dict(config), "ctx": ctx.to_dict(),
                  "transport": dict(transport)}
         return WorkerHost(lambda i: ProcessWorker(HOSTED_WORKER, plain, i),
-                          host * per, count, label=f"h{host}")
+                          first, count, label=f"h{host}")
     games = (load_games(config.selfplay.simulate_from) if config.selfplay.simulate_from
              else None)
     if per == 1:
@@ -121,7 +122,20 @@ def build_selfplay_host(config: TrainConfig, ctx: RunContext, transport: Transpo
     return WorkerHost(lambda i: _distributed_worker(config, ctx,
                                                     open_run_transport(ctx, transport), i,
                                                     evaluator, games),
-                      host * per, count, label=f"h{host}")
+                      first, count, label=f"h{host}")
+
+
+def hosts_processes(config: TrainConfig, evaluator: VersionedEvaluator | None) -> bool:
+    """Whether a self-play host runs its workers as child processes: ``host_workers``
+    ``process``, or ``auto`` for workers that search with their own net (no inference
+    servers, not replaying recorded games); never for one worker an actor (the actor is
+    already its process)."""
+    d = config.distributed
+    if d.workers_per_host == 1:
+        return False
+    if d.host_workers == "auto":
+        return evaluator is None and not config.selfplay.simulate_from
+    return d.host_workers == "process"
 
 
 def build_learner(config: TrainConfig, ctx: RunContext, transport: Transport,

@@ -138,3 +138,49 @@ def test_process_hosted_workers_play_resize_and_lose_no_game(local_ray, redis_se
     assert final["games_received"] == final["games"] > games_before
     assert all(_gone(p) for p in children)
     assert run_actor_names(run_id) == []
+
+
+def test_node_hosts_book_their_workers_and_scale_by_nodes(local_ray, redis_server, run_id,
+                                                         tmp_path):
+    """``workers_per_host=0``: a host takes as many workers as the node's free CPUs hold
+    (half a CPU each here; the local node has 2, the learner takes 0.25), each a process
+    of its own (``host_workers=auto``: they search with their own net); workers beyond
+    what the nodes hold wait in a host of their own; a scale down keeps the oldest host."""
+    settings = [*SETTINGS, "selfplay.workers=2", "distributed.workers_per_host=0",
+                "distributed.worker_cpus=0.5", "search.num_simulations=4",
+                "learner.min_replay=100000"]  # intake only: nothing to train here
+    config = load_train_config(None, settings)
+    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    handle = start_run(config, ctx)
+    try:
+        wait_status(handle, lambda s: s["alive"]["selfplay"] == 2 and all(
+            r["games"] > 0 for r in _worker_rows(handle).values()))
+        assert [(r["index"], r["workers"]) for r in
+                _selfplay_rows(handle.status_json()).values()] == [(0, 2)]
+        (actor,) = handle.actor_handles("selfplay")
+        assert len(_worker_processes(ray.get(actor.pid.remote()))) == 2
+
+        # 3 more: 0.75 CPU is free beside the first host (a host of 1); the other 2 wait
+        # in a host of their own (the whole node holds 4), pending until CPUs free up
+        handle.scale(workers=5)
+        st = wait_status(handle, lambda s: s["alive"]["selfplay"] == 3
+                         and s["actor_states"]["selfplay"].get("pending") == 2)
+        hosts = _selfplay_rows(st)
+        assert [(r["workers"], r["state"]) for r in hosts.values()] == [
+            (2, "alive"), (1, "alive"), (2, "pending")]
+        assert st["waiting"]["selfplay"].startswith("2 waiting for 0.5 CPU each")
+        assert _hosts_of(handle) == [0, 0, 1, 2, 2]
+
+        handle.scale(workers=1)  # the oldest host keeps worker 0; the others go
+        st = wait_status(handle, lambda s: sorted(_worker_rows(handle)) == [0]
+                         and sorted(_selfplay_rows(s)) == [0]
+                         and s["alive"]["selfplay"] == 1)
+        games_before = st["games"]
+        wait_status(handle, lambda s: s["games"] > games_before + 2)
+        final = handle.stop().to_json()
+    finally:
+        handle.shutdown()
+    assert final["state"] == "stopped", final["error"]
+    assert final["error"] == "" and final["restarts"]["selfplay"] == 0
+    assert final["games_received"] == final["games"] > games_before
+    assert run_actor_names(run_id) == []

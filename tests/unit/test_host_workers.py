@@ -20,6 +20,7 @@ from zeroforge.deploy.runtime.builder import (
     TransportArgs,
     build_selfplay_host,
     hosted_worker,
+    hosts_processes,
 )
 from zeroforge.shared import config as cfg
 from zeroforge.shared.metrics import snapshot_total
@@ -28,11 +29,11 @@ from zeroforge.shared.run_context import RunContext
 TRANSPORT: TransportArgs = {"role": "worker", "weights_cache_dir": None}
 
 
-def test_host_workers_is_thread_or_process():
-    assert DistributedConfig().host_workers == "thread"
+def test_host_workers_is_auto_thread_or_process():
+    assert DistributedConfig().host_workers == "auto"
     assert DistributedConfig(host_workers="process").host_workers == "process"
-    with pytest.raises(ValueError, match=r"^distributed.host_workers must be thread or "
-                                         r"process, got 'fork'$"):
+    with pytest.raises(ValueError, match=r"^distributed.host_workers must be auto, thread "
+                                         r"or process, got 'fork'$"):
         DistributedConfig(host_workers="fork")
     with pytest.raises(ValueError, match="cannot reach the inference servers"):
         DistributedConfig(host_workers="process", inference="server", workers_per_host=2)
@@ -64,8 +65,25 @@ def test_process_hosts_build_their_workers_in_children_from_plain_data():
     assert all(w.pid is None for w in workers.values())
 
 
+def test_auto_hosts_searching_workers_in_processes_and_waiting_ones_in_threads():
+    """``auto``: workers that search with their own net get a process each; workers of
+    inference servers, or replaying recorded games, mostly wait: threads."""
+    searching, _ = config_and_context("distributed.workers_per_host=0")
+    assert hosts_processes(searching, None)
+    assert not hosts_processes(searching, object())  # type: ignore[arg-type]
+    replaying, _ = config_and_context("distributed.workers_per_host=4",
+                                      "selfplay.simulate_from=games.msgpack")
+    assert not hosts_processes(replaying, None)
+    one, _ = config_and_context()
+    assert not hosts_processes(one, None)  # one worker an actor: the actor is its process
+    threads, _ = config_and_context("distributed.workers_per_host=0",
+                                    "distributed.host_workers=thread")
+    assert not hosts_processes(threads, None)
+
+
 def test_the_childs_builder_makes_the_same_worker_as_a_thread_host():
-    config, ctx = config_and_context("distributed.workers_per_host=2")
+    config, ctx = config_and_context("distributed.workers_per_host=2",
+                                     "distributed.host_workers=thread")
     plain = json.loads(json.dumps({"config": cfg.to_dict(config), "ctx": ctx.to_dict(),
                                    "transport": TRANSPORT}))
     worker = hosted_worker(plain, 3)

@@ -1,0 +1,124 @@
+"""Node hosts (``distributed.workers_per_host = 0``): self-play hosts sized to the nodes.
+
+With one worker an actor the controller calls, waits on, merges, saves and lists every
+worker; with K an actor it deals with N / K actors, but K is one number for every node.
+Node hosts make the controller's view about one actor a node: when workers are wanted
+beyond what the live hosts booked, each new host takes as many workers as one node's
+free CPUs (and free ``worker_resource`` units) hold at that moment, largest node first,
+and books them (``worker_cpus`` x its workers). So Ray's accounting stays exact (a host
+never runs more workers than it booked), and what no node holds now goes to hosts of the
+largest node's size, which wait for resources, as pending actors always did: the
+autoscaler's demand, in node-sized pieces.
+
+A scale fills the live hosts up to their booking, oldest first, and shrinks the newest
+first; a host left with no worker is retired (its node's CPUs freed). Each host's workers
+have indexes ``first`` .. ``first + booked - 1``, from the controller's running count, so
+worker ids stay unique across hosts and controllers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from zeroforge.deploy.config import TrainConfig
+from zeroforge.deploy.ray import ray_calls
+from zeroforge.deploy.ray.kinds import KINDS, actor_sizes
+from zeroforge.deploy.ray.slots import Slot
+
+
+def node_room(node: Mapping[str, Mapping[str, float]], worker_cpus: float,
+              resource: str, kind: str = "free") -> int:
+    """Workers the ``kind`` ("free" or "total") resources of one node hold: its CPUs over
+    ``worker_cpus``, and its units of ``resource`` when workers need one."""
+    have = node.get(kind, {})
+    room = int(float(have.get("CPU", 0.0)) // worker_cpus + 1e-9) if worker_cpus > 0 \
+        else 1 << 30
+    if resource:
+        room = min(room, int(float(have.get(resource, 0.0)) + 1e-9))
+    return max(room, 0)
+
+
+def new_host_sizes(workers: int, nodes: Mapping[str, Mapping[str, Mapping[str, float]]],
+                   worker_cpus: float, resource: str,
+                   unplaced: Mapping[str, float] | None = None) -> list[int]:
+    """Sizes of the new hosts that hold ``workers`` more workers: one per node with free
+    room, largest first, each as many as that node holds; the rest in hosts of the
+    largest node's whole size (they wait for resources: a node freeing up, or the
+    autoscaler adding one), or of 1 where no node could ever hold a worker yet (an
+    autoscaling group at zero nodes: any node of it holds one).
+
+    ``unplaced``: resources of the run's actors made but not placed yet (Ray's free
+    figures do not count them yet): taken from the largest free node first, where Ray
+    is likeliest to put them, so a new host does not book CPUs they are about to take."""
+    sizes: list[int] = []
+    rooms = _less_unplaced(nodes, unplaced or {})
+    free = sorted((node_room(n, worker_cpus, resource) for n in rooms), reverse=True)
+    for room in free:
+        if workers <= 0 or room <= 0:
+            break
+        take = min(room, workers)
+        sizes.append(take)
+        workers -= take
+    if workers > 0:
+        whole = max((node_room(n, worker_cpus, resource, "total") for n in nodes.values()),
+                    default=0) or 1
+        full, rest = divmod(workers, whole)
+        sizes += [whole] * full + ([rest] if rest else [])
+    return sizes
+
+
+def _less_unplaced(nodes: Mapping[str, Mapping[str, Mapping[str, float]]],
+                   unplaced: Mapping[str, float]) -> list[dict]:
+    """The nodes, the ``unplaced`` resources taken out of the most free ones first."""
+    out = [{"free": dict(n.get("free", {})), "total": dict(n.get("total", {}))}
+           for n in nodes.values()]
+    for res, amount in unplaced.items():
+        for node in sorted(out, key=lambda n: -float(n["free"].get(res, 0.0))):
+            if amount <= 0:
+                break
+            take = min(amount, float(node["free"].get(res, 0.0)))
+            node["free"][res] = float(node["free"].get(res, 0.0)) - take
+            amount -= take
+    return out
+
+
+def fill_booked(booked: Sequence[int], desired: int) -> tuple[list[int], int]:
+    """Workers for each live host (oldest first), up to what it booked, and how many of
+    ``desired`` they cannot hold."""
+    sizes = []
+    left = desired
+    for capacity in booked:
+        take = min(capacity, max(left, 0))
+        sizes.append(take)
+        left -= take
+    return sizes, max(left, 0)
+
+
+def plan_sizes(config: TrainConfig, name: str, live: Sequence[Slot], desired: int,
+               unplaced: Callable[[], Mapping[str, float]] = dict
+               ) -> tuple[list[int], list[int]]:
+    """How ``live`` actors of kind ``name`` (oldest first) and new ones hold ``desired``
+    units: each live actor's size (0: retire it) and the sizes of the actors to make.
+    Hosts of K (``per_actor``): full ones, the remainder in the newest. Node hosts: the
+    live ones filled up to their booking, then new ones sized to the nodes' free room, less
+    what ``unplaced()`` says the run's unplaced actors take (``new_host_sizes``; asked,
+    with one query of the nodes, only when new hosts are needed)."""
+    per = KINDS[name].per_actor(config)
+    if per:
+        sizes = actor_sizes(config, name, desired)
+        return sizes[:len(live)] + [0] * max(len(live) - len(sizes), 0), sizes[len(live):]
+    kept, left = fill_booked([s.booked for s in live], desired)
+    if not left:
+        return kept, []
+    d = config.distributed
+    return kept, new_host_sizes(left, ray_calls.node_resources(), d.worker_cpus,
+                                d.worker_resource, unplaced())
+
+
+def booked_options(config: TrainConfig, options: dict, workers: int) -> dict:
+    """A node host's Ray options: its workers' CPUs and ``worker_resource`` units."""
+    d = config.distributed
+    out = {**options, "num_cpus": d.worker_cpus * workers}
+    if d.worker_resource:
+        out["resources"] = {**options.get("resources", {}), d.worker_resource: float(workers)}
+    return out

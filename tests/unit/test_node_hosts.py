@@ -1,0 +1,66 @@
+"""Node hosts (``distributed.workers_per_host = 0``): new hosts sized to the nodes' free
+room, live ones filled up to what they booked, and a scale on a fake cluster of 300 nodes
+(``benchmarks/fake_cluster.py``) that keeps about a host a node and never runs a host
+past its booking."""
+
+from __future__ import annotations
+
+from benchmarks.fake_cluster import simulated_run
+from zeroforge.deploy.ray.node_hosts import fill_booked, new_host_sizes, node_room
+
+
+def _node(free_cpu: float, total_cpu: float, **extra: float) -> dict:
+    return {"free": {"CPU": free_cpu, **extra}, "total": {"CPU": total_cpu, **extra}}
+
+
+def test_a_node_holds_its_free_cpus_over_a_workers_share_and_its_resource_units():
+    assert node_room(_node(7.5, 8), 1.0, "") == 7
+    assert node_room(_node(8, 8), 0.5, "") == 16
+    assert node_room(_node(8, 8, zf_selfplay=4), 1.0, "zf_selfplay") == 4
+    assert node_room(_node(8, 8), 1.0, "zf_selfplay") == 0  # not a self-play node
+    assert node_room(_node(2, 8), 1.0, "", kind="total") == 8
+
+
+def test_new_hosts_take_the_largest_free_nodes_first_then_wait_in_node_sized_pieces():
+    nodes = {"a": _node(3, 8), "b": _node(8, 8), "c": _node(0, 8)}
+    assert new_host_sizes(5, nodes, 1.0, "") == [5]
+    assert new_host_sizes(10, nodes, 1.0, "") == [8, 2]
+    # 11 fit now (8 + 3); the other 14 wait in hosts of a whole node, 8
+    assert new_host_sizes(25, nodes, 1.0, "") == [8, 3, 8, 6]
+    # no node can ever hold a worker yet (an autoscaling group at zero nodes): hosts of 1
+    assert new_host_sizes(3, {"head": _node(4, 4)}, 1.0, "zf_selfplay") == [1, 1, 1]
+
+
+def test_live_hosts_are_filled_up_to_their_booking_oldest_first():
+    assert fill_booked([4, 4, 2], 7) == ([4, 3, 0], 0)
+    assert fill_booked([4, 4], 11) == ([4, 4], 3)
+    assert fill_booked([], 5) == ([], 5)
+
+
+def _booked(controller) -> list[tuple[int, int]]:
+    return [(s.workers, s.booked) for s in sorted(controller.slots["selfplay"],
+                                                  key=lambda s: s.index) if not s.stopping]
+
+
+def test_a_scale_keeps_a_host_a_node_and_no_host_past_its_booking():
+    with simulated_run(2000, 300, 0, run_id="node-scale") as (controller, fake):
+        assert len(_booked(controller)) == 286
+        assert sum(w for w, _ in _booked(controller)) == 2000
+        queries = fake.counts["node_queries"]
+        controller.scale(workers=700)
+        controller.tick()
+        hosts = _booked(controller)
+        assert sum(w for w, _ in hosts) == 700
+        assert all(0 < w <= b for w, b in hosts)
+        assert len(hosts) == 100  # the oldest, full; the newest retired, their CPUs freed
+        assert fake.counts["node_queries"] == queries  # no new host: nodes not asked
+        controller.scale(workers=1500)
+        controller.tick()
+        hosts = _booked(controller)
+        assert sum(w for w, _ in hosts) == 1500
+        assert all(0 < w <= b for w, b in hosts)
+        assert len(hosts) <= 300
+        # worker indexes stay unique across old and new hosts
+        firsts = sorted((s.first, s.booked) for s in controller.slots["selfplay"]
+                        if not s.stopping)
+        assert all(a + n <= b for (a, n), (b, _) in zip(firsts, firsts[1:], strict=False))
