@@ -41,7 +41,6 @@ from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatEr
 from zeroforge.shared.transport.shards import ShardedSampleStream
 from zeroforge.shared.transport.signing import WeightSigner, WeightVerifier
 from zeroforge.shared.transport.stream import (
-    BackpressureTimeout,
     StreamConfig,
     StreamInfo,
     check_run_id,
@@ -49,6 +48,7 @@ from zeroforge.shared.transport.stream import (
     encode_entries,
     parse_id,
 )
+from zeroforge.shared.transport.stream_room import backpressure_timeout
 from zeroforge.shared.transport.weight_store import (
     StaleVersionError,
     WeightInfo,
@@ -142,10 +142,8 @@ class MemorySampleStream:
             waited = now - started
             if waited >= timeout:
                 self.backpressure_wait_s += waited
-                raise BackpressureTimeout(
-                    f"sample stream {self.key} still holds {length} unacknowledged games "
-                    f"(max_backlog {self.config.max_backlog}, {count} to add) after "
-                    f"{waited:.1f} s; is the learner reading?")
+                raise backpressure_timeout(self.key, length, self.config.max_backlog, count,
+                                           waited)
             d.room.wait(min(self.config.room_check_interval_s, timeout - waited))
             self.room_checks += 1
         if started is not None:

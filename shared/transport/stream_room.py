@@ -69,6 +69,15 @@ class BackpressureTimeout(TransportError):
     """``append`` waited ``append_timeout_s`` for the learner to drain the backlog."""
 
 
+def backpressure_timeout(key: str, length: int, limit: int, count: int, waited: float
+                         ) -> BackpressureTimeout:
+    """The one line of an append that found no room for ``count`` games in ``waited`` s
+    (both transports say it alike)."""
+    return BackpressureTimeout(
+        f"sample stream {key} still holds {length} unacknowledged games (max_backlog "
+        f"{limit}, {count} to add) after {waited:.1f} s; is the learner reading?")
+
+
 def room_key(stream_key: str) -> str:
     """Redis key of the room list of the stream at ``stream_key``."""
     return stream_key + ROOM_SUFFIX
@@ -222,10 +231,8 @@ class StreamRoom:
                 waited = now - started
                 if waited >= timeout:
                     self.backpressure_wait_s += waited
-                    raise BackpressureTimeout(
-                        f"sample stream {self.key} still holds {int(reply)} unacknowledged "
-                        f"games (max_backlog {self.max_backlog}, {count} to add) "
-                        f"after {waited:.1f} s; is the learner reading?")
+                    raise backpressure_timeout(self.key, int(reply), self.max_backlog, count,
+                                               waited)
                 self._await_token(timeout - waited)
                 self.room_checks += 1
 

@@ -101,14 +101,20 @@ def _gone(p: psutil.Process) -> bool:
         return True
 
 
+def _searching_run(run_id, redis_server, tmp_path, *settings: str):
+    """A run of 2 workers that search with their own net, hosted as ``settings`` say;
+    intake only (nothing to train here)."""
+    config = load_train_config(None, [*SETTINGS, "selfplay.workers=2",
+                                      "search.num_simulations=4",
+                                      "learner.min_replay=100000", *settings])
+    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
+    return start_run(config, ctx)
+
+
 def test_process_hosted_workers_play_resize_and_lose_no_game(local_ray, redis_server, run_id,
                                                              tmp_path):
-    settings = [*SETTINGS, "selfplay.workers=2", "distributed.workers_per_host=2",
-                "distributed.host_workers=process", "search.num_simulations=4",
-                "learner.min_replay=100000"]  # intake only: nothing to train here
-    config = load_train_config(None, settings)
-    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
-    handle = start_run(config, ctx)
+    handle = _searching_run(run_id, redis_server, tmp_path, "distributed.workers_per_host=2",
+                            "distributed.host_workers=process")
     try:
         # one actor hosting workers 0 and 1, each a process of its own playing games
         wait_status(handle, lambda s: s["alive"]["selfplay"] == 2 and sorted(
@@ -146,12 +152,8 @@ def test_node_hosts_book_their_workers_and_scale_by_nodes(local_ray, redis_serve
     (half a CPU each here; the local node has 2, the learner takes 0.25), each a process
     of its own (``host_workers=auto``: they search with their own net); workers beyond
     what the nodes hold wait in a host of their own; a scale down keeps the oldest host."""
-    settings = [*SETTINGS, "selfplay.workers=2", "distributed.workers_per_host=0",
-                "distributed.worker_cpus=0.5", "search.num_simulations=4",
-                "learner.min_replay=100000"]  # intake only: nothing to train here
-    config = load_train_config(None, settings)
-    ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
-    handle = start_run(config, ctx)
+    handle = _searching_run(run_id, redis_server, tmp_path, "distributed.workers_per_host=0",
+                            "distributed.worker_cpus=0.5")
     try:
         wait_status(handle, lambda s: s["alive"]["selfplay"] == 2 and all(
             r["games"] > 0 for r in _worker_rows(handle).values()))
