@@ -367,9 +367,10 @@ def append_held(sink: SampleSink, games: list, stop: threading.Event, worker_id:
     ``failed`` is called at each failed try (the worker's error count).
 
     The worker holds ``games`` until one append of all of them succeeds, and resends
-    the whole batch after a failure. A batch that failed part-way (the connection
-    dropped after Redis ran some of the pipeline's XADDs) is sent again in full, so
-    those games are in the stream twice; the learner drops the second copy by game id.
+    the whole batch after a failure. A batch whose reply was lost (the connection dropped
+    after Redis ran the append script, which adds the batch whole or not at all) is sent
+    again in full, so those games are in the stream twice; the learner drops the second
+    copy by game id.
     Running, it retries for as long as it takes (a restarted Redis comes back); once
     ``stop`` is set, for ``STOP_APPEND_GRACE_S`` more seconds, then raises a
     ``TransportError`` that names the games lost.
