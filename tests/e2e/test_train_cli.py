@@ -84,6 +84,13 @@ def test_distributed_job_train_status_scale_stop(tmp_path):
         assert st["desired"]["selfplay"] == 2 and st["alive"]["selfplay"] == 2
         text = zf("status", *where).stdout
         assert "actors (alive/desired, restarts): " in text and "selfplay 2/2" in text
+        # the workers one by one, a page from the run's server (status: a row an actor)
+        r = zf("status", "--workers", "0", "--json", *where)
+        page = json.loads(r.stdout)
+        assert r.returncode == 0 and page["workers"] == 2 and page["pages"] == 1, r.stderr
+        assert sorted(row["index"] for row in page["rows"]) == [0, 1]
+        text = zf("status", "--workers", "0", *where).stdout
+        assert "worker 1 (host 1)" in text and "page 0 of 0..0 (2 workers)" in text
         # the run's servers: a user a role, the default user off, each role's password in
         # a 0600 file of the run dir (shared/transport/acl.py)
         auth = run_dir / "redis-auth"
