@@ -9,11 +9,13 @@ own) and Debian's 7.x (the image k8s runs is 7.2).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import resource
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -39,6 +41,8 @@ from zeroforge.shared.transport import (
 MB = 1 << 20
 
 BINARIES = {"bundled-6.2": None, "debian-7": shutil.which("redis-server")}
+ROOT = Path(__file__).resolve().parents[2]
+
 SMALL = RedisSizing(maxclients=200, maxmemory_bytes=8 * MB, normal_limit_bytes=48 * MB,
                     pubsub_hard_bytes=16 * MB, pubsub_soft_bytes=4 * MB, pubsub_soft_s=30)
 """Small enough to fill in a test: 8 MB of memory."""
@@ -91,17 +95,35 @@ def test_the_plans_sizing_is_what_the_server_runs_with(binary, caplog):
         client.close()
 
 
-def test_a_maxclients_past_the_open_file_limit_is_said_in_one_line(binary, caplog):
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    if hard == resource.RLIM_INFINITY:
-        pytest.skip("no hard open-file limit here")
-    caplog.set_level(logging.WARNING, logger="zeroforge.shared.transport.server")
-    sizing = dataclasses.replace(SMALL, maxclients=hard + 1000)
-    config = RedisServerConfig(binary=binary, appendonly=False, supervise=False, sizing=sizing)
-    with RedisServer(config) as server:
-        assert server.maxclients is not None and server.maxclients < sizing.maxclients
-    (line,) = [r.getMessage() for r in caplog.records if "open-file limit" in r.getMessage()]
-    assert f"not the {hard + 1000} it was sized for" in line and "\n" not in line
+CHILD_HARD_LIMIT = 4096
+"""The hard open-file limit the next test's child process runs under (this process's may
+be unlimited, where no maxclients is past it)."""
+
+_PAST_THE_LIMIT = """
+import dataclasses, logging, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit}))
+logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(message)s")
+from tests.integration.test_redis_sizing import SMALL
+from zeroforge.shared.transport import RedisServer, RedisServerConfig
+sizing = dataclasses.replace(SMALL, maxclients={limit} + 1000)
+config = RedisServerConfig(binary={binary!r}, appendonly=False, supervise=False, sizing=sizing)
+with RedisServer(config) as server:
+    print("maxclients", server.maxclients)
+"""
+
+
+def test_a_maxclients_past_the_open_file_limit_is_said_in_one_line(binary):
+    """A server sized past its hard open-file limit runs with fewer clients and says so in
+    one line: in a child process under a hard limit of its own."""
+    code = _PAST_THE_LIMIT.format(limit=CHILD_HARD_LIMIT, binary=binary)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    (line,) = [x for x in lines if "open-file limit" in x]
+    assert f"not the {CHILD_HARD_LIMIT + 1000} it was sized for" in line
+    (ran,) = [int(x.split()[1]) for x in lines if x.startswith("maxclients ")]
+    assert 0 < ran < CHILD_HARD_LIMIT + 1000
 
 
 def test_a_write_past_maxmemory_fails_in_one_line_and_nothing_is_evicted(small_server):
