@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from zeroforge.deploy.dashboard.history import History
-from zeroforge.deploy.runtime.status import WORKER_PAGE, RunStatus
+from zeroforge.deploy.runtime.status import RunStatus, page_of
 
 TOKEN_FILE = "dashboard.token"
 """The token's name in the run dir (0600; only for a non-loopback bind)."""
@@ -165,13 +165,12 @@ class RunServer:
     def _status_workers(self, page: int) -> dict:
         """Per-worker rows of a run whose status rows are its workers (a local run)."""
         listed = [r for r in self.status().actors if r.get("kind") == "selfplay"]
-        chosen = listed[page * WORKER_PAGE:(page + 1) * WORKER_PAGE]
+        chosen, pages = page_of(listed, page)
         return {"rows": [{"index": r.get("index", 0), "host": r.get("index", 0),
                           "state": r.get("state", ""), "node": r.get("node", ""),
                           "games": r.get("games", 0.0), "positions": r.get("positions", 0.0)}
                          for r in chosen],
-                "page": page, "pages": max(1, -(-len(listed) // WORKER_PAGE)),
-                "workers": len(listed)}
+                "page": page, "pages": pages, "workers": len(listed)}
 
 
 def _finite(data: Any) -> Any:

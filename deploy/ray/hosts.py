@@ -285,11 +285,8 @@ class ServiceHost:
                                  if servers is not None else None)
         seat = GroupSeat(rank, ray.util.get_node_ip_address(),
                          (lambda: _group_address(leader)) if leader is not None else None)
-        build = KINDS[kind].build
-        self.service: Service = (build(train, context, index, resume, self.remote_evaluator,
-                                       seat, count, first=first) if first is not None else
-                                 build(train, context, index, resume, self.remote_evaluator,
-                                       seat, count))
+        self.service: Service = KINDS[kind].build(train, context, index, resume,
+                                                  self.remote_evaluator, seat, count, first)
         self._resources = ResourceReporter(kind, str(index), _node_label())
         self._run_lock = threading.Lock()
         self._running = False

@@ -58,11 +58,11 @@ class ActorKind:
     """Actors wanted at start, from the config and the inference mode."""
     options: Callable[[TrainConfig], dict]
     """Ray actor options (resources, concurrency)."""
-    build: Callable[..., Any] = lambda *a, **k: None
-    """(config, ctx, index, resume, remote_evaluator, seat, count, first=None) -> the
-    service (ServiceHost kinds); ``seat`` is the actor's ``GroupSeat`` in a gang (rank 0
+    build: Callable[..., Any] = lambda *a: None
+    """(config, ctx, index, resume, remote_evaluator, seat, count, first) -> the service
+    (ServiceHost kinds); ``seat`` is the actor's ``GroupSeat`` in a gang (rank 0
     otherwise); ``count``: the workers it hosts at its start (``per_actor``); ``first``:
-    the index of a node host's first worker."""
+    the index of a node host's first worker (None otherwise)."""
     per_actor: Callable[[TrainConfig], int] = lambda c: 1
     """Units of ``desired`` one actor holds at most (self-play workers per host); 0: as
     many as one node's free CPUs fit when the actor is made (node hosts)."""
@@ -129,7 +129,7 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         # run on any node with the CPUs/GPUs
         options=lambda c: _run_dir_options(c.distributed, _learner_options(c.distributed)),
         replica_options=lambda c: _learner_options(c.distributed),
-        build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_learner_member(
+        build=lambda c, ctx, i, resume, ev, seat, n, first: _builders().build_learner_member(
             c, ctx, lambda: _transport(ctx, "learner"), resume, seat),
         stop_phase=1, clean_end_ends_run=True, counters_survive_crash=False, max_crashes=3,
         gang=True),
@@ -141,15 +141,14 @@ KINDS: dict[str, ActorKind] = {k.name: k for k in (
         "evaluator", desired=lambda c, inf: 1 if c.distributed.evaluator else 0,
         options=lambda c: _run_dir_options(c.distributed, {
             "num_cpus": c.distributed.evaluator_cpus, "max_concurrency": 4}),
-        build=lambda c, ctx, i, resume, ev, seat, n: _builders().build_rating_service(
+        build=lambda c, ctx, i, resume, ev, seat, n, first: _builders().build_rating_service(
             c, ctx, _transport(ctx, "evaluator"))),
     ActorKind(
         "selfplay", desired=lambda c, inf: c.selfplay.workers,
         options=lambda c: _worker_options(c.distributed),
         per_actor=lambda c: c.distributed.workers_per_host,
-        build=lambda c, ctx, i, resume, ev, seat, n, first=None: _builders(
-            ).build_selfplay_host(c, ctx, _transport_args(ctx, "worker"), i, n, evaluator=ev,
-                                  first=first)),
+        build=lambda c, ctx, i, resume, ev, seat, n, first: _builders().build_selfplay_host(
+            c, ctx, _transport_args(ctx, "worker"), i, n, evaluator=ev, first=first)),
 )}
 """Per-kind behaviour, in start order (learner first: it publishes the first weights)."""
 

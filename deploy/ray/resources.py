@@ -31,21 +31,17 @@ def shortfall(config: TrainConfig, slots: dict[str, list[Slot]], desired: dict[s
     """One line when the actors a fill up to ``desired`` is about to create (plus those
     still pending) need more CPUs/GPUs than the cluster has free; "" when they fit."""
     free = ray_calls.available_resources()
-    need: dict[str, float] = collections.defaultdict(float)
+    need: dict[str, float] = collections.defaultdict(float, unplaced_needs(config, slots))
     new = []
     for name in KINDS:
         live = [s for s in slots[name] if not s.stopping]
-        waiting = [s for s in live if not s.started]
-        if KINDS[name].per_actor(config):
-            count = max(actors_wanted(config, name, desired[name]) - len(live), 0)
-            units = count + len(waiting)
-        else:  # node hosts book each worker's share: count workers, not hosts
-            count = max(desired[name] - sum(s.booked for s in live), 0)
-            units = count + sum(s.booked for s in waiting)
+        # node hosts book each worker's share: count workers, not hosts
+        count = max(desired[name] - _units(config, name, live) if _node_hosts(config, name)
+                    else actors_wanted(config, name, desired[name]) - len(live), 0)
         if count:
             new.append(f"{count} {name}")
-        for res, amount in needs(config, name).items():
-            need[res] += amount * units
+            for res, amount in needs(config, name).items():
+                need[res] += amount * count
     short = [f"{need[r]:g} {r} (free: {free.get(r, 0.0):g})" for r in need
              if need[r] > free.get(r, 0.0) + 1e-9]
     if not short or not new:
@@ -55,17 +51,27 @@ def shortfall(config: TrainConfig, slots: dict[str, list[Slot]], desired: dict[s
             "(see `zeroforge status`)")
 
 
+def _node_hosts(config: TrainConfig, name: str) -> bool:
+    """Whether the actors of kind ``name`` are node hosts (``per_actor`` 0)."""
+    return not KINDS[name].per_actor(config)
+
+
+def _units(config: TrainConfig, name: str, slots: list[Slot]) -> int:
+    """How many times ``needs`` the ``slots`` of kind ``name`` reserve: once each, or a
+    node host once for each worker it booked."""
+    return sum(s.booked for s in slots) if _node_hosts(config, name) else len(slots)
+
+
 def unplaced_needs(config: TrainConfig, slots: dict[str, list[Slot]]) -> dict[str, float]:
     """What the run's actors that have not answered yet (made, maybe not placed) reserve
     between them: Ray's free figures may not count them yet."""
     total: dict[str, float] = collections.defaultdict(float)
     for name, kind_slots in slots.items():
-        per_unit = not KINDS[name].per_actor(config)  # node hosts book each worker
-        for slot in kind_slots:
-            if slot.started or slot.stopping:
-                continue
+        units = _units(config, name, [s for s in kind_slots
+                                      if not s.started and not s.stopping])
+        if units:
             for res, amount in needs(config, name).items():
-                total[res] += amount * (slot.booked if per_unit else 1)
+                total[res] += amount * units
     return dict(total)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from zeroforge.deploy.ray import ray_calls
 from zeroforge.deploy.ray.naming import NAMESPACE, run_actor_names
-from zeroforge.deploy.runtime.status import WORKER_PAGE
+from zeroforge.deploy.runtime.status import WORKER_PAGE, page_of
 
 log = logging.getLogger(__name__)
 
@@ -188,9 +188,6 @@ def worker_rows(hosts: list[Slot], per_actor: int, page: int = 0,
     state, node, games, positions), in index order: ``{"rows", "page", "pages",
     "workers"}``. A host of several workers tells its workers' counters in its report
     (``WorkerHost.stats``'s ``workers``); before its first report they read 0."""
-    if page < 0 or page_size < 1:
-        raise ValueError(f"worker rows: page must be >= 0 and page_size >= 1, got {page}, "
-                         f"{page_size}")
     listed: list[tuple[int, Slot, float, float]] = []
     for slot in hosts:
         if per_actor == 1:
@@ -201,8 +198,8 @@ def worker_rows(hosts: list[Slot], per_actor: int, page: int = 0,
             [slot.first + j, 0.0, 0.0] for j in range(slot.workers)]
         listed += [(int(i), slot, float(g), float(p)) for i, g, p in hosted]
     listed.sort(key=lambda item: item[0])
-    pages = max(1, -(-len(listed) // page_size))
-    chosen = listed[page * page_size:(page + 1) * page_size]
+    # rows for the page's workers only: a state may ask the GCS (a host not started yet)
+    chosen, pages = page_of(listed, page, page_size)
     return {"rows": [{"index": i, "host": slot.index, "state": slot_state(slot),
                       "node": str(slot.where.get("node", "")), "games": games,
                       "positions": positions} for i, slot, games, positions in chosen],

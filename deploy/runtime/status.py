@@ -9,7 +9,7 @@ The JSON form's keys, what each means and the version that added it: docs/status
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,17 @@ from zeroforge.shared import metrics
 WORKER_PAGE = 100
 """Rows of one page of per-worker detail (``zeroforge status --workers PAGE``,
 ``/api/workers``): status itself has a row per host."""
+
+
+def page_of(items: Sequence[Any], page: int, page_size: int = WORKER_PAGE
+            ) -> tuple[list[Any], int]:
+    """The items of page ``page`` (from 0; past the last: none) and how many pages there
+    are (at least one). ValueError for a page below 0 or a size below 1."""
+    if page < 0 or page_size < 1:
+        raise ValueError(f"worker rows: page must be >= 0 and page_size >= 1, got {page}, "
+                         f"{page_size}")
+    return list(items[page * page_size:(page + 1) * page_size]), max(
+        1, -(-len(items) // page_size))
 
 
 @dataclass(frozen=True)
