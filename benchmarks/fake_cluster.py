@@ -58,10 +58,12 @@ def snapshot(names: tuple[str, ...], labels: dict[str, str], scale: float) -> di
 class FakeWorker:
     """A hosted worker for the real ``WorkerHost``: its snapshot only."""
 
-    def __init__(self, index: int, node: str) -> None:
+    def __init__(self, index: int, node: str, actor: int) -> None:
+        """``actor``: its host's index (the ``actor`` label of the process figures)."""
         self._snap = snapshot(WORKER_METRICS, {"worker": str(index), "worker_kind": "selfplay",
                                                "node": node, "kind": "selfplay",
-                                               "source": "cache"}, 1.0 + index % 7)
+                                               "actor": str(actor), "source": "cache"},
+                              1.0 + index % 7)
 
     def stats(self) -> dict:
         return self._snap
@@ -103,11 +105,12 @@ class FakeActor:
 
     def _stats(self) -> dict:
         if self.kind != "selfplay":
-            return snapshot(OTHER_METRICS, {"kind": self.kind, "node": self.node}, 3.0)
+            return snapshot(OTHER_METRICS, {"kind": self.kind, "node": self.node,
+                                            "actor": str(self.index)}, 3.0)
         per = self.cluster.per_host
         if per == 1:
-            return FakeWorker(self.index, self.node).stats()
-        host = WorkerHost(lambda i: FakeWorker(i, self.node), self.first, self.count,
+            return FakeWorker(self.index, self.node, self.index).stats()
+        host = WorkerHost(lambda i: FakeWorker(i, self.node, self.index), self.first, self.count,
                           label=f"h{self.index}")
         return host.stats()
 
