@@ -57,7 +57,6 @@ def measure(slots: int, nodes: int, per_host: int, ticks: int) -> dict:
         state_bytes = len(encode_control_state(state))
         parts = {k: len(encode_control_state({k: v})) for k, v in state.items()}
         hosts = len(fake.selfplay())
-        shards = controller.config.distributed.stream_shards
     return {"slots": slots, "nodes": nodes, "workers_per_host": per_host, "hosts": hosts,
             "state_bytes": state_bytes,
             "state_largest_parts": dict(sorted(parts.items(), key=lambda kv: -kv[1])[:4]),
@@ -66,9 +65,20 @@ def measure(slots: int, nodes: int, per_host: int, ticks: int) -> dict:
             "status_ms": round(statistics.median(status_s) * 1000, 1),
             "gcs_calls_per_tick": statistics.median(gcs),
             "ray_calls_per_tick": statistics.median(calls),
-            # every hosted worker opens its own transport (``build_selfplay_host``): a
-            # connection to the run's Redis and one to each stream shard
-            "redis_clients": slots * (1 + shards)}
+            "redis_clients": redis_clients(controller.config, slots, hosts)}
+
+
+def redis_clients(config, slots: int, hosts: int) -> int:
+    """The most connections the run's self-play holds to its Redis servers: a host's one
+    shared transport is bounded per server (``host_connection_bounds``; process workers
+    relay through it); one worker an actor is one thread, one connection a server."""
+    from zeroforge.shared.transport.redis_transport import host_connection_bounds
+
+    d = config.distributed
+    urls = [f"stream{i}" for i in range(len(d.stream_redis) + d.stream_servers)] or ["run"]
+    if d.workers_per_host == 1:
+        return slots * len(dict.fromkeys(["run", *urls]))
+    return hosts * sum(host_connection_bounds("run", d.stream_shards, urls).values())
 
 
 def main(argv: list[str] | None = None) -> int:

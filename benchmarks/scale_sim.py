@@ -149,11 +149,46 @@ def median_ms(values: list[float]) -> float | None:
     return round(float(np.median(values)) * 1000, 1) if values else None
 
 
+WORKER_CPUS = 0.1
+"""CPUs a simulating worker books (``distributed.worker_cpus``): it replays, mostly waits."""
+
+
+def start_cluster(nodes: int, workers: int, worker_cpus: float):
+    """``nodes`` simulated nodes on this machine (``ray.cluster_utils.Cluster``: a raylet
+    each, Ray's own test cluster), each with the CPUs for its share of the workers, the
+    head with one for the learner and the controller; connected. 0: a local node as
+    ``zeroforge train`` starts (``init_local``), None returned."""
+    from zeroforge.deploy.ray.cluster import init_local
+
+    if not nodes:
+        init_local()
+        return None
+    import math
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from zeroforge.deploy.ray.naming import NAMESPACE
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    per_node = math.ceil(math.ceil(workers / nodes) * worker_cpus - 1e-9)
+    for _ in range(nodes):
+        cluster.add_node(num_cpus=per_node)
+    ray.init(address=cluster.address, namespace=NAMESPACE, logging_level="ERROR")
+    cluster.wait_for_nodes()
+    return cluster
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_load_options(p, processes_help="actors hosting the workers")
     p.add_argument("--probe-every-s", type=float, default=5.0,
                    help="status / dashboard / scrape latency samples")
+    p.add_argument("--nodes", type=int, default=10,
+                   help="simulated Ray nodes (ray.cluster_utils: a raylet each), the workers "
+                        "in node hosts, a host a node (distributed.workers_per_host=0, the "
+                        "default); 0: one local node, the workers hosted workers / "
+                        "--processes to an actor")
     args = p.parse_args(argv)
 
     sys.path.insert(0, str(HERE.parent))
@@ -161,20 +196,19 @@ def main(argv: list[str] | None = None) -> int:
     from zeroforge.deploy.config import load_train_config
     from zeroforge.deploy.dashboard.mirror import RunMirror
     from zeroforge.deploy.dashboard.run import RunDashboard
-    from zeroforge.deploy.ray.cluster import init_local
     from zeroforge.deploy.ray.handle import start_run
     from zeroforge.shared import metrics
     from zeroforge.shared.transport import RedisServer, connect
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # connections: a few a worker
-    per_host = -(-args.workers // args.processes)
+    per_host = 0 if args.nodes else -(-args.workers // args.processes)
     with tempfile.TemporaryDirectory(prefix="zf-scale-") as tmp:
         games_file = Path(tmp) / "games.msgpack"
         save_games(games_file, record_games(args.game, args.record, args.seed))
         run = RedisServer().start()
         streams = [RedisServer().start() for _ in range(args.stream_servers)]
-        handle = None
+        handle = cluster = None
         try:
             settings = [
                 f"game={args.game}", "net=tiny", f"selfplay.workers={args.workers}",
@@ -183,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"selfplay.simulate_games_per_min={args.games_per_min}",
                 "learner.replay_capacity=20000", "learner.min_replay=20001",
                 "learner.checkpoint_every_s=30", "distributed.inference=local",
-                "distributed.worker_cpus=0.1", "distributed.learner_cpus=0.1",
+                f"distributed.worker_cpus={WORKER_CPUS}", "distributed.learner_cpus=0.1",
                 "distributed.evaluator=false",
                 f"distributed.weights_per_node={str(not args.no_node_cache).lower()}",
                 f"run.run_dir={tmp}/run", "run.torch_threads=1"]
@@ -192,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx = dataclasses.replace(config.context(run_id, run.url), run_dir=f"{tmp}/run",
                                       stream_shards=args.shards,
                                       stream_urls=tuple(s.url for s in streams))
-            init_local()
+            cluster = start_cluster(args.nodes, args.workers, WORKER_CPUS)
             handle = start_run(config, ctx)
             status = handle.status()
             mirror = RunMirror(lambda: handle, status).start()
@@ -212,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise RuntimeError("the simulating workers did not all come up in 600 s")
                 time.sleep(1.0)
             time.sleep(3.0)  # their first polls and games
+            hosts = sum(1 for row in handle.status_json()["actors"] if row["kind"] == "selfplay")
             controller = handle.controller_pid()
             redis = connect(run.url)
             seconds = args.minutes * 60
@@ -253,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if handle is not None:
                 handle.shutdown()
+            if cluster is not None:
+                import ray
+
+                ray.shutdown()
+                cluster.shutdown()
             for server in [run, *streams]:
                 server.stop()
 
@@ -268,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         source = dict(labels)["source"]
         fetches[source] = fetches.get(source, 0.0) + v
     doc = {
-        "workers": args.workers, "processes": args.processes, "workers_per_host": per_host,
+        "workers": args.workers, "nodes": args.nodes, "hosts": hosts,
+        "processes": args.processes if not args.nodes else None,
+        "workers_per_host": per_host,
         "shards": args.shards, "stream_servers": args.stream_servers,
         "node_cache": not args.no_node_cache, "minutes": args.minutes, "game": args.game,
         "games_per_min_per_worker": args.games_per_min,

@@ -105,15 +105,18 @@ class DistributedConfig:
     worker_cpus: float = 1.0
     """CPUs Ray reserves per self-play actor (a host of ``workers_per_host`` workers); with
     ``workers_per_host`` 0, per worker (a node host books its workers' CPUs)."""
-    workers_per_host: int = 1
+    workers_per_host: int = 0
     """Self-play workers one actor hosts (threads sharing its CPUs and its one stats
     report, or child processes: ``host_workers``): the controller then deals with workers
     / this many actors. Actor ``h`` hosts workers ``w{h*K}`` .. ``w{h*K+K-1}`` (K = this);
-    a scale resizes the newest actors first. 0: **node hosts**: each host holds as many
-    workers as the free CPUs of one node fit when it is made (``worker_cpus`` each,
-    booked), so the controller deals with about one actor a node, whatever the workers;
-    a scale fills the hosts up to what they booked, then adds hosts sized to the nodes'
-    free CPUs (docs/architecture.md, "The control plane at ten thousand workers")."""
+    a scale resizes the newest actors first; 1: an actor (a process, its own connections)
+    a worker, the controller's cost growing with the workers. 0, the default: **node
+    hosts**: each host holds as many workers as the free CPUs of one node fit when it is
+    made (``worker_cpus`` each, booked), so the controller deals with about one actor a
+    node, whatever the workers; a scale fills the hosts up to what they booked, then adds
+    hosts sized to the nodes' free CPUs (docs/architecture.md, "The control plane at ten
+    thousand workers"). Workers searching with their own net run as child processes of
+    their host (``host_workers``), so a worker still has a core and a process of its own."""
     host_workers: str = "auto"
     """How an actor hosts its workers (K > 1 or node hosts): ``thread``: threads of the
     actor's process, sharing the GIL, for workers that mostly wait (inference servers,

@@ -27,7 +27,7 @@ from zeroforge.deploy.ray.failures import CrashWindows, drop_errors, error_line,
 from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
 from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
-from zeroforge.deploy.ray.node_hosts import booked_options, plan_sizes
+from zeroforge.deploy.ray.node_hosts import WaitingHosts, booked_options, plan_sizes
 from zeroforge.deploy.ray.resources import actor_states, check_scale, shortfall, unplaced_needs
 from zeroforge.deploy.ray.run_limits import RunLimits
 from zeroforge.deploy.ray.run_metrics import RunMetrics, open_endpoint
@@ -63,12 +63,10 @@ class Controller:
         """``max_crashes``: per kind, a crash-loop limit other than ``ActorKind.max_crashes``
         (chaos tests kill actors on purpose, more often than a crash loop).
 
-        ``takeover``: this controller succeeds one that died; the dict is the last
-        ``controller_state()`` the driver got from it (``{}`` if none). ``start`` then
-        adopts the run's live actors instead of starting fresh ones.
+        ``takeover``: the last ``controller_state()`` the driver got from the controller this
+        one succeeds (``{}``: none); ``start`` then adopts the run's live actors.
 
-        ``watch``: start the monitor thread (False: the caller calls ``tick``, as
-        ``benchmarks/control_plane.py`` does)."""
+        ``watch``: start the monitor thread (False: the caller calls ``tick``)."""
         self.config = cfg.from_dict(TrainConfig, config, "config")
         self.crashes = CrashWindows(max_crashes)
         self.ctx = RunContext.from_dict(ctx)
@@ -94,6 +92,7 @@ class Controller:
         self._next_index = dict.fromkeys(KINDS, 0)
         self._next_worker = 0
         """The first worker index of the next node host (their workers' ids stay unique)."""
+        self._waiting = WaitingHosts()
         self._formed = dict.fromkeys(KINDS, 0)
         """Gangs (``ActorKind.gang``) formed by this controller: a second one resumes."""
         self._lock = threading.RLock()
@@ -180,6 +179,8 @@ class Controller:
         """Create actors up to the desired counts; stop extra ones (newest first)."""
         if self._failed:
             return
+        for slot in self._waiting.to_replace(self.config, self.slots):
+            self._retire(slot)  # waits for a whole node while some have room: planned anew
         for name, kind in KINDS.items():
             if kind.gang:
                 self._fill_gang(name)

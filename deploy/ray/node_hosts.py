@@ -14,16 +14,30 @@ A scale fills the live hosts up to their booking, oldest first, and shrinks the 
 first; a host left with no worker is retired (its node's CPUs freed). Each host's workers
 have indexes ``first`` .. ``first + booked - 1``, from the controller's running count, so
 worker ids stay unique across hosts and controllers.
+
+Waiting hosts are made anew when the room changes (``WaitingHosts``): a host sized for a
+whole node waits until a node is that free, even when nodes now have room for some of its
+workers (an autoscaler's new node that a smaller host took half of; a neighbour's actors
+gone). Every ``REFIT_EVERY_S`` while hosts wait, the nodes are asked once; a waiting host
+larger than the most any node holds now, when that is at least one worker, is killed (it
+has played nothing) and its workers planned again like any new ones: a host that fits now,
+the rest waiting in node-sized hosts.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray import ray_calls
 from zeroforge.deploy.ray.kinds import KINDS, actor_sizes
-from zeroforge.deploy.ray.slots import Slot
+from zeroforge.deploy.ray.resources import unplaced_needs
+from zeroforge.deploy.ray.slots import Slot, unscheduled
+
+REFIT_EVERY_S = 5.0
+"""How often, while node hosts wait for resources, the nodes are asked whether the waiting
+ones should be made anew to fit (``WaitingHosts``): one query pair of the GCS each time."""
 
 
 def node_room(node: Mapping[str, Mapping[str, float]], worker_cpus: float,
@@ -122,3 +136,56 @@ def booked_options(config: TrainConfig, options: dict, workers: int) -> dict:
     if d.worker_resource:
         out["resources"] = {**options.get("resources", {}), d.worker_resource: float(workers)}
     return out
+
+
+def too_big_to_place(waiting: Sequence[int], nodes: Mapping[str, Mapping[str, Mapping[str, float]]],
+                     worker_cpus: float, resource: str,
+                     unplaced: Mapping[str, float] | None = None) -> list[int]:
+    """Positions in ``waiting`` (the workers of each host Ray has not placed) of the hosts
+    to make anew: those no node holds now while some node holds at least one worker, once
+    the waiting hosts that do fit somewhere (Ray is about to place them) have taken their
+    room. ``unplaced``: what the run's other actors, made but not placed, are about to
+    take."""
+    def best(taken: Mapping[str, float]) -> int:
+        return max((node_room(n, worker_cpus, resource) for n in _less_unplaced(nodes, taken)),
+                   default=0)
+
+    room = best(unplaced or {})
+    too_big = [i for i, size in enumerate(waiting) if size > room]
+    fitting = sum(waiting) - sum(waiting[i] for i in too_big)
+    taken = dict(unplaced or {})
+    taken["CPU"] = taken.get("CPU", 0.0) + worker_cpus * fitting
+    if resource:
+        taken[resource] = taken.get(resource, 0.0) + fitting
+    return too_big if too_big and best(taken) >= 1 else []
+
+
+class WaitingHosts:
+    """The controller's check of its waiting node hosts (module docstring)."""
+
+    def __init__(self, every_s: float = REFIT_EVERY_S) -> None:
+        self.every_s = every_s
+        self._next = 0.0
+
+    def to_replace(self, config: TrainConfig, slots: Mapping[str, list[Slot]],
+                   now: float | None = None) -> list[Slot]:
+        """The self-play hosts to kill and plan again: none unless node hosts wait, and at
+        most once every ``every_s``."""
+        now = time.monotonic() if now is None else now
+        if KINDS["selfplay"].per_actor(config) or now < self._next:
+            return []
+        self._next = now + self.every_s
+        waiting = [s for s in slots["selfplay"]
+                   if not s.started and not s.stopping and unscheduled(s)]
+        if not waiting:
+            return []
+        d = config.distributed
+        # the others made but not placed may take room first; the waiting ones take none
+        others = dict(unplaced_needs(config, slots))
+        held = sum(s.booked for s in waiting)
+        others["CPU"] = max(others.get("CPU", 0.0) - d.worker_cpus * held, 0.0)
+        if d.worker_resource:
+            others[d.worker_resource] = max(others.get(d.worker_resource, 0.0) - held, 0.0)
+        chosen = too_big_to_place([s.booked for s in waiting], ray_calls.node_resources(),
+                                  d.worker_cpus, d.worker_resource, others)
+        return [waiting[i] for i in chosen]

@@ -128,7 +128,7 @@ class RedisConfig:
 
 
 def connect(target: str | RedisConfig, role: str | None = None,
-            auth_dir: str | None = None) -> redis.Redis:
+            auth_dir: str | None = None, max_connections: int | None = None) -> redis.Redis:
     """A client for ``target`` (a URL or ``RedisConfig``), checked with a PING.
 
     Credentials: the URL's user and password if it has a password; else, with ``role``,
@@ -136,6 +136,11 @@ def connect(target: str | RedisConfig, role: str | None = None,
     ``$ZEROFORGE_REDIS_AUTH_DIR`` (``acl.py``) when there is one; else the default user
     with ``$ZEROFORGE_REDIS_PASSWORD``. Raises TransportError with a one-line message
     when there is no password, the server cannot be reached, or it rejects the password.
+
+    ``max_connections``: the most connections the client opens, for one shared by many
+    threads (a host's workers): a thread that finds them all busy waits for one (up to the
+    socket timeout, then a TransportError its caller retries), so the server's client count
+    follows hosts, not threads. None: one per thread in a call at once.
     """
     config = RedisConfig(url=target) if isinstance(target, str) else target
     parts = urlsplit(config.url)
@@ -161,6 +166,13 @@ def connect(target: str | RedisConfig, role: str | None = None,
         # Samples and weights are binary: never let the client decode them as text.
         decode_responses=False,
     )
+    if max_connections is not None:
+        # the same connections, handed out by a pool that waits when all are busy (the
+        # client's own raises "too many connections")
+        pool = client.connection_pool
+        client.connection_pool = redis.BlockingConnectionPool(
+            max_connections=max_connections, timeout=config.socket_timeout_s,
+            connection_class=pool.connection_class, **pool.connection_kwargs)
     with redis_errors(client):
         client.ping()
     return client

@@ -23,6 +23,20 @@ from zeroforge.shared.transport.results import EvalResultsStore
 from zeroforge.shared.transport.shards import ShardedSampleStream
 from zeroforge.shared.transport.stream import SampleStream, StreamConfig, check_run_id
 
+HOST_CONNECTIONS = 3
+"""Connections a host's shared transport opens to a server besides its shards' blocked
+reads: calls of its threads at once (appends, weight and pace reads take milliseconds)."""
+
+
+def host_connection_bounds(url: str, stream_shards: int, stream_urls: Sequence[str] = ()
+                           ) -> dict[str, int]:
+    """The most connections a host's shared transport opens to each server (by URL):
+    ``HOST_CONNECTIONS`` plus one a stream shard the server holds (its blocked read)."""
+    urls = list(stream_urls) or [url]
+    return {u: HOST_CONNECTIONS + sum(1 for k in range(stream_shards)
+                                      if urls[k % len(urls)] == u)
+            for u in dict.fromkeys([url, *urls])}
+
 
 class RedisTransport:
     """The data plane of run ``run_id`` in the Redis at ``url`` (connects at once; a
@@ -30,9 +44,13 @@ class RedisTransport:
 
     def __init__(self, url: str, run_id: str, stream_shards: int = 1,
                  stream_urls: Sequence[str] = (), weights_cache_dir: str | None = None,
-                 role: str | None = None, auth_dir: str | None = None) -> None:
+                 role: str | None = None, auth_dir: str | None = None,
+                 shared_by_threads: bool = False) -> None:
         """``role`` / ``auth_dir``: the Redis user this process connects as, where a URL
-        carries no password (``connection.connect``, ``acl.py``)."""
+        carries no password (``connection.connect``, ``acl.py``). ``shared_by_threads``:
+        a host's transport, whose workers' threads share it: each server gets at most
+        ``HOST_CONNECTIONS`` connections plus one per stream shard on it (the shard's one
+        blocked read for room, ``stream_room``), whatever the threads."""
         self.run_id = check_run_id(run_id)
         self.role = role
         self.auth_dir = auth_dir
@@ -42,14 +60,17 @@ class RedisTransport:
             raise ValueError(f"stream_shards must be >= 1, got {stream_shards}")
         self.url = url
         self.stream_shards = stream_shards
-        self.redis = connect(url, role, auth_dir)
+        urls = list(stream_urls) or [url]
+        self._bounds = (host_connection_bounds(url, stream_shards, urls)
+                        if shared_by_threads else {})
+        self.redis = connect(url, role, auth_dir, self._bounds.get(url))
         self._closed = False
         self.epoch: int | None = None
         """The learner epoch this transport took (``take_epoch``): its sample streams,
         weight store and pace then write only while no newer learner has taken one."""
         self._clients = {url: self.redis}
         try:
-            self.stream_clients = [self._client(u) for u in stream_urls or [url]]
+            self.stream_clients = [self._client(u) for u in urls]
             """The servers the stream shards are spread over, in order."""
         except Exception:
             self.close()
@@ -57,7 +78,8 @@ class RedisTransport:
 
     def _client(self, url: str) -> redis.Redis:
         if url not in self._clients:
-            self._clients[url] = connect(url, self.role, self.auth_dir)
+            self._clients[url] = connect(url, self.role, self.auth_dir,
+                                         self._bounds.get(url))
         return self._clients[url]
 
     def take_epoch(self) -> int:

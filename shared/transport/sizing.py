@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from zeroforge.shared.transport.redis_transport import HOST_CONNECTIONS
+
 MB = 1 << 20
 """A megabyte as redis.conf counts it (``1mb`` = 1024 x 1024 bytes)."""
 
@@ -33,14 +35,18 @@ class ProcessConnections:
     """Connections to each stream server (a process connects to every one it is given)."""
     why: str
     """Where they come from, for the reasoning line."""
+    per_shard: int = 0
+    """More connections to a server for each stream shard it holds (a blocked read each)."""
 
 
 CONNECTIONS_PER_PROCESS: dict[str, ProcessConnections] = {
     "self-play worker": ProcessConnections(
-        1, 1, "its own transport: one client a server, used by the worker's thread"),
-    "node agent": ProcessConnections(
-        0, 0, "none yet: once a node's agent holds its workers' connections, the workers' "
-              "move here"),
+        1, 1, "one worker an actor: its own transport, one client a server, used by the "
+              "worker's thread"),
+    "self-play host": ProcessConnections(
+        HOST_CONNECTIONS, HOST_CONNECTIONS,
+        "a host's one transport, shared by its worker threads or relayed for its worker "
+        "processes: calls at once, plus one blocked read a shard", per_shard=1),
     "learner": ProcessConnections(
         4, 4, "rank 0: its loop and its Ray call threads (max_concurrency 4)"),
     "learner replica": ProcessConnections(0, 0, "ranks 1..: no transport"),
@@ -51,9 +57,8 @@ CONNECTIONS_PER_PROCESS: dict[str, ProcessConnections] = {
     "driver and tools": ProcessConnections(
         8, 2, "the driver's checks, zeroforge status and top, the dashboard, redis-cli"),
 }
-"""Connections per process kind: THE table to change when a kind's connections change
-(node agents holding a node's connections: move the workers' to ``node agent``). The
-counts of each kind come from ``RunShape.processes``."""
+"""Connections per process kind: THE table to change when a kind's connections change.
+The counts of each kind come from ``RunShape.processes``."""
 
 REDIS_DEFAULT_MAXCLIENTS = 10_000
 """Redis's own ``maxclients``: the floor (a lower cap saves nothing and would refuse a run
@@ -108,6 +113,9 @@ class RunShape:
     """Weights read once per node (``distributed.weights_per_node``), not per worker."""
     learner_read_games: int = LEARNER_READ_GAMES
     """Games in the learner's largest read of a shard."""
+    workers_per_host: int = 0
+    """Self-play workers an actor (``distributed.workers_per_host``): 1, a process and its
+    connections each; K > 1, hosts of K; 0, node hosts, one a node."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -122,9 +130,18 @@ class RunShape:
             raise ValueError(f"RunShape.stream_servers must be <= stream_shards "
                              f"({self.stream_shards}), got {self.stream_servers}")
 
+    def shards_on(self, server: str) -> int:
+        """Stream shards the ``run`` server holds, or the busiest ``stream`` server."""
+        if server == "run":
+            return 0 if self.stream_servers else self.stream_shards
+        return -(-self.stream_shards // self.stream_servers) if self.stream_servers else 0
+
     def processes(self) -> dict[str, int]:
         """Processes of each kind of ``CONNECTIONS_PER_PROCESS``."""
-        return {"self-play worker": self.workers, "node agent": self.nodes, "learner": 1,
+        per = self.workers_per_host
+        hosts = self.nodes if per == 0 else -(-self.workers // per) if per > 1 else 0
+        return {"self-play worker": self.workers if per == 1 else 0,
+                "self-play host": hosts, "learner": 1,
                 "learner replica": self.learner_replicas - 1,
                 "evaluator": int(self.evaluator), "inference server": self.inference_servers,
                 "controller": 1, "driver and tools": 1}
@@ -198,7 +215,8 @@ def expected_connections(shape: RunShape, server: str) -> tuple[int, str]:
     """Connections expected at a server (``run`` or ``stream``) and the sum in words."""
     total, terms = 0, []
     for kind, count in shape.processes().items():
-        each = getattr(CONNECTIONS_PER_PROCESS[kind], server)
+        conn = CONNECTIONS_PER_PROCESS[kind]
+        each = getattr(conn, server) + conn.per_shard * shape.shards_on(server)
         if count and each:
             total += count * each
             terms.append(f"{kind} {count:,} x {each}")

@@ -34,6 +34,14 @@ Producers are woken, not polling
     producer cannot spin through them; they also expire (``ROOM_TOKENS_TTL_MS``), and
     the list is capped (``ROOM_TOKENS_MAX``).
 
+One blocked read a process
+    The workers of one host share its transport (one connection pool a server): if each
+    of its K blocked workers held a BLPOP, the host would hold K connections again. So a
+    process blocks on a room list through one thread at a time (``_Blocker``); its other
+    waiting threads wait on a local condition, and the blocking thread, when its BLPOP
+    returns (a token, or its fallback), wakes one of them to check and take over the
+    read. Connections a host holds to a server stay a handful, whatever its workers.
+
 The fallback
     Correctness never depends on a token: a waiting producer checks again every
     ``StreamConfig.room_check_interval_s`` (jittered), for the wake-ups that never come
@@ -45,8 +53,9 @@ The fallback
 from __future__ import annotations
 
 import random
+import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 
@@ -63,6 +72,40 @@ MIN_BLOCK_S = 0.01
 FALLBACK_JITTER = (0.75, 1.0)
 """A fallback check comes after this fraction of ``room_check_interval_s``, drawn per
 wait: producers blocked together (a learner restarting) do not all check together."""
+
+
+class _Blocker:
+    """The one BLPOP a process has open on one room list of one server (module docstring,
+    "One blocked read a process")."""
+
+    _all: ClassVar[dict[tuple[int, str], _Blocker]] = {}
+    _all_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self) -> None:
+        self.free = threading.Condition()
+        self.blocking = False
+
+    @classmethod
+    def of(cls, client: redis.Redis, key: str) -> _Blocker:
+        """The blocker of ``key`` on ``client``'s pool (a pool is a process's connections
+        to one server; blockers are few: a stream shard's room list each)."""
+        with cls._all_lock:
+            return cls._all.setdefault((id(client.connection_pool), key), cls())
+
+    def wait(self, client: redis.Redis, key: str, wait_s: float) -> None:
+        """BLPOP ``key`` for up to ``wait_s`` if no other thread of this process is, else
+        wait up to ``wait_s`` for that thread's read to return."""
+        with self.free:
+            if self.blocking:
+                self.free.wait(wait_s)
+                return
+            self.blocking = True
+        try:
+            client.blpop([key], timeout=wait_s)
+        finally:
+            with self.free:
+                self.blocking = False
+                self.free.notify()  # one waiter checks for room and blocks in turn
 
 
 class BackpressureTimeout(TransportError):
@@ -261,4 +304,5 @@ class StreamRoom:
         socket_timeout = self.redis.connection_pool.connection_kwargs.get("socket_timeout")
         if socket_timeout:
             wait = min(wait, socket_timeout / 2)
-        self.redis.blpop([self.room_key], timeout=max(wait, MIN_BLOCK_S))
+        _Blocker.of(self.redis, self.room_key).wait(self.redis, self.room_key,
+                                                    max(wait, MIN_BLOCK_S))

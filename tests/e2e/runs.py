@@ -68,7 +68,7 @@ class TrainProcess:
 
     def status(self, *how: str) -> dict:
         r = zf("status", "--json", *(how or ("--run-dir", str(self.run_dir))))
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, f"{r.stderr}\ntrain output:\n{self.output[-3000:]}"
         return json.loads(r.stdout)
 
     def status_when(self, check, timeout: float = 60) -> dict:

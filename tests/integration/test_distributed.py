@@ -145,8 +145,10 @@ def test_scaling_up_and_down_loses_no_game(local_ray, redis_server, run_id, tmp_
     wait_for(lambda: status(controller)["games"] > 0)
     ray.get(controller.scale.remote(workers=3))
     wait_for(lambda: status(controller)["alive"]["selfplay"] == 3)
-    workers = ray.get(controller.actor_handles.remote("selfplay"))
-    wait_for(lambda: all(ray.get([w.game_ids.remote() for w in workers])))
+    # every worker has played (its row, whether it has an actor of its own or a place in
+    # a node host, the default): the retired ones then have games to hand over
+    wait_for(lambda: len(rows := ray.get(controller.worker_rows.remote())["rows"]) == 3
+             and all(r["games"] > 0 for r in rows), timeout=90)
     ray.get(controller.scale.remote(workers=1))
     wait_for(lambda: status(controller)["alive"]["selfplay"] == 1)
     before = status(controller)["games"]

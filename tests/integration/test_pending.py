@@ -10,6 +10,7 @@ import os
 import signal
 import time
 
+import pytest
 import ray
 
 from tests.integration.test_distributed import start_run, status, wait_for
@@ -20,18 +21,25 @@ def _named_workers(run_id: str) -> list[int]:
     return [i for kind, i, _ in run_actor_names(run_id) if kind == "selfplay"]
 
 
-def test_workers_that_do_not_fit_stay_pending_then_go_at_once(local_ray, redis_server,
-                                                              run_id, tmp_path):
+@pytest.mark.parametrize("per_host, pending_rows", [
+    # node hosts (the default): the three that no node holds wait in node-sized hosts, a
+    # node being 2 CPUs: one of two workers and one of one, each a pending row
+    (0, [("pending", 1), ("pending", 2)]),
+    (1, [("pending", 1)] * 3)])  # one worker an actor: a pending row each
+def test_workers_that_do_not_fit_stay_pending_then_go_at_once(
+        local_ray, redis_server, run_id, tmp_path, per_host, pending_rows):
     # 2 CPUs: the learner (0.25) and one 1-CPU worker fit; a second one does not
-    controller = start_run(redis_server, run_id, tmp_path, "distributed.worker_cpus=1")
+    controller = start_run(redis_server, run_id, tmp_path, "distributed.worker_cpus=1",
+                           f"distributed.workers_per_host={per_host}")
     try:
         wait_for(lambda: status(controller)["alive"]["selfplay"] == 1, timeout=120)
         ray.get(controller.scale.remote(workers=4))
         st = wait_for(lambda: (s := status(controller))["actor_states"]["selfplay"]
                       == {"alive": 1, "pending": 3} and s, timeout=30)
         assert st["waiting"]["selfplay"] == "3 waiting for 1 CPU each (free: 0.75 CPU)"
-        assert sorted(r["state"] for r in st["actors"] if r["kind"] == "selfplay") == [
-            "alive", "pending", "pending", "pending"]
+        rows = [r for r in st["actors"] if r["kind"] == "selfplay"]
+        assert sorted((r["state"], r["workers"]) for r in rows) == [
+            ("alive", 1), *pending_rows], rows
         games = st["games"]
         time.sleep(5)  # many monitor ticks (0.3 s): still pending, nothing counted as dead
         st = status(controller)

@@ -38,7 +38,10 @@ def test_host_workers_is_auto_thread_or_process():
     with pytest.raises(ValueError, match="cannot reach the inference servers"):
         DistributedConfig(host_workers="process", inference="server", workers_per_host=2)
     # one worker an actor hosts nothing: the actor is its process either way
-    DistributedConfig(host_workers="process", inference="server")
+    DistributedConfig(host_workers="process", inference="server", workers_per_host=1)
+    # the default is node hosts: there it is refused, as for K > 1
+    with pytest.raises(ValueError, match="cannot reach the inference servers"):
+        DistributedConfig(host_workers="process", inference="server")
 
 
 def config_and_context(*settings: str) -> tuple[TrainConfig, RunContext]:
@@ -74,7 +77,9 @@ def test_auto_hosts_searching_workers_in_processes_and_waiting_ones_in_threads()
     replaying, _ = config_and_context("distributed.workers_per_host=4",
                                       "selfplay.simulate_from=games.msgpack")
     assert not hosts_processes(replaying, None)
-    one, _ = config_and_context()
+    default, _ = config_and_context()
+    assert hosts_processes(default, None)  # node hosts by default: a process a worker
+    one, _ = config_and_context("distributed.workers_per_host=1")
     assert not hosts_processes(one, None)  # one worker an actor: the actor is its process
     threads, _ = config_and_context("distributed.workers_per_host=0",
                                     "distributed.host_workers=thread")

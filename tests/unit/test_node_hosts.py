@@ -5,8 +5,14 @@ past its booking."""
 
 from __future__ import annotations
 
-from benchmarks.fake_cluster import simulated_run
-from zeroforge.deploy.ray.node_hosts import fill_booked, new_host_sizes, node_room
+from benchmarks.fake_cluster import FakeCluster, simulated_run
+from zeroforge.deploy.ray.node_hosts import (
+    WaitingHosts,
+    fill_booked,
+    new_host_sizes,
+    node_room,
+    too_big_to_place,
+)
 
 
 def _node(free_cpu: float, total_cpu: float, **extra: float) -> dict:
@@ -64,3 +70,48 @@ def test_a_scale_keeps_a_host_a_node_and_no_host_past_its_booking():
         firsts = sorted((s.first, s.booked) for s in controller.slots["selfplay"]
                         if not s.stopping)
         assert all(a + n <= b for (a, n), (b, _) in zip(firsts, firsts[1:], strict=False))
+
+
+def test_a_waiting_host_too_big_for_any_node_is_planned_anew_when_some_have_room():
+    nodes = {"a": _node(1, 4), "b": _node(2, 4)}
+    # workers of 2 CPUs: a holds none, b one; a waiting host of 2 fits nowhere
+    assert too_big_to_place([2], nodes, 2.0, "") == [0]
+    # no node holds even one: nothing to gain from planning anew
+    assert too_big_to_place([2], {"a": _node(1, 4)}, 2.0, "") == []
+    # the run's other unplaced actors are about to take b's room first
+    assert too_big_to_place([2], nodes, 2.0, "", {"CPU": 2.0}) == []
+    # a waiting host that fits b takes it (Ray places it): the one of 2 is left alone
+    assert too_big_to_place([2, 1], nodes, 2.0, "") == []
+    big = {"a": _node(2, 4), "b": _node(4, 4)}
+    assert too_big_to_place([2, 3], big, 1.0, "") == []  # each fits a node: Ray's to place
+    assert too_big_to_place([3, 5], big, 1.0, "") == [1]  # 3 takes b, a still holds 2
+
+
+def test_waiting_hosts_are_made_anew_to_fit_a_node_that_came_with_room_for_some():
+    """As with an autoscaler: the workers no node held wait in node-sized hosts; a node
+    comes with room for some of them but not for a whole waiting host. Those too big are
+    killed (never placed, nothing played) and planned again: a host that fits the room,
+    the rest waiting; then nothing changes while no more room comes. (The fake cluster
+    never places a waiting actor by itself: what fits goes only to new hosts.)"""
+    fake = FakeCluster(1, 6.0, 0, head_cpus=0.0)
+    with simulated_run(2, 1, 0, fake=fake, run_id="refit") as (controller, _):
+        controller._waiting = WaitingHosts(every_s=0.0)
+        # the learner, the evaluator and a host of 2 leave half a CPU: 2 more fit, 10 wait
+        controller.scale(workers=14)
+        controller.tick()
+        waiting = [a for a in fake.selfplay() if a.state == "PENDING_CREATION"]
+        assert sorted(a.count for a in waiting) == [4, 6]  # a whole node's 6, and the rest
+        fake.total["new"] = fake.free["new"] = 3.0  # room for 3: neither waiting host fits
+        controller.tick()
+        assert all(a.state == "DEAD" for a in waiting)  # killed, not left to be placed
+        live = fake.selfplay()
+        assert [a.count for a in live if a.node == "new"] == [3]
+        assert sorted(a.count for a in live if a.state == "PENDING_CREATION") == [1, 6]
+        assert sum(_booked_of(controller)) == 14
+        before = [a.name for a in fake.selfplay()]
+        controller.tick()
+        assert [a.name for a in fake.selfplay()] == before  # no room: no churn
+
+
+def _booked_of(controller) -> list[int]:
+    return [s.workers for s in controller.slots["selfplay"] if not s.stopping]

@@ -24,15 +24,15 @@ MB = 1 << 20
 
 BIG = RunShape(workers=10_000, nodes=300, bytes_per_game=50_000 - 256, blob_bytes=8 * MB,
                learner_replicas=4, evaluator=True, inference_servers=2, stream_shards=8,
-               stream_servers=4, max_backlog=2000, weights_keep=3)
-"""10k workers on 300 nodes, 8 shards on 4 stream servers; a game 50,000 B in Redis (its
-256 B of entry overhead included), an 8 MB blob."""
+               stream_servers=4, max_backlog=2000, weights_keep=3, workers_per_host=1)
+"""10k workers on 300 nodes, one an actor, 8 shards on 4 stream servers; a game 50,000 B in
+Redis (its 256 B of entry overhead included), an 8 MB blob."""
 
 
 def test_connections_with_headroom_make_maxclients():
     run, stream = size_servers(BIG)["run"], size_servers(BIG)["stream"]
     # run's Redis: 10,000 workers x 1 + learner 4 + evaluator 4 + 2 inference servers x 3
-    # + controller 2 + driver and tools 8 = 10,024; replicas 1..3 and node agents hold none
+    # + controller 2 + driver and tools 8 = 10,024; replicas 1..3 hold none
     assert expected_connections(BIG, "run")[0] == 10_024
     assert run.maxclients == 12_530  # x 1.25
     # each stream server: 10,000 + learner 4 + evaluator 1 + tools 2 = 10,007 -> 12,508.75
@@ -48,13 +48,28 @@ def test_maxclients_is_never_below_redis_default():
     assert "never below Redis's default 10,000" in size_servers(small)["run"].reasons[0]
 
 
+def test_node_hosts_hold_connections_by_node_not_by_worker():
+    """The default, a host a node: 300 hosts' shared transports, each 3 connections a
+    server plus a blocked read for each shard the server holds (none on the run's, two on
+    each stream server); the same at 1,000 workers as at 10,000."""
+    hosts = dataclasses.replace(BIG, workers_per_host=0)
+    assert expected_connections(hosts, "run")[0] == 300 * 3 + 24
+    assert expected_connections(hosts, "stream")[0] == 300 * (3 + 2) + 7
+    fewer = dataclasses.replace(hosts, workers=1_000)
+    assert expected_connections(fewer, "run") == expected_connections(hosts, "run")
+    assert "self-play host 300 x 3" in size_servers(hosts)["run"].reasons[0]
+    # without stream servers the run's Redis holds the 8 shards: 3 + 8 a host
+    one_server = dataclasses.replace(hosts, stream_servers=0)
+    assert expected_connections(one_server, "run")[0] == 300 * (3 + 8) + 24
+    # hosts of 16: ceil(10,000 / 16) = 625 hosts
+    sixteen = dataclasses.replace(BIG, workers_per_host=16)
+    assert expected_connections(sixteen, "run")[0] == 625 * 3 + 24
+
+
 def test_the_connection_table_is_where_a_kind_changes(monkeypatch):
-    """Node agents holding their node's connections: move the workers' to them."""
     monkeypatch.setitem(CONNECTIONS_PER_PROCESS, "self-play worker",
-                        ProcessConnections(0, 0, "through the node agent"))
-    monkeypatch.setitem(CONNECTIONS_PER_PROCESS, "node agent",
-                        ProcessConnections(2, 2, "the node's workers"))
-    assert expected_connections(BIG, "run")[0] == 300 * 2 + 24
+                        ProcessConnections(2, 2, "two clients"))
+    assert expected_connections(BIG, "run")[0] == 10_000 * 2 + 24
     assert set(CONNECTIONS_PER_PROCESS) == set(BIG.processes())
 
 
