@@ -12,11 +12,16 @@ channels and torch's state, is not safe; spawn starts a fresh interpreter).
 What crosses the boundary is plain data only, as everywhere a process boundary is crossed
 here (``shared.config``): the child gets a ``"module:function"`` name (its builder), a dict
 of plain arguments (a config as ``cfg.to_dict``, a ``RunContext.to_dict``...) and the
-worker's index, imports the builder and builds its worker there, opening its own
-transport. It reports back over a pipe, every ``report_s`` and once at its end, its
-metrics snapshot (``Recorder.snapshot``: dicts and lists of numbers) and the ids of the
-games it appended since its last report; the parent keeps the last report, so ``stats``
-needs no round trip to the child.
+worker's index, imports the builder and builds its worker there. It reports back over a
+pipe, every ``report_s`` and once at its end, its metrics snapshot (``Recorder.snapshot``:
+dicts and lists of numbers) and the ids of the games it appended since its last report;
+the parent keeps the last report, so ``stats`` needs no round trip to the child.
+
+Its data plane: given ``serve`` (the host's ``HostEndpoints``), the parent opens a second
+pipe, the relay, and serves it in a thread while the child runs; the builder gets the
+child's end (``relay=``) and builds the worker over ``RelayTransport`` proxies, so the
+child opens no Redis connection and the host's one transport serves all its workers
+(``actors/worker_relay.py``). Without ``serve`` the builder opens a transport of its own.
 
 Ends:
 
@@ -30,7 +35,9 @@ Ends:
   fails as it does for a thread worker that raises.
 - the parent dies (a Ray actor killed with SIGKILL): the child sees its pipe's end (or
   its parent change, ``os.getppid``) within ``report_s``, stops its worker cleanly and
-  exits, so no worker outlives its host.
+  exits, so no worker outlives its host. A relayed worker's appends went through the
+  host, so they can only fail now: after ``ORPHAN_S`` the child exits without waiting
+  for its worker's retries.
 """
 
 from __future__ import annotations
@@ -47,9 +54,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zeroforge.shared.service import Service
+
+if TYPE_CHECKING:
+    from zeroforge.actors.worker_relay import HostEndpoints
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +72,9 @@ parent kills it and ``run`` raises."""
 JOIN_S = 10.0
 """How long the parent waits for a child's exit after its final report (or its pipe's
 end) before it kills it."""
+ORPHAN_S = 5.0
+"""How long an orphaned child (its parent gone) whose worker reaches the run through its
+host waits for its worker to end before it exits without it."""
 IDS_KEPT = 100_000
 """Game ids the parent keeps (newest), as a thread worker keeps its own."""
 EMPTY_STATS: dict = {"values": {}, "hists": {}}
@@ -69,6 +82,14 @@ EMPTY_STATS: dict = {"values": {}, "hists": {}}
 
 Builder = Callable[[Mapping[str, Any], int], Service]
 """What a ``"module:function"`` names: (plain args, worker index) -> the worker."""
+
+
+class RelayedBuilder(Protocol):
+    """What a ``"module:function"`` names for a served worker (``ProcessWorker(serve=)``):
+    a ``Builder`` that also takes the child's end of the relay pipe."""
+
+    def __call__(self, args: Mapping[str, Any], index: int, *,
+                 relay: Connection) -> Service: ...
 
 
 class WorkerProcessError(RuntimeError):
@@ -112,10 +133,13 @@ def _exit_text(code: int | None) -> str:
 
 class ProcessWorker:
     """Worker ``index`` built in a child process by ``build`` (``"module:function"``, a
-    ``Builder``) from ``args`` (plain data); a ``Service`` to its host."""
+    ``Builder``) from ``args`` (plain data); a ``Service`` to its host. With ``serve``
+    (the host's shared endpoints) ``build`` is a ``RelayedBuilder`` and the worker's data
+    plane goes through the host (module docstring)."""
 
     def __init__(self, build: str, args: Mapping[str, Any], index: int, *,
-                 report_s: float = REPORT_S, stop_grace_s: float = STOP_GRACE_S) -> None:
+                 serve: HostEndpoints | None = None, report_s: float = REPORT_S,
+                 stop_grace_s: float = STOP_GRACE_S) -> None:
         module, _, function = build.partition(":")
         if not module or not function:
             raise ValueError(f"ProcessWorker: build must be 'module:function', got {build!r}")
@@ -123,6 +147,7 @@ class ProcessWorker:
         self.build = build
         self.args = dict(args)
         self.index = index
+        self.serve = serve
         self.report_s = report_s
         self.stop_grace_s = stop_grace_s
         self.pid: int | None = None
@@ -142,12 +167,16 @@ class ProcessWorker:
             self._started = True
         spawn = multiprocessing.get_context("spawn")
         conn, child_end = spawn.Pipe(duplex=True)
+        relay, relay_end = spawn.Pipe(duplex=True) if self.serve is not None else (None, None)
         process = spawn.Process(
             target=child_main, name=f"zeroforge-w{self.index}", daemon=True,
-            args=(self.build, self.args, self.index, child_end, os.getpid(), self.report_s))
+            args=(self.build, self.args, self.index, child_end, os.getpid(), self.report_s,
+                  relay_end))
         process.start()
         child_end.close()  # the child holds the only other end: its death is the pipe's end
         self.pid = process.pid
+        served = threading.Event()
+        serving = self._serve(relay, relay_end, served)
         deadline: float | None = None
         ended = overdue = False
         try:
@@ -189,6 +218,22 @@ class ProcessWorker:
                 process.kill()
                 process.join()
             conn.close()
+            served.set()
+            if serving is not None:  # it ends at the relay's end: the child's exit
+                serving.join(JOIN_S)  # (a call still in the host's hands: it closes later)
+
+    def _serve(self, relay: Connection | None, relay_end: Connection | None,
+               served: threading.Event) -> threading.Thread | None:
+        """Start the thread that answers the child's relay (None without ``serve``)."""
+        if self.serve is None or relay is None or relay_end is None:
+            return None
+        from zeroforge.actors.worker_relay import serve
+
+        relay_end.close()  # as with the report pipe: the child's exit ends the relay
+        thread = threading.Thread(target=serve, args=(relay, self.serve, served),
+                                  name=f"relay-{self.index}", daemon=True)
+        thread.start()
+        return thread
 
     def _take(self, message: Mapping[str, Any]) -> None:
         with self._lock:
@@ -252,10 +297,11 @@ def _told_to_stop(conn: Connection, timeout_s: float) -> bool:
 
 
 def child_main(build: str, args: dict, index: int, conn: Connection, parent_pid: int,
-               report_s: float) -> None:
-    """The child process: build the worker, run it in a thread, report every ``report_s``
-    and at the end; stop it on the parent's ``stop``, on SIGTERM, or when the parent is
-    gone. Exits 1 after a failure (its one line sent first)."""
+               report_s: float, relay: Connection | None = None) -> None:
+    """The child process: build the worker (``relay``: the relay pipe's end, handed to the
+    builder), run it in a thread, report every ``report_s`` and at the end; stop it on the
+    parent's ``stop``, on SIGTERM, or when the parent is gone. Exits 1 after a failure
+    (its one line sent first)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s w{index}[%(process)d] %(name)s %(levelname)s "
                                f"%(message)s")
@@ -268,8 +314,13 @@ def child_main(build: str, args: dict, index: int, conn: Connection, parent_pid:
     signal.signal(signal.SIGTERM, lambda signum, _: terminated.append(signum))
     try:
         module, _, function = build.partition(":")
-        builder: Builder = getattr(importlib.import_module(module), function)
-        service = builder(args, index)
+        found = getattr(importlib.import_module(module), function)
+        if relay is None:
+            plain: Builder = found
+            service = plain(args, index)
+        else:
+            relayed: RelayedBuilder = found
+            service = relayed(args, index, relay=relay)
     except BaseException as err:
         log.exception("hosted worker %d could not be built", index)
         _send(conn, {"kind": "failed", "error": _one_line(err), "stats": EMPTY_STATS,
@@ -288,6 +339,7 @@ def child_main(build: str, args: dict, index: int, conn: Connection, parent_pid:
     thread = threading.Thread(target=work, name=f"worker-{index}", daemon=True)
     thread.start()
     new_ids = _NewIds(service)
+    orphaned: float | None = None
     while thread.is_alive():
         if stopping.is_set():
             thread.join(report_s)
@@ -296,6 +348,12 @@ def child_main(build: str, args: dict, index: int, conn: Connection, parent_pid:
             stopping.set()
         if not _send(conn, {"kind": "report", "stats": service.stats(), "ids": new_ids()}):
             stopping.set()  # the parent is gone: stop, appending the finished games
+            orphaned = orphaned or time.monotonic()
+        if relay is not None and orphaned and time.monotonic() - orphaned > ORPHAN_S:
+            # its appends went through the host: they can only fail now
+            log.warning("hosted worker %d: its host is gone; exiting without its "
+                        "unappended games", index)
+            sys.exit(1)
     thread.join()
     final = {"stats": service.stats(), "ids": new_ids()}
     if "error" in outcome:

@@ -1,9 +1,10 @@
 """Several self-play workers in one process (``distributed.workers_per_host``).
 
 A ``WorkerHost`` is a ``Service`` holding K workers (each a ``Service`` of its own, with
-its own worker id, transport and counters), each run in a thread of its own (with
+its own worker id and counters), each run in a thread of its own (with
 ``distributed.host_workers=process`` each worker is a ``ProcessWorker``, whose thread
-relays to the child process the worker runs in, ``actors/process_worker.py``). To the Ray
+relays to the child process the worker runs in, ``actors/process_worker.py``, and serves
+its data plane from the host's one transport, ``actors/worker_relay.py``). To the Ray
 controller it is one actor: one ``run``, one ``stats`` (the workers' snapshots merged
 here, so the controller merges one snapshot per host, not one per worker), one liveness;
 ``resize`` adds or stops workers while it runs (a scale of the run's workers). A worker
@@ -28,11 +29,14 @@ WORKER_ROW = ("selfplay_games_total", "selfplay_positions_total")
 
 class WorkerHost:
     """Workers ``first`` .. ``first + count - 1`` (built by ``make(index)``), run together;
-    ``label``: the ``worker`` label their metrics carry in the host's snapshot."""
+    ``label``: the ``worker`` label their metrics carry in the host's snapshot;
+    ``on_close``: called once ``run`` has ended and every worker with it (the host's
+    shared transport is closed there, after its last user)."""
 
     def __init__(self, make: Callable[[int], Service], first: int, count: int,
-                 label: str) -> None:
+                 label: str, on_close: Callable[[], None] | None = None) -> None:
         self._make = make
+        self._on_close = on_close
         self._first = first
         self.label = label
         self._lock = threading.Lock()
@@ -56,23 +60,35 @@ class WorkerHost:
     def run(self, stop: threading.Event) -> int:
         """Run every worker until ``stop`` (or one fails: its error is raised once the others
         have stopped and appended their games); returns the games appended."""
-        with self._lock:
-            self._running = True
-            for index in self._workers:
-                self._start(index)
-        while not stop.wait(0.5):
-            if self._errors:
-                break
-        with self._lock:
-            self._running = False
-            for _, event in self._threads.values():
-                event.set()
-            threads = list(self._threads.values())
-        for thread, _ in threads:
-            thread.join()
+        try:
+            with self._lock:
+                self._running = True
+                for index in self._workers:
+                    self._start(index)
+            while not stop.wait(0.5):
+                if self._errors:
+                    break
+            with self._lock:
+                self._running = False
+                for _, event in self._threads.values():
+                    event.set()
+                threads = list(self._threads.values())
+            for thread, _ in threads:
+                thread.join()
+        finally:
+            self._close()
         if self._errors:
             raise self._errors[0]
         return self._total
+
+    def _close(self) -> None:
+        if self._on_close is None:
+            return
+        close, self._on_close = self._on_close, None
+        try:
+            close()
+        except Exception as err:  # the workers' games are in; a failed close loses nothing
+            log.warning("worker host %s: closing failed: %s", self.label, err)
 
     def _start(self, index: int) -> None:
         event = threading.Event()

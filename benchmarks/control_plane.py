@@ -72,7 +72,7 @@ def redis_clients(config, slots: int, hosts: int) -> int:
     """The most connections the run's self-play holds to its Redis servers: a host's one
     shared transport is bounded per server (``host_connection_bounds``; process workers
     relay through it); one worker an actor is one thread, one connection a server."""
-    from zeroforge.shared.transport.redis_transport import host_connection_bounds
+    from zeroforge.shared.transport import host_connection_bounds
 
     d = config.distributed
     urls = [f"stream{i}" for i in range(len(d.stream_redis) + d.stream_servers)] or ["run"]

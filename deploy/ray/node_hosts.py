@@ -167,7 +167,7 @@ class WaitingHosts:
         self.every_s = every_s
         self._next = 0.0
 
-    def to_replace(self, config: TrainConfig, slots: Mapping[str, list[Slot]],
+    def to_replace(self, config: TrainConfig, slots: dict[str, list[Slot]],
                    now: float | None = None) -> list[Slot]:
         """The self-play hosts to kill and plan again: none unless node hosts wait, and at
         most once every ``every_s``."""

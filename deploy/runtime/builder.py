@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
 from typing import Any, TypedDict
 
 from zeroforge.actors.process_worker import ProcessWorker
@@ -17,6 +18,7 @@ from zeroforge.actors.rating_service import RatingService
 from zeroforge.actors.replay_worker import ReplayWorker, load_games
 from zeroforge.actors.selfplay_service import SelfPlayService, seed_for
 from zeroforge.actors.worker_host import WorkerHost
+from zeroforge.actors.worker_relay import HostEndpoints, RelayTransport
 from zeroforge.deploy.config import TrainConfig
 from zeroforge.learner.group_seat import GroupSeat
 from zeroforge.learner.learner import Learner
@@ -40,56 +42,85 @@ class TransportArgs(TypedDict):
     """The node's weight cache directory (``shared.transport.node_cache``); None: none."""
 
 
-def open_run_transport(ctx: RunContext, args: TransportArgs) -> Transport:
+def open_run_transport(ctx: RunContext, args: TransportArgs,
+                       shared_by_threads: bool = False) -> Transport:
     """The run's transport for one service: its stream shards, its node's weight cache and
-    its role's Redis user (where the run has role users)."""
+    its role's Redis user (where the run has role users); ``shared_by_threads``: a host's,
+    its connections bounded (``RedisTransport``)."""
     return open_transport(ctx.transport, ctx.run_id, ctx.stream_shards, ctx.stream_urls,
                           args["weights_cache_dir"], role=args["role"],
-                          auth_dir=ctx.redis_auth_dir or None)
+                          auth_dir=ctx.redis_auth_dir or None,
+                          shared_by_threads=shared_by_threads)
 
 
 def build_selfplay(config: TrainConfig, ctx: RunContext, transport: Transport, index: int,
                    *, salt: int = 0,
                    evaluator: VersionedEvaluator | None = None) -> SelfPlayService:
     """Self-play worker ``w{index}``; ``evaluator`` (inference servers) or its own net."""
-    # weights not signed by the run's learner are refused (ctx.weights_public_key)
-    weights = transport.weights(verifier=verifier_for(ctx.weights_public_key))
-    return SelfPlayService(ctx, config.net, config.search, config.selfplay,
-                           transport.samples(), weights, worker_id=f"w{index}",
-                           seed=seed_for(ctx.seed, index, salt), evaluator=evaluator,
-                           pace=transport.pace())
+    return _selfplay_over(config, ctx, index, *_endpoints(ctx, transport), evaluator, salt)
+
+
+def _endpoints(ctx: RunContext, transport: Transport) -> tuple[Any, Any, Any]:
+    """A worker's sink, weights and pace on ``transport``; weights not signed by the run's
+    learner are refused (ctx.weights_public_key)."""
+    return (transport.samples(), transport.weights(verifier=verifier_for(ctx.weights_public_key)),
+            transport.pace())
+
+
+def _selfplay_over(config: TrainConfig, ctx: RunContext, index: int, samples: Any, weights: Any,
+                   pace: Any, evaluator: VersionedEvaluator | None, salt: int = 0
+                   ) -> SelfPlayService:
+    return SelfPlayService(ctx, config.net, config.search, config.selfplay, samples, weights,
+                           worker_id=f"w{index}", seed=seed_for(ctx.seed, index, salt),
+                           evaluator=evaluator, pace=pace)
+
+
+def _worker_over(config: TrainConfig, ctx: RunContext, index: int,
+                 endpoints: tuple[Any, Any, Any], evaluator: VersionedEvaluator | None,
+                 games: list | None) -> SelfPlayService | ReplayWorker:
+    """Worker ``w{index}`` of a distributed run over its ``(sink, weights, pace)``: a
+    ``ReplayWorker`` with ``selfplay.simulate_from`` (``games``: the recorded games,
+    loaded once for a host's workers), else a self-play worker."""
+    samples, weights, pace = endpoints
+    if config.selfplay.simulate_from:
+        return ReplayWorker(ctx, config.selfplay, samples, weights, worker_id=f"w{index}",
+                            seed=seed_for(ctx.seed, index), games=games)
+    return _selfplay_over(config, ctx, index, samples, weights, pace, evaluator)
 
 
 def _distributed_worker(config: TrainConfig, ctx: RunContext, transport: Transport,
                         index: int, evaluator: VersionedEvaluator | None,
                         games: list | None) -> SelfPlayService | ReplayWorker:
-    """Worker ``w{index}`` of a distributed run: a ``ReplayWorker`` with
-    ``selfplay.simulate_from`` (``games``: the recorded games, loaded once for a host's
-    workers), else a self-play worker."""
-    if config.selfplay.simulate_from:
-        return ReplayWorker(ctx, config.selfplay, transport.samples(),
-                            transport.weights(verifier=verifier_for(ctx.weights_public_key)),
-                            worker_id=f"w{index}", seed=seed_for(ctx.seed, index),
-                            games=games)
-    return build_selfplay(config, ctx, transport, index, evaluator=evaluator)
+    """``_worker_over`` the endpoints of ``transport``."""
+    return _worker_over(config, ctx, index, _endpoints(ctx, transport), evaluator, games)
 
 
 HOSTED_WORKER = f"{__name__}:hosted_worker"
 """The builder a process-hosted worker's child calls (``actors.process_worker``)."""
 
 
-def hosted_worker(args: Mapping[str, Any], index: int) -> SelfPlayService | ReplayWorker:
+def hosted_worker(args: Mapping[str, Any], index: int, *, relay: Connection | None = None
+                  ) -> SelfPlayService | ReplayWorker:
     """Worker ``w{index}`` built in its own process (``distributed.host_workers=process``)
     from plain data only: ``args`` holds ``config`` (``cfg.to_dict`` of the TrainConfig),
-    ``ctx`` (``RunContext.to_dict``) and ``transport`` (``TransportArgs``). The same
-    ``_distributed_worker`` as a thread worker's, over a transport of its own; it runs its
-    own net (no inference servers: their Ray handles do not reach a non-Ray process)."""
+    ``ctx`` (``RunContext.to_dict``) and ``transport`` (``TransportArgs``). It runs its own
+    net (no inference servers: their Ray handles do not reach a non-Ray process). With
+    ``relay`` (the child's end of its host's relay pipe, ``actors/worker_relay.py``) its
+    sink, weights and pace go through the host's transport and this process opens no
+    connection; without, the same ``_distributed_worker`` as a thread worker's over a
+    transport of its own."""
     config = cfg.from_dict(TrainConfig, args["config"], "config")
     ctx = RunContext.from_dict(args["ctx"])
     games = (load_games(config.selfplay.simulate_from) if config.selfplay.simulate_from
              else None)
-    return _distributed_worker(config, ctx, open_run_transport(ctx, args["transport"]),
-                               index, None, games)
+    if relay is None:
+        return _distributed_worker(config, ctx, open_run_transport(ctx, args["transport"]),
+                                   index, None, games)
+    # over the relay (the host's source verifies the weights' signatures: the blobs that
+    # come through are the run's learner's)
+    via = RelayTransport(relay, ctx.run_id)
+    return _worker_over(config, ctx, index, (via.samples(), via.weights(), via.pace()), None,
+                        games)
 
 
 def build_selfplay_host(config: TrainConfig, ctx: RunContext, transport: TransportArgs,
@@ -99,7 +130,7 @@ def build_selfplay_host(config: TrainConfig, ctx: RunContext, transport: Transpo
     """Self-play actor ``host``: with ``distributed.workers_per_host`` K = 1 the one worker
     ``w{host}``, else a ``WorkerHost`` of workers ``w{first}`` .. (``count`` of them at the
     start; ``first`` is ``host*K``, or the controller's for a node host, K = 0), each with
-    a transport of its own (opened with ``transport``), their metrics labelled
+    the host's one transport (opened with ``transport``), their metrics labelled
     ``worker="h{host}"``. Threads of this process sharing ``evaluator``, or a
     ``ProcessWorker`` each (a child process that builds it with ``hosted_worker``), as
     ``hosts_processes`` says."""
@@ -112,16 +143,30 @@ def build_selfplay_host(config: TrainConfig, ctx: RunContext, transport: Transpo
                              "distributed.inference=local or host_workers=thread")
         plain = {"config": cfg.to_dict(config), "ctx": ctx.to_dict(),
                  "transport": dict(transport)}
-        return WorkerHost(lambda i: ProcessWorker(HOSTED_WORKER, plain, i),
-                          first, count, label=f"h{host}")
+        # one transport for the host, serving its children's data plane over their relay
+        # pipes (actors/worker_relay.py): the children open no connection, and the host's
+        # are bounded as a thread host's (its serving threads share it); the host closes
+        # it after its last worker
+        own = open_run_transport(ctx, transport, shared_by_threads=True)
+        try:
+            endpoints = HostEndpoints(
+                own.samples(), own.weights(verifier=verifier_for(ctx.weights_public_key)),
+                own.pace())
+            return WorkerHost(lambda i: ProcessWorker(HOSTED_WORKER, plain, i,
+                                                      serve=endpoints),
+                              first, count, label=f"h{host}", on_close=own.close)
+        except BaseException:
+            own.close()
+            raise
     games = (load_games(config.selfplay.simulate_from) if config.selfplay.simulate_from
              else None)
     if per == 1:
         return _distributed_worker(config, ctx, open_run_transport(ctx, transport), host,
                                    evaluator, games)
-    return WorkerHost(lambda i: _distributed_worker(config, ctx,
-                                                    open_run_transport(ctx, transport), i,
-                                                    evaluator, games),
+    # one transport for the host's workers: its connections to each server are a handful
+    # (a thread's call at a time, one blocked read a room list), whatever the workers
+    shared = open_run_transport(ctx, transport, shared_by_threads=True)
+    return WorkerHost(lambda i: _distributed_worker(config, ctx, shared, i, evaluator, games),
                       first, count, label=f"h{host}")
 
 

@@ -68,7 +68,11 @@ if TYPE_CHECKING:
         default_cache_root,
         node_cache_dir,
     )
-    from zeroforge.shared.transport.redis_transport import RedisTransport
+    from zeroforge.shared.transport.redis_transport import (
+        HOST_CONNECTIONS,
+        RedisTransport,
+        host_connection_bounds,
+    )
     from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
     from zeroforge.shared.transport.server import free_port
     from zeroforge.shared.transport.shards import parse_cursor, shard_of, split_id
@@ -89,6 +93,7 @@ if TYPE_CHECKING:
         WeightsSignatureError,
         WeightStore,
         WeightSubscription,
+        decoded_blob,
         publish_age_s,
     )
 
@@ -100,7 +105,7 @@ _MODULES = {
     "control_state": ("SavedControlState", "encode_control_state"),
     "memory": ("MemoryTransport",),
     "node_cache": ("NodeCachedWeights", "default_cache_root", "node_cache_dir"),
-    "redis_transport": ("RedisTransport",),
+    "redis_transport": ("HOST_CONNECTIONS", "RedisTransport", "host_connection_bounds"),
     "results": ("EvalResultsStore", "ResultsFormatError"),
     "server": ("free_port",),
     "shards": ("parse_cursor", "shard_of", "split_id"),
@@ -109,7 +114,7 @@ _MODULES = {
                 "signing_key_path", "verifier_for"),
     "weight_store": ("RefusedVersions", "StaleVersionError", "WeightInfo",
                      "WeightsIntegrityError", "WeightsSignatureError", "WeightStore",
-                     "WeightSubscription", "publish_age_s"),
+                     "WeightSubscription", "decoded_blob", "publish_age_s"),
 }
 
 __all__ = [
@@ -126,7 +131,7 @@ __all__ = [
     "WeightSink", "WeightSource", "WeightStore", "WeightVerifier",
     "WeightSubscription", "WeightsIntegrityError", "WeightsSignatureError", "acl",
     "advance_cursor",
-    "check_run_id", "connect",
+    "check_run_id", "connect", "decoded_blob", "HOST_CONNECTIONS", "host_connection_bounds",
     "default_cache_root", "encode_control_state", "free_port", "node_cache_dir",
     "open_transport", "parse_cursor",
     "parse_id", "publish_age_s", "redis_errors", "shard_of", "signer_for_run",
