@@ -18,10 +18,11 @@ worker ids stay unique across hosts and controllers.
 Waiting hosts are made anew when the room changes (``WaitingHosts``): a host sized for a
 whole node waits until a node is that free, even when nodes now have room for some of its
 workers (an autoscaler's new node that a smaller host took half of; a neighbour's actors
-gone). Every ``REFIT_EVERY_S`` while hosts wait, the nodes are asked once; a waiting host
-larger than the most any node holds now, when that is at least one worker, is killed (it
-has played nothing) and its workers planned again like any new ones: a host that fits now,
-the rest waiting in node-sized hosts.
+gone). Every ``REFIT_EVERY_S`` while hosts wait, the nodes are asked once; a host that has
+waited for resources (no process yet: Ray's ``PENDING_CREATION`` without a pid) at two
+checks in a row and is larger than the most any node holds now, when that is at least one
+worker, is killed (it has played nothing) and its workers planned again like any new ones:
+a host that fits now, the rest waiting in node-sized hosts.
 """
 
 from __future__ import annotations
@@ -166,6 +167,9 @@ class WaitingHosts:
     def __init__(self, every_s: float = REFIT_EVERY_S) -> None:
         self.every_s = every_s
         self._next = 0.0
+        self._seen: set[int] = set()
+        """Indexes of the hosts waiting at the last check: only a host that waited at two
+        checks in a row is made anew (one Ray is placing now is left to it)."""
 
     def to_replace(self, config: TrainConfig, slots: dict[str, list[Slot]],
                    now: float | None = None) -> list[Slot]:
@@ -175,8 +179,10 @@ class WaitingHosts:
         if KINDS["selfplay"].per_actor(config) or now < self._next:
             return []
         self._next = now + self.every_s
-        waiting = [s for s in slots["selfplay"]
-                   if not s.started and not s.stopping and unscheduled(s)]
+        now_waiting = [s for s in slots["selfplay"]
+                       if not s.started and not s.stopping and unscheduled(s)]
+        waiting = [s for s in now_waiting if s.index in self._seen]
+        self._seen = {s.index for s in now_waiting}
         if not waiting:
             return []
         d = config.distributed

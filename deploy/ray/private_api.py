@@ -59,13 +59,23 @@ def gcs_actor_table(actor_id: str | None = None) -> Any:
     return ray_state.actors(actor_id=actor_id)
 
 
+CREATING = "CREATING"
+"""zeroforge's name for a ``PENDING_CREATION`` actor that Ray has given a worker process
+(its ``Pid`` is set: placed, its constructor running), as against one still waiting for
+resources (no process yet)."""
+
+
 def gcs_actor_state(handle: Any) -> str:
     """Ray's own view of an actor (``PENDING_CREATION``, ``ALIVE``, ``RESTARTING``...),
-    from the GCS actor table; "" when Ray does not say (never raises: status and
-    scale-down must not break on a private API)."""
+    from the GCS actor table, with ``CREATING`` for a pending one that has its process;
+    "" when Ray does not say (never raises: status and scale-down must not break on a
+    private API)."""
     try:
         info = gcs_actor_table(actor_id_hex(handle))
-        return str(info.get("State", "")) if isinstance(info, dict) else ""
+        if not isinstance(info, dict):
+            return ""
+        state = str(info.get("State", ""))
+        return CREATING if state == "PENDING_CREATION" and info.get("Pid") else state
     except Exception:
         return ""
 
