@@ -32,15 +32,22 @@ def test_state_ticks_and_calls_do_not_grow_with_the_workers() -> None:
         assert row["gcs_calls_per_tick"] == 0, row
     assert large["state_bytes"] <= 1.1 * small["state_bytes"], (small, large)
     assert large["ray_calls_per_tick"] <= small["ray_calls_per_tick"], (small, large)
+    # a host's one transport: 3 calls at once and one blocked read for the run's one
+    # shard, whatever its workers (the bound itself: tests/integration/test_host_connections
+    # and test_worker_relay, against a real Redis)
+    for row in (small, large):
+        assert row["redis_clients"] == row["hosts"] * (3 + 1), row
+    assert large["redis_clients"] <= small["redis_clients"], (small, large)
 
 
 def test_the_state_of_one_worker_per_actor_grows_with_the_actors() -> None:
     """The same measure tells the other shape apart: with one worker an actor the
-    controller has an actor per worker, and its state grows with them (what the node
-    agents are for)."""
+    controller has an actor per worker, and its state and connections grow with them
+    (what node hosts, the default, are for)."""
     few = measure(200, NODES, 1, ticks=1)
     many = measure(800, NODES, 1, ticks=1)
     assert many["state_bytes"] > 3 * few["state_bytes"], (few, many)
+    assert many["redis_clients"] == 800 and few["redis_clients"] == 200
 
 
 def test_status_has_a_row_per_host_and_pages_through_the_workers() -> None:
