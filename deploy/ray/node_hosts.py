@@ -55,7 +55,8 @@ def node_room(node: Mapping[str, Mapping[str, float]], worker_cpus: float,
 
 def new_host_sizes(workers: int, nodes: Mapping[str, Mapping[str, Mapping[str, float]]],
                    worker_cpus: float, resource: str,
-                   unplaced: Mapping[str, float] | None = None) -> list[int]:
+                   unplaced: Mapping[str, float] | None = None,
+                   spread: bool = False) -> list[int]:
     """Sizes of the new hosts that hold ``workers`` more workers: one per node with free
     room, largest first, each as many as that node holds; the rest in hosts of the
     largest node's whole size (they wait for resources: a node freeing up, or the
@@ -64,10 +65,23 @@ def new_host_sizes(workers: int, nodes: Mapping[str, Mapping[str, Mapping[str, f
 
     ``unplaced``: resources of the run's actors made but not placed yet (Ray's free
     figures do not count them yet): taken from the largest free node first, where Ray
-    is likeliest to put them, so a new host does not book CPUs they are about to take."""
+    is likeliest to put them, so a new host does not book CPUs they are about to take.
+
+    ``spread`` (``distributed.worker_spread``): the workers that fit are dealt out over the
+    nodes with room one at a time, a host a node (placed with Ray's SPREAD), instead of
+    filling the largest node first."""
     sizes: list[int] = []
     rooms = _less_unplaced(nodes, unplaced or {})
     free = sorted((node_room(n, worker_cpus, resource) for n in rooms), reverse=True)
+    if spread:
+        dealt = [0] * len(free)
+        while workers > 0 and any(d < r for d, r in zip(dealt, free, strict=True)):
+            for i, room in enumerate(free):
+                if workers > 0 and dealt[i] < room:
+                    dealt[i] += 1
+                    workers -= 1
+        sizes = [d for d in dealt if d]
+        free = []
     for room in free:
         if workers <= 0 or room <= 0:
             break
@@ -127,7 +141,7 @@ def plan_sizes(config: TrainConfig, name: str, live: Sequence[Slot], desired: in
         return kept, []
     d = config.distributed
     return kept, new_host_sizes(left, ray_calls.node_resources(), d.worker_cpus,
-                                d.worker_resource, unplaced())
+                                d.worker_resource, unplaced(), spread=d.worker_spread)
 
 
 def booked_options(config: TrainConfig, options: dict, workers: int) -> dict:

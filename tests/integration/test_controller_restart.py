@@ -39,11 +39,15 @@ def _takeover(handle: RunHandle) -> None:
     wait_for(handle.keep_alive, timeout=60, every=0.2)
 
 
+@pytest.mark.parametrize("per_host, selfplay_rows", [
+    (0, [0]),  # node hosts, the default: both workers in one host
+    (1, [0, 1])])  # an actor a worker
 def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
-        local_ray, redis_server, run_id, tmp_path):
+        local_ray, redis_server, run_id, tmp_path, per_host, selfplay_rows):
     port = free_port()
     config = load_train_config(None, [*SETTINGS, "selfplay.workers=2",
-                                      f"run.metrics_port={port}"])
+                                      f"run.metrics_port={port}",
+                                      f"distributed.workers_per_host={per_host}"])
     ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(tmp_path))
     handle = start_run(config, ctx, max_crashes={"selfplay": 100})
     try:
@@ -53,7 +57,7 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
         before = handle.status_json()
         assert before["metrics_url"] == f"http://127.0.0.1:{port}/metrics"
         rows = {(r["kind"], r["index"]): r for r in before["actors"]}
-        assert set(rows) == {("learner", 0), ("selfplay", 0), ("selfplay", 1)}
+        assert set(rows) == {("learner", 0), *(("selfplay", i) for i in selfplay_rows)}
         assert all(r["state"] == "alive" for r in rows.values())
         workers, [learner] = _pids(handle, "selfplay"), _pids(handle, "learner")
         wait_for(lambda: sorted(r["pid"] for r in handle.status_json()["actors"]
@@ -80,7 +84,7 @@ def test_a_killed_controller_is_replaced_and_adopts_the_live_actors(
         # keeps the desired count, counts the worker's death and replaces it
         handle.scale(workers=1)
         wait_for(lambda: handle.status_json()["alive"]["selfplay"] == 1)
-        [worker] = _pids(handle, "selfplay")
+        [worker] = _pids(handle, "selfplay")  # the one worker's actor, or its host
         handle.keep_alive()
         os.kill(handle.controller_pid(), signal.SIGKILL)
         os.kill(worker, signal.SIGKILL)

@@ -160,6 +160,8 @@ def assert_exactly_once(run: BedRun) -> Ledger:
 
 
 def ips(st: dict, kind: str = "selfplay") -> list[str]:
-    """Node IPs of the alive actors of ``kind``, by index."""
+    """Node IPs of the alive workers of ``kind``, by actor index: an actor's IP once for
+    each worker it runs (a node host's row counts its workers)."""
     return [row["ip"] for row in sorted(st["actors"], key=lambda r: r["index"])
-            if row["kind"] == kind and row["state"] == "alive"]
+            if row["kind"] == kind and row["state"] == "alive"
+            for _ in range(int(row.get("workers", 1)))]

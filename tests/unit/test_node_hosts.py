@@ -37,6 +37,18 @@ def test_new_hosts_take_the_largest_free_nodes_first_then_wait_in_node_sized_pie
     assert new_host_sizes(3, {"head": _node(4, 4)}, 1.0, "zf_selfplay") == [1, 1, 1]
 
 
+def test_spread_deals_the_workers_over_the_nodes_a_host_a_node():
+    nodes = {"a": _node(3, 8), "b": _node(8, 8), "c": _node(0, 8)}
+    assert new_host_sizes(2, nodes, 1.0, "", spread=True) == [1, 1]
+    assert new_host_sizes(7, nodes, 1.0, "", spread=True) == [4, 3]
+    # a fills at 3; b takes the rest of what fits; what does not waits node-sized
+    assert new_host_sizes(13, nodes, 1.0, "", spread=True) == [8, 3, 2]
+    bed = {"n1": _node(0, 0, zf_selfplay=4), "n2": _node(0, 0, zf_selfplay=4),
+           "head": _node(2, 2)}
+    # the multi-host bed: workers book no CPU, a zf_selfplay unit each
+    assert new_host_sizes(2, bed, 0.0, "zf_selfplay", spread=True) == [1, 1]
+
+
 def test_live_hosts_are_filled_up_to_their_booking_oldest_first():
     assert fill_booked([4, 4, 2], 7) == ([4, 3, 0], 0)
     assert fill_booked([4, 4], 11) == ([4, 4], 3)
