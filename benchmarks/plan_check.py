@@ -154,7 +154,7 @@ def link_sent() -> tuple[int, int]:
 
 def shard_server(tmp: Path):
     """The shard's Redis, run inside the namespace (a wrapper as its binary)."""
-    from zeroforge.shared.transport.server import RedisServer, RedisServerConfig, find_binary
+    from zeroforge.shared.transport import RedisServer, RedisServerConfig, find_binary
 
     wrapper = tmp / "redis-in-ns"
     wrapper.write_text(f'#!/bin/sh\nexec ip netns exec {NS} {find_binary()} "$@"\n')

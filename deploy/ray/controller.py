@@ -493,16 +493,13 @@ class Controller:
             if self._state in ("stopping", "stopped", "failed"):
                 return self.status()
             self._state = "stopping"
-            # an actor Ray never scheduled (no resources) has nothing to save: kill it now
-            # rather than wait for it. One that is starting (a replacement learner that
-            # resumes from the checkpoint) is stopped like the others: its ``run`` begins,
-            # sees the stop and drains, so the games appended since its predecessor's last
-            # checkpoint are in the final one.
+            # an actor Ray never scheduled (no resources) has nothing to save: kill it now.
+            # One starting (a replacement learner resuming from the checkpoint) is stopped
+            # like the others: its ``run`` begins, sees the stop and drains.
             with contextlib.suppress(Exception):
                 probe(self.slots, timeout_s=1.0)
             never_ran = drop_never_scheduled(self.slots)
-            # A replacement learner still waiting for its CPUs: no learner drains the
-            # stream at this stop, so the games since the last checkpoint are not in it.
+            # a replacement learner still waiting for CPUs: no learner drains at this stop
             undrained = "learner" in never_ran and not self.slots["learner"]
         unfinished = []
         for phase in sorted({k.stop_phase for k in KINDS.values()}):
@@ -517,6 +514,9 @@ class Controller:
             ready, late = ray_calls.wait(list(refs), timeout=timeout_s)
             for ref in ready:
                 self._final_report(refs[ref])
+            for ref in late:  # a late worker is killed: none of its games lands after the drain
+                if refs[ref].kind == "selfplay":
+                    kill(refs[ref])
             unfinished += [f"{refs[r].kind} {refs[r].index}" for r in late]
         with self._lock:
             self._collect()

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
         host_connection_bounds,
     )
     from zeroforge.shared.transport.results import EvalResultsStore, ResultsFormatError
-    from zeroforge.shared.transport.server import free_port
+    from zeroforge.shared.transport.server import find_binary, free_port
     from zeroforge.shared.transport.shards import parse_cursor, shard_of, split_id
     from zeroforge.shared.transport.signing import (
         SigningKeyError,
@@ -107,7 +107,7 @@ _MODULES = {
     "node_cache": ("NodeCachedWeights", "default_cache_root", "node_cache_dir"),
     "redis_transport": ("HOST_CONNECTIONS", "RedisTransport", "host_connection_bounds"),
     "results": ("EvalResultsStore", "ResultsFormatError"),
-    "server": ("free_port",),
+    "server": ("find_binary", "free_port"),
     "shards": ("parse_cursor", "shard_of", "split_id"),
     "stream": ("FIELD", "check_run_id", "parse_id"),
     "signing": ("SigningKeyError", "WeightSigner", "WeightVerifier", "signer_for_run",
@@ -132,7 +132,7 @@ __all__ = [
     "WeightSubscription", "WeightsIntegrityError", "WeightsSignatureError", "acl",
     "advance_cursor",
     "check_run_id", "connect", "decoded_blob", "HOST_CONNECTIONS", "host_connection_bounds",
-    "default_cache_root", "encode_control_state", "free_port", "node_cache_dir",
+    "default_cache_root", "encode_control_state", "find_binary", "free_port", "node_cache_dir",
     "open_transport", "parse_cursor",
     "parse_id", "publish_age_s", "redis_errors", "shard_of", "signer_for_run",
     "signing_key_path", "split_id", "stream_key", "take_epoch_patiently", "verifier_for",
