@@ -168,11 +168,19 @@ def too_big_to_place(waiting: Sequence[int], nodes: Mapping[str, Mapping[str, Ma
     room = best(unplaced or {})
     too_big = [i for i, size in enumerate(waiting) if size > room]
     fitting = sum(waiting) - sum(waiting[i] for i in too_big)
-    taken = dict(unplaced or {})
-    taken["CPU"] = taken.get("CPU", 0.0) + worker_cpus * fitting
-    if resource:
-        taken[resource] = taken.get(resource, 0.0) + fitting
+    taken = _with_workers(unplaced or {}, worker_cpus, resource, fitting)
     return too_big if too_big and best(taken) >= 1 else []
+
+
+def _with_workers(needs: Mapping[str, float], worker_cpus: float, resource: str,
+                  workers: int) -> dict[str, float]:
+    """``needs`` plus what ``workers`` workers book (``worker_cpus`` CPUs and a unit of
+    ``resource`` each; a negative count takes them out, never below 0)."""
+    out = dict(needs)
+    out["CPU"] = max(out.get("CPU", 0.0) + worker_cpus * workers, 0.0)
+    if resource:
+        out[resource] = max(out.get(resource, 0.0) + workers, 0.0)
+    return out
 
 
 class WaitingHosts:
@@ -201,11 +209,8 @@ class WaitingHosts:
             return []
         d = config.distributed
         # the others made but not placed may take room first; the waiting ones take none
-        others = dict(unplaced_needs(config, slots))
-        held = sum(s.booked for s in waiting)
-        others["CPU"] = max(others.get("CPU", 0.0) - d.worker_cpus * held, 0.0)
-        if d.worker_resource:
-            others[d.worker_resource] = max(others.get(d.worker_resource, 0.0) - held, 0.0)
+        others = _with_workers(unplaced_needs(config, slots), d.worker_cpus, d.worker_resource,
+                               -sum(s.booked for s in waiting))
         chosen = too_big_to_place([s.booked for s in waiting], ray_calls.node_resources(),
                                   d.worker_cpus, d.worker_resource, others)
         return [waiting[i] for i in chosen]
