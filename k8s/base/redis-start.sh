@@ -28,7 +28,9 @@ refuse() {
 [ -r "$rules" ] || refuse "no role rules at $rules"
 umask 077
 # Written beside the file and renamed: a half-written ACL file is never what Redis loads.
-printf 'user default off resetkeys resetchannels -@all\n' > "$acl.new"
+# the default user: off (no connection can be it), its rights only for Redis's own replay
+# of the AOF, which Redis 7.0-7.2 check against it (DEFAULT_USER in acl.py says why)
+printf 'user default off resetkeys ~* resetchannels &* +@all\n' > "$acl.new"
 seen=" "
 count=0
 while read -r role rule || [ -n "$role" ]; do

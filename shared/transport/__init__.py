@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         default_cache_root,
         node_cache_dir,
     )
+    from zeroforge.shared.transport.recent_appends import RecentAppends
     from zeroforge.shared.transport.redis_transport import (
         HOST_CONNECTIONS,
         RedisTransport,
@@ -105,6 +106,7 @@ _MODULES = {
     "control_state": ("SavedControlState", "encode_control_state"),
     "memory": ("MemoryTransport",),
     "node_cache": ("NodeCachedWeights", "default_cache_root", "node_cache_dir"),
+    "recent_appends": ("RecentAppends",),
     "redis_transport": ("HOST_CONNECTIONS", "RedisTransport", "host_connection_bounds"),
     "results": ("EvalResultsStore", "ResultsFormatError"),
     "server": ("find_binary", "free_port"),
@@ -122,7 +124,8 @@ __all__ = [
     "conf_bytes", "expected_connections", "largest_sizing", "size_servers",
     "BINARY_ENV", "BackpressureTimeout", "CA_ENV", "EvalResultsStore", "FIELD", "FencedError",
     "MemoryTransport",
-    "NodeCachedWeights", "PASSWORD_ENV", "PaceSignal", "RedisConfig", "RedisServer",
+    "NodeCachedWeights", "PASSWORD_ENV", "PaceSignal", "RecentAppends", "RedisConfig",
+    "RedisServer",
     "RedisServerConfig", "RedisServerError", "RedisTransport", "ResultsFormatError",
     "RefusedVersions", "ResultsStore", "RoleRefused", "SampleSink", "SampleSource", "SampleStream",
     "SavedControlState", "ShardedSampleStream", "SigningKeyError", "StaleVersionError",

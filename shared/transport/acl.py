@@ -83,11 +83,13 @@ class Role:
 ROLES: dict[str, Role] = {role.name: role for role in (
     # The room list (``stream_room``) matches ``samples*``. Its list commands are all a
     # worker gains on those keys: they refuse a stream (WRONGTYPE), and the list holds
-    # only hints, which every append re-checks. No EVAL: SCRIPT LOAD + EVALSHA is what
+    # only hints, which every append re-checks. INFO and XRANGE: an append asks the
+    # server's run id, and after a restart which of its own entries are gone
+    # (``recent_appends``). No EVAL: SCRIPT LOAD + EVALSHA is what
     # redis-py's scripts run, and either way Redis checks each command a script calls.
     Role("worker",
-         _CONNECTION + ("evalsha", "script|load", "xadd", "xlen", "ltrim", "blpop", "get",
-                        "hgetall", "zrange", "subscribe", "unsubscribe"),
+         _CONNECTION + ("evalsha", "script|load", "xadd", "xlen", "xrange", "info", "ltrim",
+                        "blpop", "get", "hgetall", "zrange", "subscribe", "unsubscribe"),
          ("zf:{*}:samples*", "zf:{*}:weights:*", "zf:{*}:pace"),
          "self-play workers and inference servers: append games, read weights and pace"),
     Role("learner",
@@ -129,10 +131,21 @@ def new_passwords() -> dict[str, str]:
     return {role: secrets.token_urlsafe(24) for role in ROLES}
 
 
+DEFAULT_USER = "user default off resetkeys ~* resetchannels &* +@all"
+"""The ACL line of Redis's ``default`` user: off, so no connection can be it (a new one
+starts unauthenticated and must log in as a role), and with every right, which only Redis's
+own AOF-loading client ever uses. Why not ``-@all``: Redis 7.0-7.2 re-check each MULTI/EXEC
+of the AOF it replays at start against the default user's rights (redis/redis#14541,
+fixed after 7.2), and a Lua script's writes are written to the AOF as one MULTI/EXEC, so
+with ``-@all`` a restarted 7.x server silently dropped every game, consumer group and
+weight a script had written (found by a kill -9 of the bed's 7.0 shard server)."""
+
+
 def acl_text(passwords: Mapping[str, str], admin_password: str | None = None) -> str:
-    """An ACL file (Redis ``aclfile``): the default user off, one user per role in
-    ``passwords``, and ``zf-admin`` with every right when ``admin_password`` is given."""
-    lines = ["user default off resetkeys resetchannels -@all"]
+    """An ACL file (Redis ``aclfile``): the default user off (``DEFAULT_USER``), one user
+    per role in ``passwords``, and ``zf-admin`` with every right when ``admin_password``
+    is given."""
+    lines = [DEFAULT_USER]
     if admin_password is not None:
         lines.append(f"user {ADMIN_USER} on >{_checked(admin_password)} ~* &* +@all")
     for role, password in passwords.items():

@@ -33,6 +33,9 @@ Exactly once, for the learner
     are acked and not returned; the ones above it were lost with the crash and come back
     as new, and so do those below it that the checkpoint never got (a delivery whose reply
     was lost: newer entries reached the learner first).
+    A game Redis acknowledged but lost in a restart (its AOF write was still postponed)
+    is appended again by its producer, which keeps its last seconds of appends
+    (``recent_appends``); a copy of a game the learner already has is dropped by id.
     (Acking only after a checkpoint means the backlog includes everything read since the
     last one: keep ``max_backlog`` above the games read per checkpoint interval, or the
     workers wait for the next checkpoint.)
@@ -61,6 +64,7 @@ from zeroforge.shared.samples import (
 )
 from zeroforge.shared.transport.connection import TransportError, redis_errors
 from zeroforge.shared.transport.fencing import epoch_key, fence_check, fenced_reply
+from zeroforge.shared.transport.recent_appends import DEFAULT_WINDOW_S
 from zeroforge.shared.transport.stream_room import (
     TRIM_SCRIPT,
     StreamRoom,
@@ -151,6 +155,9 @@ class StreamConfig:
     """Seconds between a waiting ``append``'s own checks for room: the fallback for a
     wake-up that never comes (a waiting append is woken by the trim that makes room, see
     ``stream_room``; this interval only bounds how late it is when that wake-up is lost)."""
+    resend_window_s: float = DEFAULT_WINDOW_S
+    """Seconds of its own appends a producer keeps, to append again those a restarted
+    Redis comes back without (``recent_appends``: acknowledged but not yet in its AOF)."""
     notify_room: bool = True
     """Whether this endpoint's acks and trims wake the appends waiting for room; False:
     they find the room at their next ``room_check_interval_s`` check (tests of that
@@ -158,9 +165,10 @@ class StreamConfig:
 
     def __post_init__(self) -> None:
         if (self.max_backlog < 1 or self.append_timeout_s < 0
-                or self.room_check_interval_s <= 0):
-            raise ValueError(f"StreamConfig: max_backlog >= 1, append_timeout_s >= 0 and "
-                             f"room_check_interval_s > 0 required, got {self}")
+                or self.room_check_interval_s <= 0 or self.resend_window_s < 0):
+            raise ValueError(f"StreamConfig: max_backlog >= 1, append_timeout_s >= 0, "
+                             f"room_check_interval_s > 0 and resend_window_s >= 0 required, "
+                             f"got {self}")
         if self.poll_interval_s is not None:
             warnings.warn("StreamConfig.poll_interval_s is ignored: waiting appends are "
                           "woken by the learner's trim; room_check_interval_s is their "
@@ -241,7 +249,8 @@ class SampleStream:
         self._room = StreamRoom(client, self.key, FIELD,
                                 max_backlog=self.config.max_backlog,
                                 append_timeout_s=self.config.append_timeout_s,
-                                room_check_interval_s=self.config.room_check_interval_s)
+                                room_check_interval_s=self.config.room_check_interval_s,
+                                resend_window_s=self.config.resend_window_s)
         self._trim = client.register_script(TRIM_SCRIPT)
         self.epoch = epoch
         self._fenced_xack = client.register_script(_FENCED_XACK_SCRIPT)
@@ -289,6 +298,11 @@ class SampleStream:
     def backpressure_wait_s(self) -> float:
         """Total seconds ``append`` and ``wait_for_room`` spent waiting for room."""
         return self._room.backpressure_wait_s
+
+    @property
+    def resent(self) -> int:
+        """Games appended again because a restarted Redis had lost them."""
+        return self._room.recent.resent
 
     @property
     def room_checks(self) -> int:

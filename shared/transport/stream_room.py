@@ -59,7 +59,13 @@ from typing import Any, ClassVar
 
 import redis
 
-from zeroforge.shared.transport.connection import TransportError, redis_errors
+from zeroforge.shared.transport.connection import TransportError, endpoint, redis_errors
+from zeroforge.shared.transport.recent_appends import (
+    DEFAULT_WINDOW_S,
+    MISSING_SCRIPT,
+    RUN_ID_LUA,
+    RecentAppends,
+)
 
 ROOM_SUFFIX = ":room"
 """A stream's room list is its key plus this (same hash tag: same server and slot)."""
@@ -188,11 +194,14 @@ return after
 """
 """Trim the stream (``_TRIM_LUA``) and wake as many producers as it freed entries."""
 
-APPEND_SCRIPT = _TRIM_LUA + _SIGNAL_LUA + """
+APPEND_SCRIPT = _TRIM_LUA + _SIGNAL_LUA + RUN_ID_LUA + """
 -- KEYS: the stream, its room list. ARGV: max_backlog, '1' if this caller may trim, the
--- data field, how many entries must fit, then the entries (none: only check for room).
+-- data field, how many entries must fit, the run id of the server the caller's last
+-- appends went to ('': any), then the entries (none: only check for room).
 local stream, room = KEYS[1], KEYS[2]
 local limit, count = tonumber(ARGV[1]), tonumber(ARGV[4])
+local server = server_run_id()
+if ARGV[5] ~= '' and ARGV[5] ~= server then return server end
 local function fits(length) return length == 0 or length + count <= limit end
 local length = redis.call('XLEN', stream)
 if not fits(length) and ARGV[2] == '1' then
@@ -207,12 +216,14 @@ if not fits(length) then
   else redis.call('LTRIM', room, 0, free - 1) end
   return length
 end
-local ids = {}
-for i = 5, #ARGV do ids[#ids + 1] = redis.call('XADD', stream, '*', ARGV[3], ARGV[i]) end
+local ids = {server}
+for i = 6, #ARGV do ids[#ids + 1] = redis.call('XADD', stream, '*', ARGV[3], ARGV[i]) end
 return ids
 """
-"""Append the batch only if it fits under ``max_backlog``: the ids, or the length (an
-integer) when it does not fit, having written nothing to the stream."""
+"""Append the batch only if it fits under ``max_backlog``: the server's run id then the
+ids; the length (an integer) when it does not fit; the server's run id alone (a string)
+when it is not the server the caller's last appends went to (``recent_appends``). Only the
+first writes anything."""
 
 
 def trim_args(notify_room: bool) -> list[str]:
@@ -233,7 +244,8 @@ class StreamRoom:
 
     def __init__(self, client: redis.Redis, stream_key: str, field: bytes, *,
                  max_backlog: int, append_timeout_s: float,
-                 room_check_interval_s: float) -> None:
+                 room_check_interval_s: float, resend_window_s: float = DEFAULT_WINDOW_S
+                 ) -> None:
         self.redis = client
         self.key = stream_key
         self.room_key = room_key(stream_key)
@@ -247,7 +259,10 @@ class StreamRoom:
         """Times a waiting append checked for room again (woken, or at the fallback)."""
         self.backpressure_wait_s = 0.0
         """Total seconds appends spent waiting for room."""
+        self.recent = RecentAppends(resend_window_s)
+        """This producer's last appends, appended again if a restarted server lost them."""
         self._append = client.register_script(APPEND_SCRIPT)
+        self._missing = client.register_script(MISSING_SCRIPT)
 
     def append(self, blobs: list[bytes], timeout_s: float | None) -> list[str]:
         """XADD one entry per blob once they all fit; returns their ids. Writes nothing and
@@ -264,12 +279,25 @@ class StreamRoom:
         started: float | None = None
         with redis_errors(self.redis):
             while True:
-                reply = self._try(count, blobs)
+                # games a restarted server lost go in first, under the same bound
+                owed = self.recent.take_owed() if blobs else []
+                try:
+                    reply = self._try(count + len(owed), owed + blobs)
+                except BaseException:
+                    self.recent.give_back(owed)
+                    raise
+                if not isinstance(reply, list):
+                    self.recent.give_back(owed)
+                if isinstance(reply, bytes | str):  # another server: owe it what it lost
+                    self.recent.restarted(_text(reply), self._lacks, self.where)
+                    continue
                 now = time.monotonic()
                 if isinstance(reply, list):
                     if started is not None:
                         self.backpressure_wait_s += now - started
-                    return [i.decode() if isinstance(i, bytes) else str(i) for i in reply]
+                    ids = [_text(i) for i in reply[1:]]
+                    self.recent.appended(_text(reply[0]), ids, owed + blobs, len(owed))
+                    return ids[len(owed):]
                 started = now if started is None else started
                 waited = now - started
                 if waited >= timeout:
@@ -286,7 +314,7 @@ class StreamRoom:
             try:
                 return self._append(keys=[self.key, self.room_key],
                                     args=[self.max_backlog, int(self.may_trim),
-                                          self.field, count, *blobs])
+                                          self.field, count, self.recent.server, *blobs])
             except redis.ResponseError as err:
                 # A role that may not trim (the worker's) is refused at the script's first
                 # trim command, before anything was written: append without trimming
@@ -294,6 +322,15 @@ class StreamRoom:
                 if not (self.may_trim and script_refused(err)):
                     raise
                 self.may_trim = False
+
+    @property
+    def where(self) -> str:
+        """The stream, and the server it is on, for log lines."""
+        return f"sample stream {self.key} at {endpoint(self.redis)}"
+
+    def _lacks(self, ids: list[str]) -> list[int]:
+        """Positions (1-based) of the entry ids the stream no longer holds."""
+        return [int(i) for i in self._missing(keys=[self.key], args=ids)]
 
     def _await_token(self, left_s: float) -> None:
         """Block until a trim's token comes, the fallback interval passes or ``left_s``
@@ -306,3 +343,7 @@ class StreamRoom:
             wait = min(wait, socket_timeout / 2)
         _Blocker.of(self.redis, self.room_key).wait(self.redis, self.room_key,
                                                     max(wait, MIN_BLOCK_S))
+
+
+def _text(value: bytes | str | int) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -222,7 +222,7 @@ def test_the_acl_file_turns_the_default_user_off_and_names_each_role():
     """(That both server versions load it is the ``acl_server`` fixture's start: a rule
     one of them does not know makes it refuse the whole file, as 7.0 does CLIENT SETINFO.)"""
     text = acl.acl_text(acl.new_passwords(), admin_password="p" * 20)
-    assert text.startswith("user default off")
+    assert text.startswith("user default off ")  # no connection can be it (DEFAULT_USER)
     assert {line.split()[1] for line in text.splitlines()} == {
         "default", acl.ADMIN_USER, *(acl.username(r) for r in acl.ROLES)}
     assert all(" -@all +" in role.rules() for role in acl.ROLES.values())

@@ -20,6 +20,7 @@ from tests.netbed import Bed
 from tests.processes import read_lines
 from zeroforge.learner.learner import load_checkpoint
 from zeroforge.shared.samples import GameSamples
+from zeroforge.shared.transport import connect
 
 ZEROFORGE = str(Path(sys.executable).with_name("zeroforge"))
 SETTINGS = [
@@ -131,6 +132,21 @@ class BedRun:
                       int(saved["games_received"]), set(),
                       {str(k): int(v) for k, v in saved.get("rejected", {}).items()})
 
+    def where(self, game_id: str) -> str:
+        """Which shard's audit saw ``game_id``, its entry id (Redis' clock, epoch ms) and
+        whether that shard's stream still holds the entry (for a ledger's problems)."""
+        for shard, auditor in enumerate(self.auditors):
+            entry = auditor.entry_of.get(game_id)
+            if entry is None:
+                continue
+            try:
+                held = bool(self.bed.call_in("redis", lambda a=auditor, e=entry: connect(
+                    a.url).xrange(a.key, e, e)))
+            except Exception as err:  # noqa: BLE001 (a diagnostic: say what went wrong)
+                held = f"unknown ({err})"
+            return f"shard {shard}, entry {entry.decode()}, still in the stream: {held}"
+        return "no audit saw it"
+
     def close(self) -> None:
         """End the driver if the test did not: SIGTERM (it stops the run and kills its
         actors), then SIGKILL."""
@@ -154,6 +170,9 @@ def assert_exactly_once(run: BedRun) -> Ledger:
     """After ``run.stop()``: the ledger, printed, with games in it and no problem."""
     ledger = run.ledger()
     print(ledger.table())
+    for game_id, outcome in ledger.outcomes().items():
+        if not outcome.startswith("trained once"):
+            print(f"{game_id}: {outcome}; {run.where(game_id)}")
     assert len(ledger.appended) > 0
     assert ledger.problems() == []
     return ledger

@@ -183,13 +183,7 @@ def test_two_stream_shards_on_two_redis_servers_one_killed_and_restarted(bed, st
     main_port, port = bed.config.redis_port, bed.config.redis_port + 2
     second = bed.start_redis(port)
     try:
-        # one worker an actor, the shape of this test's long green record: with node hosts
-        # (the default) it left 3 games in the streams untrained twice under load (547/544,
-        # 907/904; it passed twice on a quiet machine), and once in three tries with one
-        # worker an actor under load too (not captured). Cause not found yet: the closing
-        # note of 2026-12-03; back to the default once it is
-        run = start_run("selfplay.workers=2", "distributed.workers_per_host=1",
-                        "distributed.stream_shards=2",
+        run = start_run("selfplay.workers=2", "distributed.stream_shards=2",
                         f'distributed.stream_redis=["redis://redis:{main_port}/0",'
                         f'"redis://redis:{port}/0"]', shards=((main_port, 0), (port, 1)))
         st = _steady(run, bed, 2, {"node1", "node2"})
@@ -199,6 +193,7 @@ def test_two_stream_shards_on_two_redis_servers_one_killed_and_restarted(bed, st
                 sum(first.appended.values()), sum(second_shard.appended.values())) < 20:
             time.sleep(1)
         assert sum(second_shard.appended.values()) >= 20, "shard 1 got no games"
+        print(f"kill -9 of shard 1's server at {time.time() * 1000:.0f} ms")
         second.kill()  # kill -9 of the shard's server
         second.wait(10)
         on_first = sum(first.appended.values())

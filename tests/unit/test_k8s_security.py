@@ -507,10 +507,10 @@ def _client(port: int, role: str | None, password: str | None = None,
 
 
 def test_the_start_script_writes_a_private_acl_file(acl_redis, tmp_path):
-    acl = tmp_path / "auth" / "users.acl"
-    assert acl.stat().st_mode & 0o777 == 0o600
-    lines = acl.read_text().splitlines()
-    assert lines[0] == "user default off resetkeys resetchannels -@all"
+    users = tmp_path / "auth" / "users.acl"
+    assert users.stat().st_mode & 0o777 == 0o600
+    lines = users.read_text().splitlines()
+    assert lines[0] == acl.DEFAULT_USER
     rules = (BASE / "redis-acl-rules.txt").read_text().splitlines()
     assert lines[1:] == [f"user zf-{role} on >{PASSWORDS[role]} {rule}"
                          for role, _, rule in (r.partition(" ") for r in rules)]
