@@ -74,11 +74,14 @@ def predict(plan_doc: dict, batch_size: int, samples_per_insert: float) -> dict:
     part = plan_doc["saturates_first"] or max(plan_doc["parts"], key=lambda r: r["load"])["part"]
     row = next(r for r in plan_doc["parts"] if r["part"] == part)
     rate = min(row["demand"], row["per_unit"])
-    if part == "learner steps":
+    # the plan's own intake (deploy/plan.py ``intake``: a learner-bound run at the pace's
+    # floor); plans written before it had none: batch / samples_per_insert a step
+    positions = plan_doc.get("intake", {}).get("positions_per_s")
+    if positions is None and part == "learner steps":
         positions = rate * batch_size / samples_per_insert
-    elif part == "sample intake":
+    elif positions is None and part == "sample intake":
         positions = rate / plan_doc["figures"]["bytes_per_position"]
-    else:
+    elif positions is None:
         raise ValueError(f"no positions/s prediction for {part!r}")
     return {"part": part, "unit": row["unit"], "rate": rate, "load": row["load"],
             "saturates": plan_doc["saturates_first"] is not None,

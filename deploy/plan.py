@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 
 from zeroforge.deploy.config import TrainConfig
@@ -83,6 +84,9 @@ class UnitFigures:
     bytes_per_game: float = 0.0
     """Encoded sample-stream bytes of one game (the Redis sizing's streams); 0: unknown,
     no sizing."""
+    measured_load: float | None = None
+    """The machine's 1-minute load average as ``measure`` began, over its CPUs (None:
+    figures given): timed on a busy machine, the figures are a busy machine's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +130,26 @@ def needs(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures) -
     return out
 
 
+def intake(config: TrainConfig, workers: int, figures: UnitFigures) -> tuple[float, str]:
+    """Positions/s the run takes in with the config's stream shards and learner replicas,
+    and what holds it there: ``self-play`` (all the workers offer), ``sample intake`` (the
+    shards' bytes/s) or ``learner steps``. A learner-bound run takes in ``batch /
+    (samples_per_insert x (1 - tolerance))`` positions a step, not ``batch /
+    samples_per_insert``: its workers wait only once the ratio falls below the pace's floor
+    (``learner.samples_per_insert_tolerance``), so the ratio sits at that floor
+    (measured 20.2-22.3 positions a step for gomoku8's 21.3, docs/scaling.md)."""
+    c = config.learner
+    held = [(workers * figures.positions_per_s_per_worker, "self-play")]
+    if figures.bytes_per_position > 0:
+        held.append((config.distributed.stream_shards * figures.shard_bytes_per_s
+                     / figures.bytes_per_position, "sample intake"))
+    if c.samples_per_insert > 0:
+        floor = c.samples_per_insert * (1 - c.samples_per_insert_tolerance)
+        held.append((c.replicas * figures.learner_steps_per_s * c.batch_size / floor,
+                     "learner steps"))
+    return min(held, key=lambda h: h[0])  # a tie: the first (the workers offer no more)
+
+
 def predict_simulation(workers: int, nodes: int, games_per_min: float,
                        positions_per_game: float, blob_bytes: int, poll_s: float,
                        publish_every_s: float, poll_bytes: float, info_bytes: float
@@ -152,6 +176,7 @@ def measure(config: TrainConfig, seconds: float = 6.0) -> UnitFigures:
     from zeroforge.shared.games import make_game
     from zeroforge.shared.nets import InferenceConfig, build_net, make_evaluator
 
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
     torch.set_num_threads(1)
     game = make_game(config.game)
     net = build_net(config.net, game.spec)
@@ -179,7 +204,7 @@ def measure(config: TrainConfig, seconds: float = 6.0) -> UnitFigures:
         bytes_per_position=encoded_bytes(played) / positions,
         bytes_per_game=encoded_bytes(played) / len(played),
         blob_bytes=len(weights_to_bytes(net)),
-        learner_steps_per_s=steps / (time.perf_counter() - start))
+        learner_steps_per_s=steps / (time.perf_counter() - start), measured_load=load)
 
 
 def sample_games(config: TrainConfig, count: int) -> list:
@@ -318,6 +343,8 @@ def plan_json(config: TrainConfig, workers: int, nodes: int, figures: UnitFigure
                       "per_unit": n.per_unit, "units": n.units, "load": n.load,
                       "setting": n.setting} for n in rows],
            "saturates_first": worst.part if worst.load > 1 else None}
+    positions, held_by = intake(config, workers, figures)
+    out["intake"] = {"positions_per_s": positions, "held_by": held_by}
     if figures.bytes_per_game > 0:
         sizings = redis_sizing(config, workers, nodes, figures.bytes_per_game,
                                figures.blob_bytes)
@@ -332,7 +359,10 @@ def report(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures,
     saturate marked."""
     rows = needs(config, workers, nodes, figures)
     worst = max(rows, key=lambda n: n.load)
-    how = "measured here" if measured else "given"
+    how = "given"
+    if measured:
+        how = "measured here" + ("" if figures.measured_load is None else
+                                 f", load {figures.measured_load:.2f} a CPU")
     lines = [
         f"zeroforge plan: {config.game}, net {_net_name(config)}, "
         f"{config.search.num_simulations} simulations"
@@ -351,14 +381,26 @@ def report(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures,
                      f"{_amount(n.per_unit, n.unit):>16} {n.units:>7}  {n.setting}{mark}")
     if worst.load <= 1:
         lines.append("nothing saturates: one unit of every part holds this run")
-    interval = config.distributed.monitor_interval_s
-    lines.append(f"controller: a stats call and a liveness check per actor every "
-                 f"{interval:g} s, {2 * workers / interval:,.0f} Ray calls/s at {workers} "
-                 f"workers (its cost still grows with the run: docs/scaling.md)")
+    positions, held_by = intake(config, workers, figures)
+    lines.append(f"the run takes in {positions:,.1f} positions/s (held by {held_by}, with "
+                 f"{config.distributed.stream_shards} stream shard(s) and "
+                 f"{config.learner.replicas} learner replica(s))")
+    lines.append(_controller_line(config, workers, nodes))
     if figures.bytes_per_game > 0:
         lines += ["", *sizing_lines(redis_sizing(config, workers, nodes,
                                                  figures.bytes_per_game, figures.blob_bytes))]
     return "\n".join(lines)
+
+
+def _controller_line(config: TrainConfig, workers: int, nodes: int) -> str:
+    """The controller's calls a tick: one stats call and one liveness check a host."""
+    per_host = config.distributed.workers_per_host
+    hosts = nodes if per_host == 0 else math.ceil(workers / per_host)
+    shape = ("a node host a node" if per_host == 0 else
+             f"{per_host} worker(s) a host (distributed.workers_per_host)")
+    interval = config.distributed.monitor_interval_s
+    return (f"controller: {hosts:,} hosts ({shape}), a stats call and a liveness check a "
+            f"host every {interval:g} s: {2 * hosts / interval:,.0f} Ray calls/s")
 
 
 def _net_name(config: TrainConfig) -> str:

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from zeroforge.deploy.config import load_train_config
-from zeroforge.deploy.plan import UnitFigures, needs, predict_simulation, report
+from zeroforge.deploy.plan import UnitFigures, intake, needs, plan_json, predict_simulation, report
 
 FIGURES = UnitFigures(positions_per_s_per_worker=100.0, bytes_per_position=500.0,
                       blob_bytes=2_000_000, learner_steps_per_s=10.0,
@@ -51,6 +51,36 @@ def test_the_report_marks_the_part_that_saturates_first():
     assert "nothing saturates" in small
 
 
+def test_the_intake_is_held_by_the_slowest_part_and_a_learner_at_the_pace_floor():
+    # learner-bound: 10 steps/s x 200 / (8 x (1 - 0.25)) = 333.3 positions/s, not 250
+    assert intake(config(), 1000, FIGURES) == (pytest.approx(2000 / 6), "learner steps")
+    no_slack = config("learner.samples_per_insert_tolerance=0")
+    assert intake(no_slack, 1000, FIGURES) == (pytest.approx(250), "learner steps")
+    assert intake(config("learner.replicas=2"), 1000, FIGURES)[0] == pytest.approx(4000 / 6)
+    # a slow shard: 50 kB/s / 500 B = 100 positions/s, and two shards twice that
+    slow = dataclasses.replace(FIGURES, shard_bytes_per_s=50e3)
+    assert intake(config(), 1000, slow) == (pytest.approx(100), "sample intake")
+    assert intake(config("distributed.stream_shards=2"), 1000, slow)[0] == pytest.approx(200)
+    # two workers offer 200 positions/s: nothing holds them
+    assert intake(config(), 2, FIGURES) == (pytest.approx(200), "self-play")
+    unpaced = config("learner.samples_per_insert=0")
+    assert intake(unpaced, 1000, FIGURES) == (pytest.approx(100_000), "self-play")
+    doc = plan_json(config(), 1000, 50, FIGURES, measured=False)
+    assert doc["intake"] == {"positions_per_s": pytest.approx(2000 / 6),
+                             "held_by": "learner steps"}
+    assert "takes in 333.3 positions/s (held by learner steps" in report(
+        config(), 1000, 50, FIGURES, measured=False)
+
+
+def test_the_controller_line_counts_hosts_not_workers():
+    hosts = [line for line in report(config(), 1000, 50, FIGURES, False).splitlines()
+             if line.startswith("controller:")]
+    assert hosts == ["controller: 50 hosts (a node host a node), a stats call and a liveness "
+                     "check a host every 1 s: 100 Ray calls/s"]
+    one = report(config("distributed.workers_per_host=1"), 1000, 50, FIGURES, False)
+    assert "controller: 1,000 hosts (1 worker(s) a host" in one
+
+
 def test_the_simulators_figures_are_predicted():
     got = predict_simulation(workers=100, nodes=4, games_per_min=6, positions_per_game=20,
                              blob_bytes=1000, poll_s=2, publish_every_s=10, poll_bytes=10,
@@ -71,6 +101,9 @@ def test_measuring_gives_this_machines_figures():
     # tic-tac-toe: 3 planes of 9 bits and 9 float32 policy entries, plus per-game fields
     assert 36 < got.bytes_per_position < 400
     assert got.blob_bytes > 1000
+    # the load it was measured under, a CPU (this machine's, never negative)
+    assert got.measured_load is not None and got.measured_load >= 0
+    assert f"load {got.measured_load:.2f} a CPU" in report(tiny, 2, 1, got, measured=True)
 
 
 # --- the Redis sizing (shared/transport/sizing.py) ------------------------------------------
