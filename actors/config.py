@@ -58,6 +58,10 @@ class SelfPlayConfig:
     does (fetched and verified, not loaded into a net). "" (the default): real self-play."""
     simulate_games_per_min: float = 6.0
     """Games a simulating worker appends per minute (``simulate_from``)."""
+    simulate_deliveries_dir: str = ""
+    """A directory where each simulating worker appends a line per weights version it
+    takes (``WALL_TIME VERSION SECONDS``: the delivery time exactly, where the metric has
+    its histogram's buckets), to ``WORKER.tsv``; "" (the default): none written."""
     cpu_share: float = 0.0
     """Share of one core a distributed worker's search may use on average (in (0, 1];
     0: all it can): the worker sleeps between moves to keep to it (``actors.cpu_share``).

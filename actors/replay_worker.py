@@ -6,7 +6,9 @@ under fresh game ids at ``selfplay.simulate_games_per_min``, appending each thro
 run's sample sink, and polls the weights every ``WEIGHTS_POLL_S`` as a self-play worker
 does between moves: the blob is fetched and verified (sha256), not decoded into a net, so
 a simulating worker spends its CPU on the transport. Each new version's delivery time
-(publish -> this worker has it) goes into ``weights_delivery_seconds``.
+(publish -> this worker has it) goes into ``weights_delivery_seconds``, and with
+``selfplay.simulate_deliveries_dir`` into a file line too (the simulators' exact
+quantiles).
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class ReplayWorker(WorkerBasics):
         self.weights = weights
         self.games = games if games is not None else load_games(selfplay.simulate_from)
         self.interval_s = 60.0 / selfplay.simulate_games_per_min
+        self.deliveries = (Path(selfplay.simulate_deliveries_dir) / f"{worker_id}.tsv"
+                           if selfplay.simulate_deliveries_dir else None)
         self.rng = np.random.default_rng(seed)
         self._prefix = f"sim{seed:x}"
         self.recorder = Recorder()
@@ -113,6 +117,9 @@ class ReplayWorker(WorkerBasics):
         age = publish_age_s(self.weights, self.version)
         if age is not None:
             self.recorder.observe("weights_delivery_seconds", age)
+            if self.deliveries is not None:
+                with self.deliveries.open("a") as out:
+                    out.write(f"{time.time():.3f}\t{self.version}\t{age:.6f}\n")
         self.recorder.set("weights_version", float(self.version), component="selfplay")
         for source, total in self.weights.fetch_counts().items():
             counted = self._fetches_counted.get(source, 0)

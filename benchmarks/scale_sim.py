@@ -20,10 +20,11 @@ dashboard from a ``RunMirror``. A publisher process publishes a ``--net`` blob e
 
 Prints one JSON document, measured over the timed phase (after every worker is up):
 positions/s offered and received, games lost (must be 0) and duplicates dropped,
-weights delivery time (publish -> a worker has it; the upper bounds of the histogram's
-buckets at p50/p99/max), Redis bytes out per publish, the controller's and the driver's
-CPU (cores) and memory (``controller_cores`` is the two together), the status call's
-and the dashboard's ``/api/status`` latency, the ``/metrics`` scrape's time and size.
+weights delivery time (publish -> a worker has it, exactly: each worker writes its
+deliveries to a file, ``selfplay.simulate_deliveries_dir``; p50/p99/max), Redis bytes
+out per publish, the controller's and the driver's CPU (cores) and memory
+(``controller_cores`` is the two together), the status call's and the dashboard's
+``/api/status`` latency, the ``/metrics`` scrape's time and size.
 
 ``scale_sim_bare.py`` is the earlier, transport-only simulator (no Ray, no controller).
 """
@@ -122,19 +123,19 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def bucket_quantile(hist: list[float], buckets: tuple[float, ...], q: float) -> float | None:
-    """The upper bound of the bucket holding quantile ``q`` of a histogram's counts
-    (``[per bucket..., +Inf, sum]``); None when empty, inf past the last bound."""
-    counts = hist[:-1]
-    total = sum(counts)
-    if not total:
-        return None
-    seen = 0.0
-    for bound, count in zip([*buckets, float("inf")], counts, strict=True):
-        seen += count
-        if seen >= q * total:
-            return bound
-    return float("inf")
+def delivery_quantiles(directory: str | Path, since: float) -> dict[str, float | int | None]:
+    """Exact weights delivery times (``selfplay.simulate_deliveries_dir``: a line per
+    version a worker took) of the deliveries at or after wall time ``since``: count, p50,
+    p99 and max in seconds (None without any)."""
+    ages = [float(age) for path in Path(directory).glob("*.tsv")
+            for when, _, age in (line.split("\t") for line in path.read_text().splitlines())
+            if float(when) >= since]
+    if not ages:
+        return {"weights_delivered": 0, "weights_p50_s": None, "weights_p99_s": None,
+                "weights_max_s": None}
+    p50, p99 = np.quantile(ages, [0.5, 0.99])
+    return {"weights_delivered": len(ages), "weights_p50_s": round(float(p50), 3),
+            "weights_p99_s": round(float(p99), 3), "weights_max_s": round(max(ages), 3)}
 
 
 def timed_get(url: str) -> tuple[float, int]:
@@ -206,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="zf-scale-") as tmp:
         games_file = Path(tmp) / "games.msgpack"
         save_games(games_file, record_games(args.game, args.record, args.seed))
+        (Path(tmp) / "deliveries").mkdir()
         run = RedisServer().start()
         streams = [RedisServer().start() for _ in range(args.stream_servers)]
         handle = cluster = None
@@ -215,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"distributed.workers_per_host={per_host}",
                 f"selfplay.simulate_from={games_file}",
                 f"selfplay.simulate_games_per_min={args.games_per_min}",
+                f"selfplay.simulate_deliveries_dir={tmp}/deliveries",
                 "learner.replay_capacity=20000", "learner.min_replay=20001",
                 "learner.checkpoint_every_s=30", "distributed.inference=local",
                 f"distributed.worker_cpus={WORKER_CPUS}", "distributed.learner_cpus=0.1",
@@ -285,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             dashboard.close()
             final = handle.stop().to_json()
             merged = metrics.merge([handle.metrics_snapshot()])
+            delivered = delivery_quantiles(Path(tmp) / "deliveries", began)
         finally:
             if handle is not None:
                 handle.shutdown()
@@ -301,8 +305,6 @@ def main(argv: list[str] | None = None) -> int:
 
     appended = total(merged, "selfplay_games_total", worker_kind="selfplay")
     received = total(merged, "learner_games_received_total")
-    hist = merged["hists"].get("weights_delivery_seconds", {}).get((), [])
-    buckets = metrics.CATALOGUE["weights_delivery_seconds"].buckets
     fetches: dict[str, float] = {}
     for labels, v in merged["values"].get("weights_fetches_total", {}).items():
         source = dict(labels)["source"]
@@ -331,10 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         "redis_bytes_per_publish_in_blobs": round(bytes_out / max(publishes, 1)
                                                   / max(blob_bytes, 1), 2),
         "weight_fetches": {k: int(v) for k, v in fetches.items()},
-        "weights_delivered": int(sum(hist[:-1])) if hist else 0,
-        "weights_p50_s": bucket_quantile(hist, buckets, 0.5) if hist else None,
-        "weights_p99_s": bucket_quantile(hist, buckets, 0.99) if hist else None,
-        "weights_max_s": bucket_quantile(hist, buckets, 1.0) if hist else None,
+        **delivered,
         "controller_cores": round((cpu[0] + cpu[1]) / wall, 3),
         "controller_only_cores": round(cpu[0] / wall, 3),
         "driver_cores": round(cpu[1] / wall, 3),

@@ -11,12 +11,13 @@ holding the two stream shards, so the run's Redis carries the weights alone. The
 (``selfplay.simulate_from``: recorded tic-tac-toe games replayed at ``--games-per-min``
 (2 a minute: the learner, which trains on them, shares the bed's cores with the workers),
 weights polled every 2 s through each node's weight cache) are hosted N / 2 to an actor,
-one actor per node; the learner trains on what they send and publishes ``--net`` weights
-every ``--publish-every-steps`` steps. Measured over the timed phase: the run's Redis bytes
-out per publish (in blobs: about one per node with the cache), where the workers' weights
-came from, the delivery time, games lost (the auditors' ledger: must be 0), the
-controller's and the driver's CPU, the dashboard's ``/api/status`` latency. Prints one
-JSON document.
+one actor per node (``--workers-per-host``: 0 for node hosts, 1 for an actor a worker);
+the learner trains on what they send and publishes ``--net`` weights every
+``--publish-every-steps`` steps. Measured over the timed phase: the run's Redis bytes out
+per publish (in blobs: about one per node with the cache), where the workers' weights came
+from, the delivery time (exact: ``selfplay.simulate_deliveries_dir``), games lost (the
+auditors' ledger: must be 0), the controller's and the driver's CPU, the dashboard's
+``/api/status`` latency. Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -35,7 +36,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from scale_sim import bucket_quantile, median_ms, process_cpu_s, record_games  # noqa: E402
+from scale_sim import (  # noqa: E402
+    delivery_quantiles,
+    median_ms,
+    process_cpu_s,
+    record_games,
+)
 
 STREAM_PORT_OFFSET = 3
 """The stream shards' redis-server listens on the bed's Redis port + this."""
@@ -69,23 +75,28 @@ def _controller_pid(bed) -> int:
 def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float, *,
                     games_per_min: float = 2.0, net: str = "small",
                     publish_every_steps: int = 200, record: int = 32,
-                    seed: int = 0) -> dict:
+                    seed: int = 0, workers_per_host: int | None = None) -> dict:
     """One simulated run on ``bed`` (``start_run``: the multihost suite's, or one over
-    ``BedRun``); returns the JSON document."""
+    ``BedRun``); returns the JSON document. ``workers_per_host``: None, half the workers
+    an actor (an actor a node); 0, node hosts (the default of a run); 1, an actor a
+    worker (the bed's nodes need a ``worker_slots`` unit for each)."""
     from zeroforge.actors.replay_worker import save_games
-    from zeroforge.shared import metrics
     from zeroforge.shared.transport import connect
 
+    per_host = -(-workers // 2) if workers_per_host is None else workers_per_host
     games_file = work_dir / "games.msgpack"
     save_games(games_file, record_games("tictactoe", record, seed))
+    deliveries = work_dir / "deliveries"
+    deliveries.mkdir()
     main_port = bed.config.redis_port
     port = main_port + STREAM_PORT_OFFSET
     streams = bed.start_redis(port)
     run = None
     try:
         run = start_run(
-            f"selfplay.workers={workers}", f"distributed.workers_per_host={-(-workers // 2)}",
+            f"selfplay.workers={workers}", f"distributed.workers_per_host={per_host}",
             f"selfplay.simulate_from={games_file}",
+            f"selfplay.simulate_deliveries_dir={deliveries}",
             f"selfplay.simulate_games_per_min={games_per_min}", f"net={net}",
             f"learner.publish_every_steps={publish_every_steps}",
             "learner.min_replay=500", "learner.batch_size=64", "learner.checkpoint_every_s=5",
@@ -96,6 +107,7 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
         st = run.status_when(lambda s: s["alive"]["selfplay"] == workers
                              and s["weights_version"] >= 2, 600, f"{workers} workers up")
         nodes = sorted({r["ip"] for r in st["actors"] if r["kind"] == "selfplay"})
+        hosts = sum(r["kind"] == "selfplay" for r in st["actors"])
         dashboard = next(m[1] for line in run.lines
                          if (m := re.search(r"dashboard at (http://\S+)", line)))
         url = bed.admin_url(main_port)
@@ -137,14 +149,12 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
     fetches: dict[str, float] = {}
     for labels, v in _metric_lines(text, "weights_fetches_total"):
         fetches[labels["source"]] = fetches.get(labels["source"], 0.0) + v
-    buckets = metrics.CATALOGUE["weights_delivery_seconds"].buckets
-    counts = [v for labels, v in _metric_lines(text, "weights_delivery_seconds_bucket")]
-    hist = [b - a for a, b in zip([0.0, *counts[:-1]], counts, strict=True)] + [0.0]
     publishes = int(v1 - v0)
     blob_bytes = int(blob) if blob else 0
     per_publish = (out1 - out0) / max(publishes, 1)
     return {
-        "workers": workers, "nodes": len(nodes), "minutes": minutes, "net": net,
+        "workers": workers, "nodes": len(nodes), "hosts": hosts,
+        "workers_per_host": per_host, "minutes": minutes, "net": net,
         "games_per_min_per_worker": games_per_min,
         "games_appended": len(ledger.appended), "games_received": ledger.games_received,
         "lost_games": sum(not o.startswith("trained once")
@@ -154,8 +164,7 @@ def simulate_on_bed(bed, start_run, work_dir: Path, workers: int, minutes: float
         "redis_bytes_per_publish": round(per_publish),
         "redis_bytes_per_publish_in_blobs": round(per_publish / max(blob_bytes, 1), 2),
         "weight_fetches": {k: int(v) for k, v in fetches.items()},
-        "weights_p50_s": bucket_quantile(hist, buckets, 0.5) if counts else None,
-        "weights_p99_s": bucket_quantile(hist, buckets, 0.99) if counts else None,
+        **delivery_quantiles(deliveries, began),
         "controller_cores": round((cpu[0] + cpu[1]) / wall, 3),
         "controller_only_cores": round(cpu[0] / wall, 3),
         "driver_cores": round(cpu[1] / wall, 3),
@@ -176,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--net", default="small", help="the learner's net (its blob)")
     p.add_argument("--publish-every-steps", type=int, default=200,
                    help="every ~10 s here; at ~2 s a publish often races the workers' polls")
+    p.add_argument("--workers-per-host", type=int, default=None,
+                   help="0: node hosts (a run's default); 1: an actor a worker; default: "
+                        "half the workers an actor")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the document here")
     args = p.parse_args(argv)
@@ -185,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.netbed import Bed, BedConfig
 
     with tempfile.TemporaryDirectory(prefix="zf-bedsim-") as tmp, \
-            Bed(BedConfig(worker_slots=3)) as bed:
+            Bed(BedConfig(worker_slots=max(3, args.workers // 2 + 1))) as bed:
         runs: list[BedRun] = []
 
         def start_run(*settings: str, shards: tuple = ()) -> BedRun:
@@ -197,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             doc = simulate_on_bed(bed, start_run, Path(tmp), args.workers, args.minutes,
                                   games_per_min=args.games_per_min, net=args.net,
                                   publish_every_steps=args.publish_every_steps,
-                                  seed=args.seed)
+                                  seed=args.seed, workers_per_host=args.workers_per_host)
         finally:
             for run in runs:
                 run.close()

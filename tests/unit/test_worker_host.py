@@ -117,3 +117,43 @@ def test_recorded_games_round_trip_and_bad_files_say_what_is_wrong(tmp_path):
                                                   "games": [b"not a game"]}))
     with pytest.raises(ValueError, match="a game does not decode"):
         load_games(tmp_path / "bad")
+
+
+def test_a_simulating_worker_writes_each_delivery_and_the_simulators_take_exact_quantiles(
+        tmp_path):
+    """``selfplay.simulate_deliveries_dir``: a line per version a worker takes (none for a
+    poll that finds nothing new), from which ``delivery_quantiles`` takes exact figures of
+    the deliveries since a wall time."""
+    import uuid
+
+    from benchmarks.scale_sim import delivery_quantiles
+    from zeroforge.actors.replay_worker import ReplayWorker
+    from zeroforge.deploy.config import load_train_config
+    from zeroforge.shared.games import make_game
+    from zeroforge.shared.nets import build_net
+    from zeroforge.shared.transport import MemoryTransport
+
+    games, deliveries = tmp_path / "games.msgpack", tmp_path / "deliveries"
+    save_games(games, [encode(make_samples(seed=s)) for s in range(2)])
+    deliveries.mkdir()
+    config = load_train_config(None, ["net=tiny", f"selfplay.simulate_from={games}",
+                                      f"selfplay.simulate_deliveries_dir={deliveries}"])
+    transport = MemoryTransport.named(f"memory://{uuid.uuid4().hex}", "sim")
+    store = transport.weights()
+    net = build_net(config.net, make_game(config.game).spec)
+    store.publish(net, 1)
+    began = time.time()
+    worker = ReplayWorker(config.context("sim"), config.selfplay, transport.samples(), store,
+                          worker_id="w3", seed=1)  # takes version 1 as it starts
+    worker.poll_weights()  # nothing new: no line
+    store.publish(net, 2)
+    worker.poll_weights()
+    rows = [line.split("\t") for line in (deliveries / "w3.tsv").read_text().splitlines()]
+    assert [int(v) for _, v, _ in rows] == [1, 2]
+    assert all(float(when) >= began - 1 and 0 <= float(age) < 30 for when, _, age in rows)
+    got = delivery_quantiles(deliveries, since=0.0)
+    ages = sorted(float(age) for _, _, age in rows)
+    assert got["weights_delivered"] == 2 and got["weights_max_s"] == round(ages[1], 3)
+    assert delivery_quantiles(deliveries, since=time.time() + 60) == {
+        "weights_delivered": 0, "weights_p50_s": None, "weights_p99_s": None,
+        "weights_max_s": None}
