@@ -286,11 +286,6 @@ class StreamRoom:
                 except BaseException:
                     self.recent.give_back(owed)
                     raise
-                if not isinstance(reply, list):
-                    self.recent.give_back(owed)
-                if isinstance(reply, bytes | str):  # another server: owe it what it lost
-                    self.recent.restarted(_text(reply), self._lacks, self.where)
-                    continue
                 now = time.monotonic()
                 if isinstance(reply, list):
                     if started is not None:
@@ -298,6 +293,10 @@ class StreamRoom:
                     ids = [_text(i) for i in reply[1:]]
                     self.recent.appended(_text(reply[0]), ids, owed + blobs, len(owed))
                     return ids[len(owed):]
+                self.recent.give_back(owed)  # nothing was written
+                if isinstance(reply, bytes | str):  # another server: owe it what it lost
+                    self.recent.restarted(_text(reply), self._lacks, self.where)
+                    continue
                 started = now if started is None else started
                 waited = now - started
                 if waited >= timeout:
