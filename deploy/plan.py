@@ -385,17 +385,20 @@ def report(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures,
     lines.append(f"the run takes in {positions:,.1f} positions/s (held by {held_by}, with "
                  f"{config.distributed.stream_shards} stream shard(s) and "
                  f"{config.learner.replicas} learner replica(s))")
-    lines.append(_controller_line(config, workers, nodes))
+    lines.append(_controller_line(config, redis_shape(config, workers, nodes,
+                                                      figures.bytes_per_game,
+                                                      figures.blob_bytes)))
     if figures.bytes_per_game > 0:
         lines += ["", *sizing_lines(redis_sizing(config, workers, nodes,
                                                  figures.bytes_per_game, figures.blob_bytes))]
     return "\n".join(lines)
 
 
-def _controller_line(config: TrainConfig, workers: int, nodes: int) -> str:
-    """The controller's calls a tick: one stats call and one liveness check a host."""
-    per_host = config.distributed.workers_per_host
-    hosts = nodes if per_host == 0 else math.ceil(workers / per_host)
+def _controller_line(config: TrainConfig, run: RunShape) -> str:
+    """The controller's calls a tick: one stats call and one liveness check a self-play
+    actor (a host, or a worker at ``workers_per_host`` 1)."""
+    per_host = run.workers_per_host
+    hosts = run.workers if per_host == 1 else run.selfplay_hosts()
     shape = ("a node host a node" if per_host == 0 else
              f"{per_host} worker(s) a host (distributed.workers_per_host)")
     interval = config.distributed.monitor_interval_s

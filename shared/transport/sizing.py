@@ -136,12 +136,16 @@ class RunShape:
             return 0 if self.stream_servers else self.stream_shards
         return -(-self.stream_shards // self.stream_servers) if self.stream_servers else 0
 
+    def selfplay_hosts(self) -> int:
+        """Self-play actors that host workers: a node each (node hosts, 0), ``workers / K``
+        of K > 1; none at 1 (each worker is an actor of its own)."""
+        per = self.workers_per_host
+        return self.nodes if per == 0 else -(-self.workers // per) if per > 1 else 0
+
     def processes(self) -> dict[str, int]:
         """Processes of each kind of ``CONNECTIONS_PER_PROCESS``."""
-        per = self.workers_per_host
-        hosts = self.nodes if per == 0 else -(-self.workers // per) if per > 1 else 0
-        return {"self-play worker": self.workers if per == 1 else 0,
-                "self-play host": hosts, "learner": 1,
+        return {"self-play worker": self.workers if self.workers_per_host == 1 else 0,
+                "self-play host": self.selfplay_hosts(), "learner": 1,
                 "learner replica": self.learner_replicas - 1,
                 "evaluator": int(self.evaluator), "inference server": self.inference_servers,
                 "controller": 1, "driver and tools": 1}
