@@ -90,9 +90,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise CommandError(status.error)
     if status.learner_steps == 0:
         # nothing to resume from or to play: a job that "succeeded" this way hides a
-        # cluster that never ran its workers, or limits too short to reach min_replay
-        raise CommandError(trained_nothing_line(status, config.learner.min_replay))
+        # cluster that never ran its workers, or limits too short to reach min_replay.
+        # A stop the user asked for (`zeroforge stop`, Ctrl-C) did what was asked: said.
+        line = trained_nothing_line(status, config.learner.min_replay)
+        if status.stopped_by not in USER_STOPS:
+            raise CommandError(line)
+        print(f"zeroforge train: warning: {line}", file=sys.stderr, flush=True)
     return 0
+
+
+USER_STOPS = ("command", "interrupt")
+"""``RunStatus.stopped_by`` values of a stop the user asked for: such a run exits 0 even
+without a learner step (with a warning line)."""
 
 
 def trained_nothing_line(status: RunStatus, min_replay: int) -> str:
@@ -101,7 +110,8 @@ def trained_nothing_line(status: RunStatus, min_replay: int) -> str:
     why = (f"its self-play workers never started ({waited})" if waited and not status.games
            else f"its {status.games:.0f} games did not fill the replay window to "
                 f"learner.min_replay={min_replay} positions ({status.positions:.0f} played)")
-    return (f"the run {status.state} after {status.elapsed_s:.0f} s without one learner "
+    by = f" (stopped by {status.stopped_by})" if status.stopped_by else ""
+    return (f"the run {status.state}{by} after {status.elapsed_s:.0f} s without one learner "
             f"step: {why}")
 
 

@@ -170,7 +170,7 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
             status = dataclasses.replace(status, state="failed", error=str(err))
         except KeyboardInterrupt:
             print("stopping (final checkpoint)...", file=out, flush=True)
-            status = run.stop()
+            status = run.stop(by="interrupt")
         if mirror is not None:
             mirror.stop()
             mirror.set_status(status)

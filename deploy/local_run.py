@@ -103,6 +103,7 @@ class LocalRun:
         merged = self._merged()
         return RunStatus.from_metrics(
             merged, run_id=self.run_id, state=state or self._state,
+            stopped_by=self._stopped_by,
             elapsed_s=round(time.monotonic() - self._started, 1), inference="local",
             desired=dict.fromkeys(LOCAL_KINDS, 1), alive=dict.fromkeys(LOCAL_KINDS, 1),
             actor_states={k: {"alive": 1} for k in LOCAL_KINDS},
@@ -110,6 +111,8 @@ class LocalRun:
             actors=self._actor_rows(merged))
 
     _state = "running"
+    _stopped_by = ""
+    """What ended the run (``RunStatus.stopped_by``): ``limit``, ``interrupt``, ``failure``."""
 
     def _actor_rows(self, merged: dict) -> list[dict]:
         """The local run's three services as ``RunStatus.actors`` rows (one process)."""
@@ -186,7 +189,7 @@ class LocalRun:
                         # trains on, but here nothing is acked without a checkpoint and
                         # the one thread would wait at the stream's backlog limit for
                         # good, so the run stops, keeping its last good checkpoint
-                        interrupted = True
+                        interrupted, self._stopped_by = True, "failure"
                         self._say("stopping: a local run cannot go on without writing "
                                   "its checkpoint (its stream is in memory)")
                         break
@@ -196,9 +199,10 @@ class LocalRun:
                         self._say(self.status().progress_line())
                         last_line = time.monotonic()
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop as at a limit
-                interrupted = True
+                interrupted, self._stopped_by = True, "interrupt"
                 self._state = "stopping"
                 self._say("stopping (final checkpoint)...")
+            self._stopped_by = self._stopped_by or "limit"
             self.learner.drain()
             self.learner.stop()  # final publish, checkpoint, acks
             if not interrupted:

@@ -97,6 +97,7 @@ class Controller:
         """Gangs (``ActorKind.gang``) formed by this controller: a second one resumes."""
         self._lock = threading.RLock()
         self._state = "starting"
+        self._stopped_by = ""
         self._started = time.monotonic()
         self.limits = RunLimits(self.config.run, self.run_id, self._started)
         self.takeover = takeover
@@ -339,7 +340,7 @@ class Controller:
         self._failed = True
         self.error = self.crashes.give_up_line(name)
         log.error("run %s failed: %s", self.run_id, self.error)
-        threading.Thread(target=self.stop, daemon=True).start()
+        threading.Thread(target=self.stop, kwargs={"by": "failure"}, daemon=True).start()
         return True
 
     def _check_limits(self) -> None:
@@ -347,7 +348,7 @@ class Controller:
         can_play = bool(self._alive("learner") and (self._alive("selfplay")
                                                     or not self.desired["selfplay"]))
         if self.limits.check(self.metrics.merged, can_play):
-            threading.Thread(target=self.stop, daemon=True).start()
+            threading.Thread(target=self.stop, kwargs={"by": "limit"}, daemon=True).start()
 
     def _collect(self) -> None:
         """Gather every live actor's metrics snapshot (bounded wait)."""
@@ -378,8 +379,9 @@ class Controller:
                 self._fill()
             self._collect()
             self._ready.set()
-        if ending:
-            threading.Thread(target=self.stop, daemon=True).start()
+        if ending:  # the predecessor's stop, for the same reason
+            threading.Thread(target=self.stop, kwargs={"by": self._stopped_by or "command"},
+                             daemon=True).start()
         return {"metrics_url": self.metrics_url, "warning": warning, "adopted": adopted}
 
     # --- surviving a controller's death ---------------------------------------------------
@@ -394,7 +396,8 @@ class Controller:
             self._state_seq += 1
             state = {
                 "seq": self._state_seq,
-                "state": self._state, "started_wall": wall - (now - self._started),
+                "state": self._state, "stopped_by": self._stopped_by,
+                "started_wall": wall - (now - self._started),
                 **self.limits.state(now, wall),
                 "generation": self.generation, "desired": self.desired,
                 "restarts": self.restarts, "next_index": self._next_index,
@@ -425,6 +428,7 @@ class Controller:
         self._next_worker = int(st.get("next_worker", 0))
         self.crashes.load(st, now, wall)
         self.error, self._failed, self.lost = st["error"], st["failed"], st["lost"]
+        self._stopped_by = st.get("stopped_by", "")
         self._final_reports.update(st["final_reports"])
         self.limits.started = self._started
         self.limits.load(st, now, wall)
@@ -484,15 +488,16 @@ class Controller:
                 self._fill()
         return {"desired": dict(self.desired), "warning": warning}
 
-    def stop(self, timeout_s: float = 60.0) -> dict:
+    def stop(self, by: str = "command", timeout_s: float = 60.0) -> dict:
         """Stop the actors phase by phase (``ActorKind.stop_phase``): workers and the
         evaluator (their finished games are appended), then the learner (final
-        checkpoint), then the inference servers."""
+        checkpoint), then the inference servers. ``by``: what asked (``RunStatus.stopped_by``:
+        ``command`` for ``zeroforge stop``, ``interrupt``, ``limit``, ``failure``)."""
         self._ready.wait(120)
         with self._lock:
             if self._state in ("stopping", "stopped", "failed"):
                 return self.status()
-            self._state = "stopping"
+            self._state, self._stopped_by = "stopping", by
             # an actor Ray never scheduled (no resources) has nothing to save: kill it now.
             # One starting (a replacement learner resuming from the checkpoint) is stopped
             # like the others: its ``run`` begins, sees the stop and drains.
@@ -576,7 +581,7 @@ class Controller:
         states, waiting = actor_states(self.slots, self.config, failed)
         return RunStatus.from_metrics(
             self.metrics.merged, received_before=self.metrics.received_before(self.resume),
-            run_id=self.run_id, state=self._state,
+            run_id=self.run_id, state=self._state, stopped_by=self._stopped_by,
             elapsed_s=round(time.monotonic() - self._started, 1), inference=self.inference,
             desired=dict(self.desired), alive=alive, restarts=dict(self.restarts),
             metrics_url=self.metrics_url, actor_states=states, waiting=waiting,

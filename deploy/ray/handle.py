@@ -215,8 +215,9 @@ class RunHandle:
         (``Controller.worker_rows``)."""
         return dict(self._call("worker_rows", page))
 
-    def stop(self) -> RunStatus:
-        return RunStatus.from_json(self._call("stop"))
+    def stop(self, by: str = "command") -> RunStatus:
+        """Stop the run in order (``Controller.stop``); ``by``: what asked."""
+        return RunStatus.from_json(self._call("stop", by))
 
     def shutdown(self) -> None:
         """Stop, kill every actor of the run (they are detached: also those a dead

@@ -38,6 +38,7 @@ class RunStatus:
     run_id: str
     state: str
     elapsed_s: float
+    stopped_by: str = ""
     inference: str = "local"
     desired: dict[str, int] = field(default_factory=dict)
     alive: dict[str, int] = field(default_factory=dict)

@@ -136,7 +136,7 @@ def test_games_reach_the_learner_exactly_once_and_weights_flow_back(
     assert len(produced) >= 10
     assert collections.Counter(received) == collections.Counter(produced)
     assert final["games_received"] == len(produced) == final["games"]
-    assert final["state"] == "stopped"
+    assert final["state"] == "stopped" and final["stopped_by"] == "command"
     assert (tmp_path / "checkpoint.pt").exists()
 
 
@@ -305,6 +305,7 @@ def test_run_limit_ends_the_run_and_keeps_the_trained_checkpoint(
 
     controller = start_run(redis_server, run_id, tmp_path, "run.max_learner_steps=15")
     final = wait_for(lambda: (st := status(controller))["state"] == "stopped" and st)
+    assert final["stopped_by"] == "limit"  # a run that trained nothing so exits 1
     assert final["restarts"]["learner"] == 0
     assert final["learner_steps"] >= 15
     saved = load_checkpoint(tmp_path / "checkpoint.pt")
@@ -330,7 +331,7 @@ def test_crash_loop_fails_the_run_in_one_line(local_ray, redis_server, run_id, t
     failed_s = time.monotonic() - started
     assert "actors crashed" in final["error"] and "credentials" in final["error"]
     assert final["error"].split()[0] in ("learner", "selfplay")
-    assert len(final["error"].splitlines()) == 1
+    assert len(final["error"].splitlines()) == 1 and final["stopped_by"] == "failure"
     assert sum(final["alive"].values()) == 0
     report(failed_s=failed_s, replaced=sum(final["restarts"].values()),
            error_lines=len(final["error"].splitlines()))
