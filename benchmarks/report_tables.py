@@ -12,6 +12,7 @@ from typing import Any
 import report_compare
 import report_tts
 from report_layout import DataDir, Table, nbytes, sig2, thousands
+from tts_rule import held_minutes
 
 Builder = Callable[[DataDir], Table]
 
@@ -100,6 +101,43 @@ def go9_gnugo(data: DataDir) -> Table:
                          f"{r['score']:.0%} (+{r['wins']} ={r['draws']} −{r['losses']})")
         rows.append([f"{m} min", *cells])
     return Table(("training", *by_seed), rows, frozenset({0}))
+
+
+GO9_GNUGO_HOSTS = {"seed 0": "Zen 4, bfloat16", "seed 1": "Zen 4, bfloat16",
+                   "seed 2, Zen 3 host": "Zen 3, float32",
+                   "seed 2, AMX host": "Xeon AMX, bfloat16"}
+"""The host of each column of ``GO9_GNUGO``, for the held-level table."""
+
+
+def _pct(r: dict) -> str:
+    return f"{r['score']:.0%} (+{r['wins']} −{r['losses']})"
+
+
+def go9_gnugo_held(data: DataDir) -> Table:
+    """Each reported go9 run against GnuGo level 1 as the goal reads it: the minute 50% is
+    *held* (the median of three consecutive judged points, ``tts_rule.held_minutes``; the
+    first crossing beside it), the best point and the final checkpoint's score with its
+    distance from the best, in points. A run whose last point is a snapshot, not its final
+    checkpoint, says so."""
+    rows = []
+    for name, column in GO9_GNUGO:
+        points = [{"minutes": r["minutes"], "label": r["label"],
+                   **next(iter(r["results"].values()))} for r in data.load(name)["rows"]]
+        held, first = held_minutes(points, 0.5, 3), held_minutes(points, 0.5, 1)
+        best = max(points, key=lambda p: p["score"])
+        last = points[-1]
+        gap = round((best["score"] - last["score"]) * 100)
+        final = (f"{_pct(last)} at {last['minutes']:.0f} min, {gap} below the best"
+                 if last["label"].endswith("(final)") else
+                 f"not judged (last snapshot, {last['minutes']:.0f} min: {_pct(last)}, "
+                 f"{gap} below the best)")
+        rows.append([column, GO9_GNUGO_HOSTS[column], f"{last['minutes']:.0f}",
+                     "never" if held is None else f"**{held:.0f}**",
+                     "never" if first is None else f"{first:.0f}",
+                     f"{_pct(best)} at {best['minutes']:.0f} min", final])
+    return Table(("run", "host", "minutes trained", "≥ 50% held from (min)",
+                  "first crossing (min)", "best point", "final checkpoint"), rows,
+                 frozenset({2, 3, 4}))
 
 
 def uct_go9(data: DataDir) -> Table:
@@ -273,6 +311,7 @@ TABLES: dict[str, Builder] = {
     "go9-screen": go9_screen,
     "go9-screen-gumbel": go9_screen_gumbel,
     "go9-gnugo": go9_gnugo,
+    "go9-gnugo-held": go9_gnugo_held,
     "uct-go9": uct_go9,
     "tts-go9": report_tts.go9,
     "ablation-go9": report_tts.ablation_go9,  # the Zen 4 host's runs

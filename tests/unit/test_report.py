@@ -197,6 +197,36 @@ def test_the_ablation_table_shows_what_ran_and_what_did_not(tmp_path):
     assert [r[0] for r in kept] == ["the `go9` preset", "no Go input features (item 3)"]
 
 
+def test_the_go9_gnugo_table_holds_a_level_by_three_points_and_names_the_final(tmp_path):
+    """A lucky point is a first crossing, not a held level; the final checkpoint's score
+    is set against the best point; a run that ended on a snapshot says so."""
+    from report_layout import DataDir
+    from report_tables import GO9_GNUGO, go9_gnugo_held
+
+    def curve(name: str, scores: list[float], final: bool) -> None:
+        rows = [{"minutes": 15.0 * (i + 1), "label": f"{15 * (i + 1)} min",
+                 "results": {"gnugo": {"score": sc, "wins": round(sc * 40), "draws": 0,
+                                       "losses": 40 - round(sc * 40)}}}
+                for i, sc in enumerate(scores)]
+        if final:
+            rows[-1]["label"] += " (final)"
+        (tmp_path / name).write_text(json.dumps({"rows": rows}))
+
+    shapes = [([0.2, 0.9, 0.3, 0.4], True),   # one lucky point: never held
+              ([0.3, 0.6, 0.4, 0.7, 0.55, 0.2], True),  # held at the fourth point
+              ([0.1, 0.2], True),
+              ([0.5, 0.5, 0.5], False)]
+    for (name, _), (scores, final) in zip(GO9_GNUGO, shapes, strict=True):
+        curve(name, scores, final)
+    rows = [r[2:] for r in go9_gnugo_held(DataDir(tmp_path)).rows]
+    assert rows[0][1:3] == ["never", "30"]
+    assert rows[0][3] == "90% (+36 −4) at 30 min"
+    assert rows[0][4] == "40% (+16 −24) at 60 min, 50 below the best"
+    assert rows[1][1:3] == ["**60**", "30"]  # 60, 40, 70: median 60
+    assert rows[1][4] == "20% (+8 −32) at 90 min, 50 below the best"
+    assert rows[3][1] == "**45**" and rows[3][4].startswith("not judged (last snapshot, 45")
+
+
 def test_a_known_table_in_none_of_the_repository_docs_fails_the_check(tree, capsys):
     """Over the default docs (no --doc) a table whose markers moved away is named."""
     doc, data = tree
