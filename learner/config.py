@@ -37,9 +37,9 @@ class LearnerConfig:
     average_horizon: int = 0
     """Positions trained over which the weights that are published (self-play, the
     evaluator, play), snapshotted and kept as the checkpoint's model are averaged: an
-    exponential moving average of the weights after each step with this time constant,
-    the plain mean of all steps while fewer have been taken; 0: the raw weights. The raw
-    weights and optimizer stay in the checkpoint for resuming."""
+    exponential moving average of the weights after each step with this time constant
+    (early in a run, over about the last tenth of the steps taken); 0: the raw weights.
+    The raw weights and optimizer stay in the checkpoint for resuming."""
     replay_capacity: int = 100_000
     """Positions kept in the replay window."""
     min_replay: int = 1_000

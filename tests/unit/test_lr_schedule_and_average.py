@@ -63,7 +63,7 @@ def weights_of(learner) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in learner.raw_weights().items()}
 
 
-def test_the_published_weights_are_the_mean_of_the_steps_then_a_moving_average():
+def test_the_published_weights_follow_the_recent_steps_then_a_moving_average():
     lrn = make_learner(samples_per_insert=0, average_horizon=16 * 1000)
     lrn.add([one_hot_game(lrn.game, 30, s) for s in range(3)])
     after = []
@@ -73,8 +73,15 @@ def test_the_published_weights_are_the_mean_of_the_steps_then_a_moving_average()
     published = lrn.weights()
     for name, value in published.items():
         if value.is_floating_point():
-            mean = sum(a[name] for a in after) / 3
-            assert torch.allclose(value, mean, atol=1e-6), name
+            # early on the older weights keep (1 + n) / (10 + n) after n steps, not the
+            # n / (n + 1) of a plain mean: the first steps' weights fade fast
+            expected = after[0][name]
+            for n, a in enumerate(after[1:], start=1):
+                keep = (1 + n) / (10 + n)
+                expected = keep * expected + (1 - keep) * a[name]
+            assert torch.allclose(value, expected, atol=1e-6), name
+            assert not torch.allclose(value, sum(a[name] for a in after) / 3, atol=1e-6) \
+                or torch.equal(after[0][name], after[-1][name])
     assert any(not torch.equal(published[k], after[-1][k]) for k in published)
     # past the horizon, the newest weights weigh exp(-batch / horizon) of a step
     short = make_learner(samples_per_insert=0, average_horizon=16)
