@@ -265,6 +265,12 @@ def redis_errors(client: redis.Redis) -> Iterator[None]:
         raise
 
 
+def text(value: bytes | str | int) -> str:
+    """A reply field as text: redis-py gives bytes (no ``decode_responses``), a Lua number
+    an int."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _reason(err: Exception) -> str:
     """The operating system's words for a failure ("Connection refused"), if it gave any."""
     cause = err.__cause__ or err.__context__

@@ -62,7 +62,7 @@ from zeroforge.shared.samples import (
     decode,
     encode,
 )
-from zeroforge.shared.transport.connection import TransportError, redis_errors
+from zeroforge.shared.transport.connection import TransportError, redis_errors, text
 from zeroforge.shared.transport.fencing import epoch_key, fence_check, fenced_reply
 from zeroforge.shared.transport.recent_appends import DEFAULT_WINDOW_S
 from zeroforge.shared.transport.stream_room import (
@@ -287,7 +287,7 @@ class SampleStream:
             pipe = self.redis.pipeline(transaction=False)
             for blob in blobs:
                 pipe.xadd(self.key, {FIELD: blob} if blob is not None else {b"x": b""})
-            return [_text(i) for i in pipe.execute()]
+            return [text(i) for i in pipe.execute()]
 
     def wait_for_room(self, timeout_s: float | None = None, count: int = 1) -> None:
         """Return once ``count`` games would fit under ``max_backlog``; BackpressureTimeout
@@ -407,7 +407,7 @@ class SampleStream:
                 if "no such key" not in str(err):
                     raise
                 return StreamInfo(0, 0, 0, "0-0", "0-0")
-        group = next((g for g in groups if _text(g["name"]) == self.config.group), None)
+        group = next((g for g in groups if text(g["name"]) == self.config.group), None)
         if group is None:
             raise TransportError(f"sample stream {self.key} has no group "
                                  f"{self.config.group!r}")
@@ -416,8 +416,8 @@ class SampleStream:
         return StreamInfo(
             length=int(length), pending=pending,
             lag=int(lag) if lag is not None else max(int(length) - pending, 0),
-            last_delivered_id=_text(group["last-delivered-id"]),
-            last_generated_id=_text(stream["last-generated-id"]),
+            last_delivered_id=text(group["last-delivered-id"]),
+            last_generated_id=text(stream["last-generated-id"]),
         )
 
     # --- internals -----------------------------------------------------------------------
@@ -447,8 +447,8 @@ class SampleStream:
             if not reply:
                 self._pending_cursor = None  # history drained: from now on only new entries
                 break
-            self._pending_cursor = _text(reply[-1][0])
-            fresh = [e for e in reply if _text(e[0]) not in self._handed_out]
+            self._pending_cursor = text(reply[-1][0])
+            fresh = [e for e in reply if text(e[0]) not in self._handed_out]
             if fresh:
                 return fresh
         # BLOCK 0 means "forever" to Redis; our 0 means "do not wait", i.e. no BLOCK.
@@ -487,7 +487,7 @@ class SampleStream:
 
     def _decode_batch(self, raw: list[tuple[bytes, dict | None]]
                       ) -> list[tuple[str, GameSamples]]:
-        entries = [(_text(raw_id), _entry_data(fields)) for raw_id, fields in raw]
+        entries = [(text(raw_id), _entry_data(fields)) for raw_id, fields in raw]
         good, drop, skipped = decode_entries(entries, self._skip_through,
                                              self.config.read_limits(), self.rejected, self.key,
                                              self._already)
@@ -551,5 +551,3 @@ def decode_entries(entries: Sequence[tuple[str, bytes | int | None]],
     return good, drop, skipped
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

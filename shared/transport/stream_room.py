@@ -59,7 +59,12 @@ from typing import Any, ClassVar
 
 import redis
 
-from zeroforge.shared.transport.connection import TransportError, endpoint, redis_errors
+from zeroforge.shared.transport.connection import (
+    TransportError,
+    endpoint,
+    redis_errors,
+    text,
+)
 from zeroforge.shared.transport.recent_appends import (
     DEFAULT_WINDOW_S,
     MISSING_SCRIPT,
@@ -290,12 +295,12 @@ class StreamRoom:
                 if isinstance(reply, list):
                     if started is not None:
                         self.backpressure_wait_s += now - started
-                    ids = [_text(i) for i in reply[1:]]
-                    self.recent.appended(_text(reply[0]), ids, owed + blobs, len(owed))
+                    ids = [text(i) for i in reply[1:]]
+                    self.recent.appended(text(reply[0]), ids, owed + blobs, len(owed))
                     return ids[len(owed):]
                 self.recent.give_back(owed)  # nothing was written
                 if isinstance(reply, bytes | str):  # another server: owe it what it lost
-                    self.recent.restarted(_text(reply), self._lacks, self.where)
+                    self.recent.restarted(text(reply), self._lacks, self.where)
                     continue
                 started = now if started is None else started
                 waited = now - started
@@ -344,5 +349,3 @@ class StreamRoom:
                                                     max(wait, MIN_BLOCK_S))
 
 
-def _text(value: bytes | str | int) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
