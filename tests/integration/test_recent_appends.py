@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -73,11 +74,22 @@ def read_all(reader: SampleStream) -> list[str]:
     return ids
 
 
+def wait_in_files(folder: Path, marker: bytes, timeout_s: float = 10.0) -> None:
+    """Until some file under ``folder`` contains ``marker``."""
+    deadline = time.monotonic() + timeout_s
+    while not any(marker in f.read_bytes() for f in folder.rglob("*") if f.is_file()):
+        assert time.monotonic() < deadline, f"{marker!r} never reached {folder}"
+        time.sleep(0.05)
+
+
 def test_games_a_restarted_server_lost_are_appended_again_once(server, run_id, tmp_path,
                                                                caplog):
     games = make_games(24)
     reader, worker = streams(server[0], run_id)
     worker.append(games[:8])  # in the AOF of the copy
+    # Redis writes its AOF after replying, later still under load: copy once it holds them
+    # (CI copied too early once, and the copy lacked all 16)
+    wait_in_files(Path(server[0].config.data_dir), games[7].game_id.encode())
     copy = tmp_path / "copy"
     shutil.copytree(server[0].config.data_dir, copy)
     worker.append(games[8:16])  # acknowledged, then lost with the restart
