@@ -291,5 +291,7 @@ def test_an_address_whose_link_is_down_fails_in_one_line_within_seconds(bed):
             assert r.returncode == 1, (name, r.stdout, r.stderr)
             assert len(lines) == 1 and "no answer within 3 s" in lines[0], (name, r.stderr)
     print("link down, seconds to the one line:", {k: round(v, 1) for k, v in took.items()})
-    # Ray's own connect gives up after 30 s; the probe's line comes well before
-    assert max(took.values()) < 20, took
+    # Ray's own connect gives up after 30 s, on top of the process's start (15-20 s of
+    # imports on a loaded 2-core CI host, where 20 s once failed this); the probe's line
+    # comes after the start plus 3 s, so under 30 s in all still tells the two apart
+    assert max(took.values()) < 30, took
