@@ -23,7 +23,7 @@ import time
 
 from zeroforge.deploy.config import TrainConfig
 from zeroforge.deploy.ray import ray_calls
-from zeroforge.deploy.ray.failures import CrashWindows, drop_errors, error_line, stop_losses
+from zeroforge.deploy.ray.failures import CrashWindows, drop_errors, error_line, stop_problems
 from zeroforge.deploy.ray.hosts import ServiceHost, make_inference_actor
 from zeroforge.deploy.ray.kinds import KINDS
 from zeroforge.deploy.ray.naming import NAMESPACE, actor_name, kill_run_actors
@@ -525,17 +525,9 @@ class Controller:
             unfinished += [f"{refs[r].kind} {refs[r].index}" for r in late]
         with self._lock:
             self._collect()
-            problems = stop_losses(self._final_reports.get("learner", {}), self.lost,
-                                   self.crashes.last_error.get("learner", "?"))
-            if undrained:
-                self.lost["undrained"] = 1.0
-                problems.append("no learner ran at the stop (its replacement was still "
-                                "waiting to be scheduled), so the games appended since the "
-                                "last checkpoint are not in it: they stay in the stream, "
-                                "and `--resume` trains them")
-            if unfinished:
-                problems.append(f"{', '.join(unfinished)} did not finish within "
-                                f"{timeout_s:.0f} s (no final checkpoint from them)")
+            problems = stop_problems(self._final_reports.get("learner", {}), self.lost,
+                                     self.crashes.last_error.get("learner", "?"),
+                                     undrained, unfinished, timeout_s)
             if problems and not self.error:
                 self.error = "the stop lost data: " + "; ".join(problems)
             self._state = "failed" if self._failed else "stopped"

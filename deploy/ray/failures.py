@@ -100,6 +100,23 @@ def stop_losses(report: dict, lost: dict[str, float], learner_error: str) -> lis
     return words
 
 
+def stop_problems(report: dict, lost: dict[str, float], learner_error: str, undrained: bool,
+                  unfinished: list[str], timeout_s: float) -> list[str]:
+    """Everything a stop lost, in words (``stop_losses``, then the stop's own: no learner
+    left to drain, ``undrained``, which also goes into ``lost``; actors ``unfinished``
+    within ``timeout_s``)."""
+    words = stop_losses(report, lost, learner_error)
+    if undrained:
+        lost["undrained"] = 1.0
+        words.append("no learner ran at the stop (its replacement was still waiting to be "
+                      "scheduled), so the games appended since the last checkpoint are not "
+                      "in it: they stay in the stream, and `--resume` trains them")
+    if unfinished:
+        words.append(f"{', '.join(unfinished)} did not finish within {timeout_s:.0f} s "
+                     "(no final checkpoint from them)")
+    return words
+
+
 def drop_errors(refs: list) -> None:
     """Wait for ``refs`` (runs of actors just killed) and drop what they raised."""
     for ref in refs:
