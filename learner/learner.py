@@ -195,9 +195,9 @@ class Learner:
         with a time constant of ``average_horizon`` positions, but early in the run one
         over about the last tenth of the steps taken (the older weights keep a share of
         (1 + n) / (10 + n) after n steps, TensorFlow's ``num_updates`` rule), so neither the
-        random initialisation nor the first minutes' weak nets linger in it. A plain mean
-        of the steps (the rule before) lagged so far that self-play on the average reached
-        90% against uct:1000 at 4.6 minutes instead of 1.6 (gomoku6, seed 100)."""
+        random initialisation nor the first minutes' weak nets linger in it. With a plain
+        mean of the steps (the rule before) the averaged gomoku6 runs scored 23-27% against
+        uct:1000 at half a minute where the raw ones scored 53-63% (seeds 100-101)."""
         horizon = self.config.average_horizon
         if not horizon:
             return
