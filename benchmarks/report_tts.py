@@ -204,10 +204,13 @@ def _percent(points: list[dict[str, Any]]) -> list[str]:
 
 
 GO9_HELD = (("`go9` preset (cosine schedule)",
-             tuple(f"tts44-go9-uct1000-seed{s}.json" for s in SEEDS)),)
+             tuple(f"tts44-go9-uct1000-seed{s}.json" for s in SEEDS)),
+            ("constant rate (`learner.lr_schedule=constant`), after",
+             ("tts44-go9-uct1000-constant-seed1.json",)))
 """Issue 44's go9 runs against ``uct:1000``, 20 minutes each, judged until the level is
 held: (variant, its files, one a seed). The preset's seeds 0 and 1 trained side by side and
-seed 2 after; the constant-rate control trained beside their judging, a core to itself."""
+seed 2 after; the constant-rate control (seed 1 only) after seed 2, each on a core to itself
+while others were judged on the other."""
 
 
 def go9_held(data: DataDir, variants: Sequence[tuple[str, Sequence[str]]] = GO9_HELD
