@@ -199,6 +199,10 @@ def go9(data: DataDir) -> Table:
     return Table(TTS_HEADER, [_row(("go 9×9", "`go9` preset"), runs)], TTS_RIGHT)
 
 
+NOT_IN_PLAN = "not run"
+"""A seed a variant was never meant to run (a one-seed control), unlike ``NOT_RUN``."""
+
+
 def _percent(points: list[dict[str, Any]]) -> list[str]:
     return [str(round(p["score"] * 100)) for p in points]
 
@@ -233,7 +237,7 @@ def go9_held(data: DataDir, variants: Sequence[tuple[str, Sequence[str]]] = GO9_
         for seed in SEEDS:
             run = by_seed.get(seed)
             if run is None:
-                cells.append(NOT_RUN)
+                cells.append(NOT_IN_PLAN)
                 continue
             held.append(held_minutes(run["points"], level, 3))
             first.append(held_minutes(run["points"], level, 1))

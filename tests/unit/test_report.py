@@ -244,7 +244,7 @@ def test_the_go9_held_table_works_out_held_and_first_crossing_from_the_points(tm
     """A run that crosses once and falls back is never held; the medians are the rule's;
     a variant run on one seed shows the others as not run and no median."""
     from report_layout import DataDir
-    from report_tts import NOT_RUN, go9_held
+    from report_tts import NOT_IN_PLAN, go9_held
 
     def run(seed: int, scores: list[float], target: float = 0.9, tag: str = "") -> str:
         row = {"config": "go9", "seed": seed, "minutes_to_target": 99.0,  # not trusted
@@ -264,7 +264,7 @@ def test_the_go9_held_table_works_out_held_and_first_crossing_from_the_points(tm
                            "9.9 [90, 95, 100]"]
     assert preset[4:6] == ["**9.9**", "6.6"]  # held: 9.9, never, 9.9; first: 6.6, 6.6, 3.3
     assert preset[6:] == ["80", "2.5"]
-    assert other[1:] == [NOT_RUN, "9.9 [20, 90, 95]", NOT_RUN, "—", "—", "80", "2.5"]
+    assert other[1:] == [NOT_IN_PLAN, "9.9 [20, 90, 95]", NOT_IN_PLAN, "—", "—", "80", "2.5"]
 
     names[2] = run(2, [0.9, 0.95, 1.0], target=0.5)
     with pytest.raises(ValueError, match="different targets"):
