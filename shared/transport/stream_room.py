@@ -55,7 +55,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-import weakref
 from typing import Any, ClassVar
 
 import redis
@@ -90,11 +89,7 @@ class _Blocker:
     """The one BLPOP a process has open on one room list of one server (module docstring,
     "One blocked read a process")."""
 
-    # Weakly by pool: a transport's blockers go with its pool (a long-lived process that
-    # reconnects does not keep one per pool it ever had), and a new pool never inherits
-    # a dead one's blocker, as keying by ``id(pool)`` allowed once the id was reused.
-    _all: ClassVar[weakref.WeakKeyDictionary[redis.ConnectionPool, dict[str, _Blocker]]] = (
-        weakref.WeakKeyDictionary())
+    _all: ClassVar[dict[tuple[int, str], _Blocker]] = {}
     _all_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self) -> None:
@@ -106,7 +101,7 @@ class _Blocker:
         """The blocker of ``key`` on ``client``'s pool (a pool is a process's connections
         to one server; blockers are few: a stream shard's room list each)."""
         with cls._all_lock:
-            return cls._all.setdefault(client.connection_pool, {}).setdefault(key, cls())
+            return cls._all.setdefault((id(client.connection_pool), key), cls())
 
     def wait(self, client: redis.Redis, key: str, wait_s: float) -> None:
         """BLPOP ``key`` for up to ``wait_s`` if no other thread of this process is, else
