@@ -4,6 +4,7 @@ and the runs' rates."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -203,10 +204,6 @@ NOT_IN_PLAN = "not run"
 """A seed a variant was never meant to run (a one-seed control), unlike ``NOT_RUN``."""
 
 
-def _percent(points: list[dict[str, Any]]) -> list[str]:
-    return [str(round(p["score"] * 100)) for p in points]
-
-
 GO9_HELD = (("`go9` preset (cosine schedule)",
              tuple(f"tts44-go9-uct1000-seed{s}.json" for s in SEEDS)),
             ("constant rate (`learner.lr_schedule=constant`), after",
@@ -233,18 +230,15 @@ def go9_held(data: DataDir, variants: Sequence[tuple[str, Sequence[str]]] = GO9_
     rows = []
     for label, names in variants:
         by_seed = {r["seed"]: r for name in names for r in docs[name]["rows"]}
-        cells, held, first = [], [], []
-        for seed in SEEDS:
-            run = by_seed.get(seed)
-            if run is None:
-                cells.append(NOT_IN_PLAN)
-                continue
-            held.append(held_minutes(run["points"], level, 3))
-            first.append(held_minutes(run["points"], level, 1))
-            cells.append(f"{minutes_cell(held[-1], limit)} [{', '.join(_percent(run['points']))}]")
-        whole = len(held) == len(SEEDS)
-        picked = [_seed(by_seed[s], limit) for s in SEEDS if s in by_seed]
-        rows.append([label, *cells, bold(median_cell(held, limit)) if whole else "—",
+        # each run's Seed with its minutes the held level's, not the row's own figure
+        runs = {s: dataclasses.replace(_seed(r, limit),
+                                       minutes=held_minutes(r["points"], level, 3))
+                for s, r in by_seed.items()}
+        first = [held_minutes(by_seed[s]["points"], level, 1) for s in SEEDS if s in by_seed]
+        cells = [runs[s].cell() if s in runs else NOT_IN_PLAN for s in SEEDS]
+        whole = all(s in runs for s in SEEDS)
+        picked = [runs[s] for s in SEEDS if s in runs]
+        rows.append([label, *cells, bold(median(picked)) if whole else "—",
                      median_cell(first, limit) if whole else "—", *rates(picked)])
     return Table(("variant", *(f"seed {s}" for s in SEEDS), "median held",
                   "median first crossing", "positions/s", "learner steps/s"), rows,
