@@ -154,9 +154,8 @@ def test_a_shard_down_past_the_old_window_comes_back_with_copies_none_trained_tw
                         f"selfplay.simulate_from={games_file}",
                         "selfplay.simulate_games_per_min=300", "distributed.stream_shards=2",
                         # the learner trains each position once (it keeps up, and waits
-                        # for data between), and the preset's 3 minutes would end the run
-                        # before the window passed
-                        "learner.samples_per_insert=1", "run.minutes=0",
+                        # for data between)
+                        "learner.samples_per_insert=1",
                         f'distributed.stream_redis=["redis://redis:{main_port}/0",'
                         f'"redis://redis:{port}/0"]', shards=((main_port, 0), (port, 1)))
         run.status_when(lambda s: s["alive"]["selfplay"] == 20
@@ -215,7 +214,7 @@ def test_the_main_redis_down_three_minutes_and_the_learner_killed_meanwhile(
     port = bed.config.redis_port + 2
     shards = bed.start_redis(port)
     try:
-        run = start_run("selfplay.workers=2", "distributed.stream_shards=2", "run.minutes=0",
+        run = start_run("selfplay.workers=2", "distributed.stream_shards=2",
                         f'distributed.stream_redis=["redis://redis:{port}/0"]',
                         shards=((port, 0), (port, 1)))
         st = run.status_when(lambda s: s["learner_steps"] >= 20 and len(ips(s)) == 2,
