@@ -83,6 +83,8 @@ class RatingService:
 
     ``anchors``/``games`` default to ``evaluation.anchors``/``evaluation.games``; the agent
     searches with ``evaluation.simulations`` simulations (0: the search section's number).
+    ``weights_channel``: the run's weights channel it judges ("": self-play's;
+    ``AVERAGE_CHANNEL`` when the learner keeps its average apart).
     Each evaluation is also appended to the run record (``RUN_DIR/eval.jsonl``) when
     ``record`` is given.
     """
@@ -91,7 +93,8 @@ class RatingService:
                  evaluation: EvaluationConfig, transport: Transport,
                  anchors: Sequence[str] | None = None, games: int | None = None, *,
                  best_threshold: float | None = None, opening_moves: int = 2,
-                 seed: int | None = None, record: RunFiles | None = None) -> None:
+                 seed: int | None = None, record: RunFiles | None = None,
+                 weights_channel: str = "") -> None:
         self.anchors = tuple(evaluation.anchors if anchors is None else anchors)
         self.games = int(evaluation.games if games is None else games)
         if best_threshold is None:
@@ -140,7 +143,8 @@ class RatingService:
 
         self.transport = transport
         # weights not signed by the run's learner are refused (ctx.weights_public_key)
-        self.store = transport.weights(verifier=verifier_for(ctx.weights_public_key))
+        self.store = transport.weights(verifier=verifier_for(ctx.weights_public_key),
+                                       channel=weights_channel)
         self._refused = RefusedVersions("evaluator", self.recorder, "evaluator")
         self.results_store = transport.results()
         self._started = time.monotonic()

@@ -35,11 +35,18 @@ class LearnerConfig:
     """Length of the schedule in steps (steps past it stay at the final rate); 0: the
     run's budget (``lr_schedule``)."""
     average_horizon: int = 0
-    """Positions trained over which the weights that are published (self-play, the
-    evaluator, play), snapshotted and kept as the checkpoint's model are averaged: an
-    exponential moving average of the weights after each step with this time constant
-    (early in a run, over about the last tenth of the steps taken); 0: the raw weights.
-    The raw weights and optimizer stay in the checkpoint for resuming."""
+    """Positions trained over which the weights that the evaluator judges, that are
+    snapshotted (``best.safetensors`` among them) and kept as the checkpoint's model (what
+    ``play`` loads) are averaged: an exponential moving average of the weights after each
+    step with this time constant (early in a run, over about the last tenth of the steps
+    taken); 0: the raw weights everywhere. The raw weights and optimizer stay in the
+    checkpoint for resuming. Self-play plays them too with ``average_selfplay``."""
+    average_selfplay: bool = False
+    """With ``average_horizon``: self-play plays the averaged weights as well (true), or the
+    raw ones the learner trains (false: the average is published on its own weights
+    channel, ``AVERAGE_CHANNEL``, which the evaluator reads). False by the gomoku screen:
+    self-play on the average learned slower, and raw self-play learns exactly as a run
+    without averaging does."""
     replay_capacity: int = 100_000
     """Positions kept in the replay window."""
     min_replay: int = 1_000
@@ -102,6 +109,12 @@ class LearnerConfig:
     """How long a collective of the replica group may wait for a replica before the group
     fails (one line naming the silent replica) and is restarted from the checkpoint: the
     detection time of a hung (SIGSTOPped) replica."""
+
+    @property
+    def separate_average(self) -> bool:
+        """Whether the averaged weights go out apart from self-play's, on their own
+        channel: averaging is on and self-play plays the raw weights."""
+        return bool(self.average_horizon) and not self.average_selfplay
 
     def __post_init__(self) -> None:
         if self.replicas < 1:

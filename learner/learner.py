@@ -286,6 +286,16 @@ class Learner:
         return _cpu_copy(self.average if self.average is not None
                          else self.net.state_dict())
 
+    def selfplay_weights(self) -> dict[str, torch.Tensor]:
+        """A CPU copy of the weights self-play plays: ``weights`` with
+        ``average_selfplay``, else the raw ones (``separate_average``)."""
+        return self.raw_weights() if self.separate_average else self.weights()
+
+    @property
+    def separate_average(self) -> bool:
+        """``LearnerConfig.separate_average``."""
+        return self.config.separate_average
+
     def raw_weights(self) -> dict[str, torch.Tensor]:
         """A CPU copy of the weights as trained (what a resumed learner trains on from)."""
         return _cpu_copy(self.net.state_dict())

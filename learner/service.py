@@ -69,13 +69,13 @@ from zeroforge.learner.service_state import SERVICE_STATE_FORMAT, ServiceState
 from zeroforge.learner.service_status import service_status
 from zeroforge.learner.snapshots import WeightSnapshots
 from zeroforge.learner.stream_drain import drain_stream
+from zeroforge.learner.weights_out import PublishedWeights
 from zeroforge.shared.nets import NetConfig
 from zeroforge.shared.pace import Pace
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import EntryLimits, GameSamples
 from zeroforge.shared.transport import (
     FencedError,
-    StaleVersionError,
     StreamConfig,
     Transport,
     TransportError,
@@ -156,7 +156,6 @@ class LearnerService:
         self.checkpoint_health = CheckpointHealth(self.checkpoint_path, self.recorder,
                                                   learner.checkpoint_every_s)
         self.last_losses: dict[str, float] = {}
-        self._steps_at_publish = 0
         self.pending = PendingAcks()
         """Entries in the replay window not acked yet (acked after the checkpoint)."""
         self._stream_mirror: collections.Counter[str] = collections.Counter()
@@ -176,6 +175,11 @@ class LearnerService:
         self.run_dir_fence.claim()
         self.fenced_by: int | None = None
         """The newer learner's epoch once this one has been fenced off (it then stops)."""
+        # signed with the key in the run directory: readers refuse weights without it
+        self.out = PublishedWeights(transport, self.learner, self.recorder, weights_keep,
+                                    signer_for_run(ctx.run_dir, ctx.weights_public_key))
+        self.weights = self.out.store
+        """Self-play's weights channel (``PublishedWeights``)."""
         if resume and self.checkpoint_path.exists():
             self._restore()
         count_restored_totals(self.recorder, self.learner, self.games_received,
@@ -192,11 +196,8 @@ class LearnerService:
         except ValueError as err:  # e.g. a cursor of more stream shards than the run has
             transport.close()
             raise CheckpointError(f"{self.checkpoint_path}: {err}") from None
-        # signed with the key in the run directory: readers refuse weights without it
-        self.weights = transport.weights(
-            keep=weights_keep, signer=signer_for_run(ctx.run_dir, ctx.weights_public_key))
         self.pacer = PacePublisher(transport.pace(), on_error=self._count_transport_error)
-        self._publish_initial()
+        self.out.publish_initial(self.run_id)
         self.group = group
         """The data-parallel group this learner leads (``learner.replicas`` > 1): formed
         when ``run`` starts, told to stop by ``stop``."""
@@ -239,7 +240,7 @@ class LearnerService:
             self.last_losses = metrics[-1]
             record_training(self.recorder, self.learner, metrics)
         published = None
-        if self.learner.steps - self._steps_at_publish >= self.config.publish_every_steps:
+        if self.learner.steps - self.out.steps_at_publish >= self.config.publish_every_steps:
             try:
                 published = self._publish()
             except TransportError as err:  # tried again next turn
@@ -347,37 +348,10 @@ class LearnerService:
         self.transport_errors += 1
 
     # --- weights ---------------------------------------------------------------------------
-    def _publish_initial(self) -> None:
-        latest = self.weights.latest_version()
-        if latest is None and self.learner.version == 0 and self.learner.steps == 0:
-            self.weights.publish(self.learner.weights(), 0)  # version 0: random init
-            self._steps_at_publish = 0
-        elif (latest == self.learner.version and self._steps_at_publish == self.learner.steps
-              and self.learner.steps > 0):
-            pass  # Redis already holds exactly these weights under this version
-        else:
-            if latest is not None and latest > self.learner.version:
-                self.learner.version = latest
-            self._publish()
-        self.recorder.set("weights_version", self.learner.version, component="learner")
-
     def _publish(self) -> int:
-        """Publish the current weights as the next version; returns it."""
-        version = self.learner.publish()
-        try:
-            self.weights.publish(self.learner.weights(), version)
-        except StaleVersionError as err:
-            # Someone published past us: a previous incarnation of this learner, or a second
-            # learner on the same run (a bug of the deployment). Move past it, loudly.
-            latest = self.weights.latest_version() or version
-            log.error("%s; continuing from version %d (two learners on run %s?)", err,
-                      latest + 1, self.run_id)
-            self.learner.version = latest
-            version = self.learner.publish()
-            self.weights.publish(self.learner.weights(), version)
-        self._steps_at_publish = self.learner.steps
+        """Publish the current weights as the next version (``PublishedWeights``)."""
+        version = self.out.publish(self.run_id)
         self._dirty = True
-        self.recorder.set("weights_version", version, component="learner")
         return version
 
     # --- checkpoints -----------------------------------------------------------------------
@@ -408,7 +382,7 @@ class LearnerService:
         extra = ServiceState(
             stream_cursor=self.cursor, games_received=self.games_received,
             positions_received=self.positions_received,
-            steps_at_publish=self._steps_at_publish, rejected=dict(self.rejected),
+            steps_at_publish=self.out.steps_at_publish, rejected=dict(self.rejected),
             recent_game_ids=list(self.recent_game_ids), throttled_s=self.throttled_s,
             trained_s=self.snapshots.lived(), received=self.received,
             run_id=self.run_id, learner_epoch=self.run_dir_fence.epoch).to_extra()
@@ -447,7 +421,7 @@ class LearnerService:
         self.cursor = state.stream_cursor
         self.games_received = state.games_received
         self.positions_received = state.positions_received
-        self._steps_at_publish = state.steps_at_publish
+        self.out.steps_at_publish = state.steps_at_publish
         self.throttled_s = state.throttled_s
         self.snapshots.lived_before = state.trained_s
         self.rejected.update(state.rejected)
@@ -539,7 +513,7 @@ class LearnerService:
         if self._closed:
             return
         self.pacer.clear()  # workers still running (ended at a limit) play on at once
-        if self.learner.steps > self._steps_at_publish:
+        if self.learner.steps > self.out.steps_at_publish:
             try:
                 self._publish()
             except TransportError as err:

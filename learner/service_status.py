@@ -41,7 +41,7 @@ def service_status(service: Any) -> dict:
         "undrained": service.undrained,
         "checkpoint_failures": service.checkpoint_health.failures,
         "checkpoint_error": service.checkpoint_health.error,
-        "unpublished_steps": learner.steps - max(service._steps_at_publish, 0),
+        "unpublished_steps": learner.steps - max(service.out.steps_at_publish, 0),
         "replicas": service.group.replicas if service.group is not None else 1,
         "stream_shards": len(getattr(service.stream, "shards", ())) or 1,
         "stream_shard_errors": dict(getattr(service.stream, "shard_errors", {})),

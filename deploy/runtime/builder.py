@@ -28,7 +28,13 @@ from zeroforge.shared import config as cfg
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.run_files import RunFiles
 from zeroforge.shared.search import VersionedEvaluator
-from zeroforge.shared.transport import Transport, open_transport, patiently, verifier_for
+from zeroforge.shared.transport import (
+    AVERAGE_CHANNEL,
+    Transport,
+    open_transport,
+    patiently,
+    verifier_for,
+)
 
 
 class TransportArgs(TypedDict):
@@ -215,7 +221,10 @@ def build_learner_member(config: TrainConfig, ctx: RunContext,
 
 def build_rating_service(config: TrainConfig, ctx: RunContext, transport: Transport,
                     **options: Any) -> RatingService:
-    """The run's evaluator; it appends each evaluation to the run record."""
+    """The run's evaluator; it appends each evaluation to the run record, and judges the
+    averaged weights where the learner keeps them apart from self-play's."""
     options.setdefault("record", RunFiles(ctx.run_dir))
+    if config.learner.separate_average:
+        options.setdefault("weights_channel", AVERAGE_CHANNEL)
     return RatingService(ctx, config.net, config.search, config.evaluation, transport,
                             **options)

@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     )
     from zeroforge.shared.transport.stream import FIELD, check_run_id, parse_id
     from zeroforge.shared.transport.weight_store import (
+        AVERAGE_CHANNEL,
         RefusedVersions,
         StaleVersionError,
         WeightInfo,
@@ -114,12 +115,13 @@ _MODULES = {
     "stream": ("FIELD", "check_run_id", "parse_id"),
     "signing": ("SigningKeyError", "WeightSigner", "WeightVerifier", "signer_for_run",
                 "signing_key_path", "verifier_for"),
-    "weight_store": ("RefusedVersions", "StaleVersionError", "WeightInfo",
+    "weight_store": ("AVERAGE_CHANNEL", "RefusedVersions", "StaleVersionError", "WeightInfo",
                      "WeightsIntegrityError", "WeightsSignatureError", "WeightStore",
                      "WeightSubscription", "decoded_blob", "publish_age_s"),
 }
 
 __all__ = [
+    "AVERAGE_CHANNEL",
     "CONNECTIONS_PER_PROCESS", "ProcessConnections", "RedisFull", "RedisSizing", "RunShape",
     "conf_bytes", "expected_connections", "largest_sizing", "size_servers",
     "BINARY_ENV", "BackpressureTimeout", "CA_ENV", "EvalResultsStore", "FIELD", "FencedError",

@@ -237,9 +237,11 @@ class Transport(Protocol):
         ...
 
     def weights(self, keep: int = 3, signer: WeightSigner | None = None,
-                verifier: WeightVerifier | None = None) -> WeightSink:
+                verifier: WeightVerifier | None = None, channel: str = "") -> WeightSink:
         """The weight store; ``signer`` (the learner's key) signs each publish, ``verifier``
-        (a reader's) refuses versions not signed by that key (``signing.py``)."""
+        (a reader's) refuses versions not signed by that key (``signing.py``);
+        ``channel``: "" (self-play's) or ``weight_store.AVERAGE_CHANNEL`` (the averaged
+        weights, when self-play plays the raw ones), each with its own versions."""
         ...
 
     def results(self) -> ResultsStore:

@@ -50,13 +50,16 @@ from zeroforge.shared.transport.stream import (
 )
 from zeroforge.shared.transport.stream_room import backpressure_timeout
 from zeroforge.shared.transport.weight_store import (
+    WEIGHT_CHANNELS,
     StaleVersionError,
     WeightInfo,
+    check_channel,
     check_version,
     checked_signature,
     decoded_blob,
     publishable_blob,
     signature_of,
+    signed_scope,
     verified_blob,
 )
 
@@ -293,13 +296,14 @@ class MemoryWeightStore:
     def __init__(self, data: _WeightData, run_id: str, keep: int = 3,
                  fence: MemoryFence | None = None, epoch: int | None = None,
                  signer: WeightSigner | None = None,
-                 verifier: WeightVerifier | None = None) -> None:
+                 verifier: WeightVerifier | None = None, channel: str = "") -> None:
         if keep < 1:
             raise ValueError(f"WeightStore: keep must be >= 1, got {keep}")
         self._data = data
         self._fence = fence or MemoryFence()
         self.epoch = epoch
         self.run_id = check_run_id(run_id)
+        self.signed_as = signed_scope(run_id, channel)
         self.keep = keep
         self.signer = signer
         self.verifier = verifier
@@ -316,7 +320,7 @@ class MemoryWeightStore:
                 raise StaleVersionError(f"cannot publish weights version {version} of run "
                                         f"{self.run_id}: latest is already {d.latest}")
             d.blobs[version] = (blob, WeightInfo(version, sha, len(blob), time.time(),
-                                                 signature_of(self.signer, self.run_id,
+                                                 signature_of(self.signer, self.signed_as,
                                                               version, sha)))
             d.latest = version
             for old in sorted(d.blobs)[:-self.keep]:
@@ -354,7 +358,7 @@ class MemoryWeightStore:
             if latest is None or latest <= newer_than:
                 return None
             blob, info = self._data.blobs[latest]
-        checked_signature(latest, info, self.run_id, self.verifier)
+        checked_signature(latest, info, self.signed_as, self.verifier)
         verified = verified_blob(latest, blob, info, self.run_id)
         self._fetched += 1
         return latest, verified
@@ -539,7 +543,7 @@ class MemoryTransport:
             raise ValueError(f"stream_shards must be >= 1, got {stream_shards}")
         self.url = "memory://"
         self._streams = [_StreamData() for _ in range(stream_shards)]
-        self._weights = _WeightData()
+        self._weights = {channel: _WeightData() for channel in WEIGHT_CHANNELS}
         self._results = MemoryResultsStore(run_id)
         self._pace = _PaceData()
         self._control = _ControlData()
@@ -570,9 +574,11 @@ class MemoryTransport:
         return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
     def weights(self, keep: int = 3, signer: WeightSigner | None = None,
-                verifier: WeightVerifier | None = None) -> MemoryWeightStore:
-        return MemoryWeightStore(self._weights, self.run_id, keep, fence=self._fence,
-                                 epoch=self.epoch, signer=signer, verifier=verifier)
+                verifier: WeightVerifier | None = None, channel: str = ""
+                ) -> MemoryWeightStore:
+        return MemoryWeightStore(self._weights[check_channel(channel)], self.run_id, keep,
+                                 fence=self._fence, epoch=self.epoch, signer=signer,
+                                 verifier=verifier, channel=channel)
 
     def results(self) -> MemoryResultsStore:
         return self._results

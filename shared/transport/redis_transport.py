@@ -95,14 +95,17 @@ class RedisTransport:
                    for k in range(self.stream_shards)]
         return streams[0] if len(streams) == 1 else ShardedSampleStream(streams)
 
-    def weights(self, keep: int = 3, signer=None, verifier=None):  # -> WeightSink
+    def weights(self, keep: int = 3, signer=None, verifier=None,
+                channel: str = ""):  # -> WeightSink
         """The weight store (imported lazily: it imports torch); ``signer`` signs each
-        publish, ``verifier`` refuses versions it does not (``signing.py``)."""
+        publish, ``verifier`` refuses versions it does not (``signing.py``); ``channel``:
+        "" or the averaged weights' (``weight_store.AVERAGE_CHANNEL``), which only the
+        evaluator reads, so never through the node cache."""
         from zeroforge.shared.transport.weight_store import WeightStore
 
         store = WeightStore(self.redis, self.run_id, keep=keep, epoch=self.epoch,
-                            signer=signer, verifier=verifier)
-        if not self.weights_cache_dir:
+                            signer=signer, verifier=verifier, channel=channel)
+        if not self.weights_cache_dir or channel:
             return store
         from zeroforge.shared.transport.node_cache import NodeCachedWeights
 

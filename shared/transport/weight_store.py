@@ -10,6 +10,13 @@ on one node and one Lua script may touch them all):
   sorted set of the versions kept (the last ``keep``; older blobs are deleted)
 - channel ``zf:{RUN}:weights``: each new version number is PUBLISHed on it
 
+A run may have a second set of these, the ``average`` channel (``AVERAGE_CHANNEL``): the
+same keys under ``zf:{RUN}:weights:average:`` and the pub/sub channel
+``zf:{RUN}:weights:average``. The learner publishes its averaged weights there when
+self-play plays the raw ones (``learner.average_selfplay`` false); the evaluator reads them.
+Its signatures bind the channel, so a version signed for one channel is refused on the
+other.
+
 A publish is one atomic script (version check, install, prune, announce), so readers
 never see a ``latest`` whose blob is missing, and versions only ever go up. A fetch checks
 the blob against the sha256 recorded at publish time and refuses a mismatch; a store with
@@ -71,6 +78,25 @@ return #old
 """
 
 
+AVERAGE_CHANNEL = "average"
+"""The channel of a run's averaged weights when self-play plays the raw ones."""
+WEIGHT_CHANNELS = ("", AVERAGE_CHANNEL)
+"""The channels a run's weights may go on ("": the default one, self-play's)."""
+
+
+def check_channel(channel: str) -> str:
+    if channel not in WEIGHT_CHANNELS:
+        raise ValueError(f"weights channel must be one of {WEIGHT_CHANNELS}, got {channel!r}")
+    return channel
+
+
+def signed_scope(run_id: str, channel: str) -> str:
+    """What a signature binds besides the version and the sha256: the run id, and the
+    channel for any but the default one (a run id never holds ':'), so a version signed
+    for one channel does not verify on the other."""
+    return f"{run_id}:{check_channel(channel)}" if channel else run_id
+
+
 class StaleVersionError(ValueError):
     """``publish`` of a version not above the latest one: versions only go up."""
 
@@ -113,11 +139,12 @@ class WeightStore:
     def __init__(self, client: redis.Redis, run_id: str, keep: int = 3,
                  staging_ttl_s: float = 120.0, epoch: int | None = None,
                  signer: WeightSigner | None = None,
-                 verifier: WeightVerifier | None = None) -> None:
+                 verifier: WeightVerifier | None = None, channel: str = "") -> None:
         """``epoch``: the publishing learner's (``fencing.take_epoch``): a publish then
         fails with ``FencedError`` once a newer learner has taken a higher one.
         ``signer``: the learner's key, which signs each publish; ``verifier``: a reader's
-        check of those signatures (``signing.py``), refusing unsigned versions too."""
+        check of those signatures (``signing.py``), refusing unsigned versions too.
+        ``channel``: "" or ``AVERAGE_CHANNEL`` (the module docstring)."""
         if keep < 1:
             raise ValueError(f"WeightStore: keep must be >= 1, got {keep}")
         self.redis = client
@@ -126,8 +153,12 @@ class WeightStore:
         """Versions kept; older blobs are deleted on publish."""
         self.staging_ttl_s = staging_ttl_s
         """Lifetime of a blob uploaded but not (yet) installed, e.g. by a crashed publisher."""
-        self.prefix = f"zf:{{{run_id}}}:weights:"
-        self.channel = f"zf:{{{run_id}}}:weights"
+        base = f"zf:{{{run_id}}}:weights"
+        self.channel = f"{base}:{channel}" if check_channel(channel) else base
+        """The pub/sub channel new versions are announced on."""
+        self.prefix = f"{self.channel}:"
+        self.signed_as = signed_scope(run_id, channel)
+        """The scope its signatures bind (``signed_scope``)."""
         self._publish = client.register_script(_PUBLISH_SCRIPT)
         self.epoch = epoch
         self.signer = signer
@@ -155,7 +186,7 @@ class WeightStore:
                       epoch_key(self.run_id)],
                 args=[version, sha, len(blob), f"{time.time():.6f}", self.keep,
                       self.channel, self.prefix, "" if self.epoch is None else self.epoch,
-                      signature_of(self.signer, self.run_id, version, sha)],
+                      signature_of(self.signer, self.signed_as, version, sha)],
                 client=pipe)
             staged, result = pipe.execute(raise_on_error=False)
             if isinstance(staged, redis.ResponseError):
@@ -198,7 +229,7 @@ class WeightStore:
         """``info`` of ``version`` once its signature verifies (with a verifier; else as
         recorded): WeightsSignatureError if it does not."""
         info = self.info(version)
-        return None if info is None else checked_signature(version, info, self.run_id,
+        return None if info is None else checked_signature(version, info, self.signed_as,
                                                            self.verifier)
 
     def fetch(self, newer_than: int = -1) -> tuple[int, StateDict] | None:

@@ -21,6 +21,7 @@ from zeroforge.shared.formats import weights_to_bytes
 from zeroforge.shared.pace import Pace
 from zeroforge.shared.samples import GameSamples, decode, encode
 from zeroforge.shared.transport import (
+    AVERAGE_CHANNEL,
     BackpressureTimeout,
     FencedError,
     MemoryTransport,
@@ -509,6 +510,39 @@ def test_a_verifying_reader_takes_only_what_the_learner_signed(transport, weight
     learner.publish(weights, 4)
     version, got = reader.fetch(newer_than=1)
     assert version == 4 and all(torch.equal(got[k], weights[k]) for k in weights)
+
+
+def test_the_average_channel_has_its_own_versions_and_its_signatures_bind_it(transport,
+                                                                           weights):
+    """The averaged weights' channel (``AVERAGE_CHANNEL``) beside self-play's: versions,
+    blobs and announcements of each are their own, and a version the learner signed for
+    one channel is refused on the other (copied there by anyone with write access)."""
+    key = WeightSigner.generate()
+    play, average = (transport.weights(signer=key, channel=c) for c in ("", AVERAGE_CHANNEL))
+    other = {k: v + 1 if v.is_floating_point() else v for k, v in weights.items()}
+    with average.subscribe() as sub:
+        play.publish(weights, 1)
+        play.publish(weights, 2)
+        assert sub.poll(0.2) is None  # self-play's publishes are not announced on it
+        average.publish(other, 2)
+        assert sub.poll(2.0) == 2
+    assert (play.latest_version(), average.latest_version()) == (2, 2)
+    assert play.versions() == [1, 2] and average.versions() == [2]
+    got = transport.weights(channel=AVERAGE_CHANNEL).fetch()
+    assert got is not None and got[0] == 2
+    assert all(torch.equal(got[1][k], other[k]) for k in other)
+    assert torch.equal(transport.weights().fetch()[1]["a.bias"], weights["a.bias"])
+    # the average's record and blob of version 2, copied over self-play's version 2
+    if isinstance(transport, MemoryTransport):
+        play._data.blobs[2] = average._data.blobs[2]
+    else:
+        for suffix in ("", ":meta"):
+            transport.redis.copy(average.key(2) + suffix, play.key(2) + suffix, replace=True)
+    reader = transport.weights(verifier=WeightVerifier(key.public_key))
+    with pytest.raises(WeightsSignatureError, match="version 2 of run"):
+        reader.fetch(newer_than=1)
+    with pytest.raises(ValueError, match="weights channel must be one of"):
+        transport.weights(channel="best")
 
 
 # --- the learner's pace ----------------------------------------------------------------------

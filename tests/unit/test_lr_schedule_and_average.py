@@ -101,6 +101,26 @@ def test_the_published_weights_follow_the_recent_steps_then_a_moving_average():
     assert all(torch.equal(v, plain.raw_weights()[k]) for k, v in plain.weights().items())
 
 
+def test_self_play_plays_the_raw_weights_unless_told_to_play_the_average():
+    apart = make_learner(samples_per_insert=0, average_horizon=160)
+    both = make_learner(samples_per_insert=0, average_horizon=160, average_selfplay=True)
+    plain = make_learner(samples_per_insert=0)
+    for lrn in (apart, both, plain):
+        lrn.add([one_hot_game(lrn.game, 30, s) for s in range(3)])
+        lrn.train_available(4)
+    assert apart.separate_average and not both.separate_average
+    assert not plain.separate_average
+    for name, value in apart.selfplay_weights().items():
+        assert torch.equal(value, apart.raw_weights()[name])
+    assert any(not torch.equal(v, apart.weights()[k])
+               for k, v in apart.selfplay_weights().items())
+    for name, value in both.selfplay_weights().items():
+        assert torch.equal(value, both.weights()[name])
+    for name, value in plain.selfplay_weights().items():
+        assert torch.equal(value, plain.weights()[name])
+        assert torch.equal(value, plain.raw_weights()[name])
+
+
 def test_the_checkpoint_keeps_the_average_for_players_and_the_raw_weights_for_resuming(
         tmp_path):
     a = make_learner(samples_per_insert=0, average_horizon=160, lr_schedule="cosine")
