@@ -276,6 +276,7 @@ def redis_shape(config: TrainConfig, workers: int, nodes: int, bytes_per_game: f
         stream_shards=d.stream_shards,
         stream_servers=min(d.stream_shards, len(d.stream_redis) + d.stream_servers),
         max_backlog=StreamConfig().max_backlog, weights_keep=WEIGHTS_KEEP,
+        weights_channels=2 if config.learner.separate_average else 1,
         weights_per_node=d.weights_per_node, workers_per_host=d.workers_per_host)
 
 

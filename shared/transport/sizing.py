@@ -109,6 +109,9 @@ class RunShape:
     """Unacknowledged games a shard holds before appends wait (``StreamConfig``)."""
     weights_keep: int = 3
     """Weights versions the store keeps."""
+    weights_channels: int = 1
+    """Weights channels the learner publishes on: 2 with its average kept apart from
+    self-play's (``AVERAGE_CHANNEL``; read by the evaluator only)."""
     weights_per_node: bool = True
     """Weights read once per node (``distributed.weights_per_node``), not per worker."""
     learner_read_games: int = LEARNER_READ_GAMES
@@ -123,7 +126,8 @@ class RunShape:
             if isinstance(value, bool):
                 continue
             least = 1 if f.name in ("nodes", "learner_replicas", "stream_shards", "max_backlog",
-                                    "weights_keep", "learner_read_games") else 0
+                                    "weights_keep", "weights_channels",
+                                    "learner_read_games") else 0
             if value < least:
                 raise ValueError(f"RunShape.{f.name} must be >= {least}, got {value}")
         if self.stream_servers > self.stream_shards:
@@ -288,10 +292,13 @@ def run_server(shape: RunShape) -> RedisSizing:
     terms: list[tuple[float, str]] = []
     if stream_terms:
         terms.append((stream_bytes, " + ".join(stream_terms)))
-    blobs = shape.weights_keep + 2
+    channels = shape.weights_channels
+    blobs = channels * (shape.weights_keep + 1) + 1
+    kept = f"{shape.weights_keep} versions kept + 1 being published"
+    if channels > 1:
+        kept += f" on each of {channels} channels"
     terms += [(blobs * blob,
-               f"weights {_mb(blobs * blob)} ({shape.weights_keep} versions kept + 1 being "
-               f"published + the evaluator's best, x {_mb(blob)})"),
+               f"weights {_mb(blobs * blob)} ({kept} + the evaluator's best, x {_mb(blob)})"),
               (readers * blob, f"replies in flight {_mb(readers * blob)} ({readers:,} readers "
                                f"of a new version at once: the {who}, inference servers and "
                                f"evaluator, a blob each)")]

@@ -124,6 +124,11 @@ def test_the_redis_shape_follows_the_config():
     assert shape.stream_shards == 4 and shape.stream_servers == 3  # 2 given + 1 started
     assert shape.inference_servers == 0 and not shape.evaluator and shape.learner_replicas == 2
     assert shape.max_backlog == StreamConfig().max_backlog
+    assert shape.weights_channels == 1
+    # an average kept apart from self-play's weights is a second channel to hold
+    averaged = [redis_shape(config("learner.average_horizon=50000", *more), 10, 2, 1.0, 1)
+                for more in ((), ("learner.average_selfplay=true",))]
+    assert [s.weights_channels for s in averaged] == [2, 1]
     # more servers than shards: only the shards' servers hold any
     assert redis_shape(config("distributed.stream_servers=3"), 10, 2, 1.0, 1).stream_servers == 1
     assert redis_shape(config("distributed.inference=server",

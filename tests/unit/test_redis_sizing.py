@@ -82,6 +82,11 @@ def test_the_run_redis_memory_holds_weights_and_their_replies():
     # a blob twice over is 16 MB: the 32 MB floor
     assert run.normal_limit_bytes == 32 * MB
     assert "303 readers" in run.reasons[1]
+    # the average on a channel of its own: 4 more blobs (3 kept + 1 publishing), 32 MB,
+    # x 1.25 = 40 MB more
+    apart = size_servers(dataclasses.replace(BIG, weights_channels=2))["run"]
+    assert apart.maxmemory_bytes == 3200 * MB
+    assert "on each of 2 channels" in apart.reasons[1]
 
 
 def test_a_stream_server_holds_its_shards_at_their_bound():
@@ -141,7 +146,8 @@ def test_one_config_for_several_servers_takes_the_largest_figures():
 
 @pytest.mark.parametrize("field, value", [
     ("workers", -1), ("nodes", 0), ("bytes_per_game", -1.0), ("blob_bytes", -5),
-    ("stream_shards", 0), ("max_backlog", 0), ("weights_keep", 0), ("learner_replicas", 0),
+    ("stream_shards", 0), ("max_backlog", 0), ("weights_keep", 0), ("weights_channels", 0),
+    ("learner_replicas", 0),
     ("inference_servers", -1), ("stream_servers", 9)])
 def test_a_bad_shape_is_refused_in_one_line_naming_the_field(field, value):
     with pytest.raises(ValueError, match=rf"RunShape\.{field}") as caught:
