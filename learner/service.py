@@ -176,7 +176,8 @@ class LearnerService:
         self.fenced_by: int | None = None
         """The newer learner's epoch once this one has been fenced off (it then stops)."""
         # signed with the key in the run directory: readers refuse weights without it
-        self.out = PublishedWeights(transport, self.learner, self.recorder, weights_keep,
+        self.out = PublishedWeights(transport, self.run_id, self.learner, self.recorder,
+                                    weights_keep,
                                     signer_for_run(ctx.run_dir, ctx.weights_public_key))
         self.weights = self.out.store
         """Self-play's weights channel (``PublishedWeights``)."""
@@ -197,7 +198,7 @@ class LearnerService:
             transport.close()
             raise CheckpointError(f"{self.checkpoint_path}: {err}") from None
         self.pacer = PacePublisher(transport.pace(), on_error=self._count_transport_error)
-        self.out.publish_initial(self.run_id)
+        self.out.publish_initial()
         self.group = group
         """The data-parallel group this learner leads (``learner.replicas`` > 1): formed
         when ``run`` starts, told to stop by ``stop``."""
@@ -350,7 +351,7 @@ class LearnerService:
     # --- weights ---------------------------------------------------------------------------
     def _publish(self) -> int:
         """Publish the current weights as the next version (``PublishedWeights``)."""
-        version = self.out.publish(self.run_id)
+        version = self.out.publish()
         self._dirty = True
         return version
 

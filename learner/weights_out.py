@@ -27,10 +27,11 @@ log = logging.getLogger(__name__)
 class PublishedWeights:
     """A learner's weights channels in the run's transport, and what it published last."""
 
-    def __init__(self, transport: Transport, learner: Learner, recorder: Recorder,
-                 keep: int, signer: WeightSigner | None) -> None:
+    def __init__(self, transport: Transport, run_id: str, learner: Learner,
+                 recorder: Recorder, keep: int, signer: WeightSigner | None) -> None:
         """``keep``: versions each channel keeps; ``signer``: the run's learner key (every
         publish is signed with it: readers refuse weights without it)."""
+        self.run_id = run_id
         self.learner = learner
         self.recorder = recorder
         self.store = transport.weights(keep=keep, signer=signer)
@@ -44,7 +45,7 @@ class PublishedWeights:
         """The learner's steps when its weights were last published (checkpointed by the
         service: -1 when not known)."""
 
-    def publish_initial(self, run_id: str) -> None:
+    def publish_initial(self) -> None:
         """At start: the random initialisation as version 0 on a fresh run, nothing when
         the channels hold exactly the restored weights already, else a new version."""
         latest = self.store.latest_version()
@@ -59,10 +60,10 @@ class PublishedWeights:
         else:
             if latest is not None and latest > self.learner.version:
                 self.learner.version = latest
-            self.publish(run_id)
+            self.publish()
         self.recorder.set("weights_version", self.learner.version, component="learner")
 
-    def publish(self, run_id: str) -> int:
+    def publish(self) -> int:
         """Publish the current weights as the next version; returns it."""
         version = self.learner.publish()
         try:
@@ -72,7 +73,7 @@ class PublishedWeights:
             # learner on the same run (a bug of the deployment). Move past it, loudly.
             latest = self.store.latest_version() or version
             log.error("%s; continuing from version %d (two learners on run %s?)", err,
-                      latest + 1, run_id)
+                      latest + 1, self.run_id)
             self.learner.version = latest
             version = self.learner.publish()
             self.store.publish(self.learner.selfplay_weights(), version)
