@@ -74,8 +74,8 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
 def _run_net_config(path: Path, game: Game) -> NetConfig | None:
     """The net config of the run a weight snapshot belongs to
     (``RUN_DIR/snapshots/weights-*`` or ``RUN_DIR/snapshots/raw/weights-*`` beside
-    ``RUN_DIR/config.yaml``), None if it is not
-    in a run directory. ValueError in one line if that run played another game."""
+    ``RUN_DIR/config.yaml``), None if it is not in a run directory. ValueError in one line
+    if that run played another game."""
     import yaml
 
     from zeroforge.shared.config import ConfigError, from_dict
