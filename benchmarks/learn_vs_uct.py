@@ -57,11 +57,13 @@ def match_table(game, evaluator, config, sims: int, anchor: str, games: int, see
     return result, time.monotonic() - start
 
 
-def curve_points(run_dir: Path, run_minutes: float) -> list[tuple[float, str, Path | None]]:
+def curve_points(run_dir: Path, run_minutes: float, raw: bool = False
+                 ) -> list[tuple[float, str, Path | None]]:
     """(minutes of training, label, weights file) for the untrained net (None), each
-    weight snapshot and the run's final checkpoint (at ``run_minutes``)."""
+    weight snapshot and the run's final checkpoint (at ``run_minutes``); with ``raw``, the
+    raw snapshots (``snapshots/raw/``) of a run that averaged apart from self-play."""
     points: list[tuple[float, str, Path | None]] = [(0.0, "0 min (untrained)", None)]
-    for seconds, snap in snapshot_files(run_dir):
+    for seconds, snap in snapshot_files(run_dir, raw):
         minutes = seconds / 60
         points.append((minutes, f"{minutes:.0f} min", snap))
     final = run_dir / CHECKPOINT_NAME
@@ -70,12 +72,14 @@ def curve_points(run_dir: Path, run_minutes: float) -> list[tuple[float, str, Pa
     return points
 
 
-def load_net(game, config, path: Path | None, seed: int) -> torch.nn.Module:
-    """The net of a snapshot or checkpoint; freshly initialised (seeded) for None."""
+def load_net(game, config, path: Path | None, seed: int, raw: bool = False
+             ) -> torch.nn.Module:
+    """The net of a snapshot or checkpoint (with ``raw``, a checkpoint's raw weights);
+    freshly initialised (seeded) for None."""
     torch.manual_seed(seed)
     if path is None:
         return build_net(config.net, game.spec)
-    return load_trained_net(path, game, config.net)
+    return load_trained_net(path, game, config.net, raw=raw)
 
 
 def earlier_rows(path: str | None, header: dict, prog: str = "learn_vs_uct") -> list[dict]:
@@ -100,7 +104,10 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
     """Score of every point of ``curve_points`` against every anchor: a Markdown table on
     stdout (a row as soon as it is measured) and, with ``--json``, the rows in a file
     (points already in that file are not played again)."""
-    points = curve_points(run_dir, config.run.minutes)
+    if args.raw and not snapshot_files(run_dir, raw=True):
+        raise SystemExit(f"learn_vs_uct: {run_dir}: no raw snapshots (snapshots/raw/): the "
+                         "run did not keep its average apart from self-play")
+    points = curve_points(run_dir, config.run.minutes, args.raw)
     if not args.final:
         points = [p for p in points if p[2] is None or p[2].name != CHECKPOINT_NAME]
     if not args.untrained:
@@ -108,7 +115,9 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
     if args.only is not None:  # an expensive anchor at a few points of the curve
         points = [p for p in points if any(abs(p[0] - m) < 0.5 for m in args.only)]
     header = {"game": config.game, "agent_simulations": args.sims, "games": args.games,
-              "anchors": anchors}
+              "anchors": anchors, "weights": "raw" if args.raw else None}
+    # weights None: the snapshots themselves, left out of the file as before --raw was
+    # there, so a file of either kind goes on only with its own kind
     rows = earlier_rows(args.json, header)
     done = {row["label"] for row in rows}
     print(f"{len(points)} points ({len(done & {p[1] for p in points})} measured before) x "
@@ -118,7 +127,10 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
     for minutes, label, path in points:
         if label in done:
             continue
-        evaluator = TorchEvaluator(load_net(game, config, path, args.seed))
+        try:
+            evaluator = TorchEvaluator(load_net(game, config, path, args.seed, args.raw))
+        except ValueError as err:  # a corrupt file, or a checkpoint without raw weights
+            raise SystemExit(f"learn_vs_uct: {err}") from None
         # the host too: a run judged here was trained here, and the host changes its pace
         cells, row = [], {"minutes": minutes, "label": label,
                           "weights": str(path) if path else None, "machine": machine_line(),
@@ -139,7 +151,8 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
         print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
         if args.json:
             rows.sort(key=lambda r: r["minutes"])
-            Path(args.json).write_text(json.dumps({**header, "rows": rows}, indent=1,
+            written = {k: v for k, v in header.items() if v is not None}
+            Path(args.json).write_text(json.dumps({**written, "rows": rows}, indent=1,
                                                   allow_nan=False) + "\n")
 
 
@@ -162,6 +175,9 @@ def main() -> None:
     parser.add_argument("--no-untrained", dest="untrained", action="store_false",
                         help="with --curve: leave out the untrained net (a run that started "
                         "from a pre-trained net has it as its 0-minute snapshot instead)")
+    parser.add_argument("--raw", action="store_true",
+                        help="with --curve: the raw weights (snapshots/raw/ and the "
+                        "checkpoint's raw_model) of a run that averaged apart from self-play")
     parser.add_argument("--only", type=float, nargs="+", default=None, metavar="MINUTES",
                         help="with --curve: only the points at these minutes of training")
     parser.add_argument("--set", dest="overrides", action="append", default=[])

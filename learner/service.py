@@ -247,7 +247,9 @@ class LearnerService:
             except TransportError as err:  # tried again next turn
                 failure = failure or err
         checkpointed = self._checkpoint_due() and self.checkpoint() is not None
-        self.snapshots.maybe_write(self.learner.weights)
+        self.snapshots.maybe_write(
+            self.learner.weights,
+            self.learner.raw_weights if self.learner.separate_average else None)
         self._refresh_stream_info()
         self.publish_pace()
         if failure is not None:

@@ -37,23 +37,31 @@ class WeightSnapshots:
         """Seconds of the run's learner time: earlier learners' and this one's."""
         return self.lived_before + time.monotonic() - self._started
 
-    def maybe_write(self, weights: Callable[[], StateDict]) -> Path | None:
+    def maybe_write(self, weights: Callable[[], StateDict],
+                    raw: Callable[[], StateDict] | None = None) -> Path | None:
         """The snapshot, if one is due; None otherwise, or when the write failed: a full
         or read-only disk skips it (one line each, minutes apart, counted in
         ``learner_save_failures_total{file="snapshot"}``) rather than end the learner, and
-        no partial file stays."""
+        no partial file stays. With ``raw`` (a learner whose average is apart from
+        self-play) the raw weights go under ``snapshots/raw/`` by the same name, so a run's
+        curve can be judged both ways; a snapshot is both files or neither."""
         now = time.monotonic()
         if not self.every_s or now - self._last < self.every_s:
             return None
         self._last = now
-        path = snapshot_path(self.run_dir, self.lived())
+        lived = self.lived()
+        files = [(snapshot_path(self.run_dir, lived), weights)]
+        if raw is not None:
+            files.append((snapshot_path(self.run_dir, lived, raw=True), raw))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            save_weights(weights(), path)
+            for path, state in files:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                save_weights(state(), path)
         except OSError as err:
-            with contextlib.suppress(OSError):
-                path.unlink()
+            for path, _ in files:
+                with contextlib.suppress(OSError):
+                    path.unlink()
             self.recorder.inc("learner_save_failures_total", file="snapshot")
-            log.error("weights snapshot %s not written (skipped): %s", path, err)
+            log.error("weights snapshot %s not written (skipped): %s", files[0][0], err)
             return None
-        return path
+        return files[0][0]

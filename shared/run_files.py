@@ -27,6 +27,10 @@ import yaml
 CONFIG_NAME = "config.yaml"
 EVAL_LOG_NAME = "eval.jsonl"
 SNAPSHOT_DIR = "snapshots"
+RAW_SNAPSHOT_DIR = "raw"
+"""Under ``SNAPSHOT_DIR``: the raw weights of each snapshot, under the same name, when the
+learner keeps its average apart from self-play (``LearnerConfig.separate_average``): the
+snapshots themselves are the average, and the raw ones are what self-play learned from."""
 
 
 def keep_aside(path: Path) -> Path | None:
@@ -40,18 +44,25 @@ def keep_aside(path: Path) -> Path | None:
     return kept
 
 
-def snapshot_path(run_dir: str | Path, elapsed_s: float) -> Path:
+def snapshot_path(run_dir: str | Path, elapsed_s: float, raw: bool = False) -> Path:
     """``RUN_DIR/snapshots/weights-<seconds>s.safetensors`` for a snapshot ``elapsed_s``
-    into the learner's life (six digits, so names sort by time). Runs before 0.2 wrote
-    ``.pt`` names; ``snapshot_files`` finds both."""
-    return Path(run_dir) / SNAPSHOT_DIR / f"weights-{int(elapsed_s):06d}s.safetensors"
+    into the learner's life (six digits, so names sort by time); with ``raw``, the raw
+    weights' file of that snapshot under ``snapshots/raw/``. Runs before 0.2 wrote ``.pt``
+    names; ``snapshot_files`` finds both."""
+    return _snapshot_dir(run_dir, raw) / f"weights-{int(elapsed_s):06d}s.safetensors"
 
 
-def snapshot_files(run_dir: str | Path) -> list[tuple[int, Path]]:
+def _snapshot_dir(run_dir: str | Path, raw: bool) -> Path:
+    folder = Path(run_dir) / SNAPSHOT_DIR
+    return folder / RAW_SNAPSHOT_DIR if raw else folder
+
+
+def snapshot_files(run_dir: str | Path, raw: bool = False) -> list[tuple[int, Path]]:
     """Every weight snapshot of a run as (seconds, path), oldest first (``.safetensors``
-    and the ``.pt`` names of older runs; the loader tells the format from the bytes)."""
+    and the ``.pt`` names of older runs; the loader tells the format from the bytes); with
+    ``raw``, the raw weights' files (``RAW_SNAPSHOT_DIR``) instead."""
     found = []
-    for path in (Path(run_dir) / SNAPSHOT_DIR).glob("weights-*s.*"):
+    for path in _snapshot_dir(run_dir, raw).glob("weights-*s.*"):
         stem = path.name.split(".")[0]  # weights-000060s
         seconds = stem.removeprefix("weights-").removesuffix("s")
         if path.suffix in (".safetensors", ".pt") and seconds.isdigit():

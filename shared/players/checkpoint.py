@@ -22,14 +22,16 @@ if TYPE_CHECKING:
 __all__ = ["load_net", "plays_game", "read_checkpoint"]
 
 
-def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = None
-             ) -> nn.Module:
+def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = None,
+             *, raw: bool = False) -> nn.Module:
     """The network (eval mode, CPU) of a learner checkpoint or a weights file for ``game``.
 
     A checkpoint names its game and net config; a weights file (``save_weights``, any
     format ``load_weights`` reads) needs ``net_config``, or is a run's snapshot
-    (``RUN_DIR/snapshots/``) whose run config says it. ValueError in one line if the file
-    is missing or unreadable, is for another game, or does not fit the net.
+    (``RUN_DIR/snapshots/``) whose run config says it. With ``raw``, a checkpoint gives its
+    raw weights (``raw_model``, kept beside the average when the learner averaged) instead
+    of its ``model``. ValueError in one line if the file is missing or unreadable, is for
+    another game, does not fit the net, or (``raw``) is a checkpoint without raw weights.
     """
     from zeroforge.shared.config import ConfigError, from_dict
     from zeroforge.shared.formats import load_weights
@@ -49,7 +51,10 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
         if trained is not None and not plays_game(trained, game, net_config):
             raise ValueError(f"{path}: a checkpoint of game {trained!r}, "
                              f"not {game.spec.spec_string!r}")
-        state_dict = checkpoint["model"]
+        if raw and "raw_model" not in checkpoint:
+            raise ValueError(f"{path}: no raw weights (raw_model) in this checkpoint: its "
+                             "learner did not average (learner.average_horizon 0)")
+        state_dict = checkpoint["raw_model" if raw else "model"]
     else:
         state_dict = load_weights(path)
         if net_config is None:
@@ -68,17 +73,21 @@ def load_net(path: str | Path, game: Game, net_config: NetConfig | str | None = 
 
 def _run_net_config(path: Path, game: Game) -> NetConfig | None:
     """The net config of the run a weight snapshot belongs to
-    (``RUN_DIR/snapshots/weights-*`` next to ``RUN_DIR/config.yaml``), None if it is not
-    in a run directory. ValueError in one line if that run played another game."""
+    (``RUN_DIR/snapshots/weights-*`` or ``RUN_DIR/snapshots/raw/weights-*`` beside
+    ``RUN_DIR/config.yaml``), None if it is not in a run directory. ValueError in one line
+    if that run played another game."""
     import yaml
 
     from zeroforge.shared.config import ConfigError, from_dict
     from zeroforge.shared.games import make_game
     from zeroforge.shared.nets import NetConfig
-    from zeroforge.shared.run_files import CONFIG_NAME, SNAPSHOT_DIR
+    from zeroforge.shared.run_files import CONFIG_NAME, RAW_SNAPSHOT_DIR, SNAPSHOT_DIR
 
-    config_path = path.parent.parent / CONFIG_NAME
-    if path.parent.name != SNAPSHOT_DIR or not config_path.is_file():
+    folder = path.parent
+    if folder.name == RAW_SNAPSHOT_DIR and folder.parent.name == SNAPSHOT_DIR:
+        folder = folder.parent  # a raw snapshot: RUN_DIR/snapshots/raw/weights-*
+    config_path = folder.parent / CONFIG_NAME
+    if folder.name != SNAPSHOT_DIR or not config_path.is_file():
         return None
     try:
         data = yaml.safe_load(config_path.read_text(encoding="utf-8"))

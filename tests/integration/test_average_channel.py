@@ -1,8 +1,9 @@
 """Averaged weights apart from self-play's, against a real redis-server: with
 ``learner.average_horizon`` (and ``average_selfplay`` false, the default) the learner
 publishes its raw weights for self-play and its average, under the same versions and
-signed for that channel, for the evaluator; a failed publish of the average is made good
-by the next one; the checkpoint's model is the average."""
+signed for that channel, for the evaluator; each snapshot is the average with the raw
+weights beside it (``snapshots/raw/``); a failed publish of the average is made good by the
+next one; the checkpoint's model is the average."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from tests.integration.conftest import renamed, tiny_net_games
 from tests.integration.test_learner_service import drain, train_config
 from zeroforge.deploy.runtime.builder import build_learner, build_rating_service
 from zeroforge.learner.learner import load_checkpoint
+from zeroforge.shared.formats import load_weights
+from zeroforge.shared.run_files import snapshot_files
 from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport import (
     AVERAGE_CHANNEL,
@@ -44,7 +47,8 @@ def test_self_play_gets_the_raw_weights_and_the_evaluator_the_average(
         redis_server, redis_client, run_id, tmp_path, played):
     run_dir = tmp_path / "run"
     public = WeightSigner.load_or_create(signing_key_path(run_dir)).public_key
-    config = train_config({"average_horizon": 64, "publish_every_steps": 1})
+    config = train_config({"average_horizon": 64, "publish_every_steps": 1,
+                           "snapshot_every_s": 1e-6})
     ctx = dataclasses.replace(config.context(run_id, redis_server.url), run_dir=str(run_dir),
                               weights_public_key=public)
     service = build_learner(config, ctx, open_transport(redis_server.url, run_id), False)
@@ -62,6 +66,11 @@ def test_self_play_gets_the_raw_weights_and_the_evaluator_the_average(
     version, averaged = average.fetch()
     assert version == learner.version and equal(averaged, learner.weights())
     assert not equal(raw, averaged)
+    # the snapshots: the average, and the raw weights under the same names
+    snaps, raws = snapshot_files(run_dir), snapshot_files(run_dir, raw=True)
+    assert snaps and [s for s, _ in raws] == [s for s, _ in snaps]
+    assert equal(load_weights(snaps[-1][1]), averaged)
+    assert equal(load_weights(raws[-1][1]), raw)
 
     # the evaluator the runtime builds judges the average, and says which version
     evaluator = build_rating_service(config, ctx, open_transport(redis_server.url, run_id),
@@ -94,7 +103,7 @@ def test_self_play_gets_the_raw_weights_and_the_evaluator_the_average(
 def test_self_play_plays_the_average_when_told_and_no_second_channel_is_written(
         redis_server, redis_client, run_id, tmp_path, played):
     config = train_config({"average_horizon": 64, "average_selfplay": True,
-                           "publish_every_steps": 1})
+                           "publish_every_steps": 1, "snapshot_every_s": 1e-6})
     ctx = dataclasses.replace(config.context(run_id, redis_server.url),
                               run_dir=str(tmp_path))
     service = build_learner(config, ctx, open_transport(redis_server.url, run_id), False)
@@ -108,3 +117,4 @@ def test_self_play_plays_the_average_when_told_and_no_second_channel_is_written(
     assert WeightStore(redis_client, run_id, channel=AVERAGE_CHANNEL).latest_version() is None
     assert service.out.average is None
     assert not list(connect(redis_server.url).scan_iter(f"zf:{{{run_id}}}:weights:average*"))
+    assert snapshot_files(tmp_path) and not snapshot_files(tmp_path, raw=True)

@@ -1,0 +1,70 @@
+"""benchmarks/learn_vs_uct.py --curve --raw as its user runs it: the raw weights of a run
+that kept its average apart from self-play (``snapshots/raw/`` and the checkpoint's
+``raw_model``) judged like the averaged curve, and a run without them refused in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.test_average_vs_raw import BENCH
+from tests.unit.test_learner import make_learner, one_hot_game
+from zeroforge.learner.learner import CHECKPOINT_NAME
+from zeroforge.learner.snapshots import WeightSnapshots
+from zeroforge.shared.metrics import Recorder
+
+
+def averaged_run(run_dir: Path, horizon: int) -> None:
+    """A tiny tic-tac-toe learner's run dir: a snapshot after four steps (with its raw twin
+    when the learner averages) and the checkpoint."""
+    lrn = make_learner(samples_per_insert=0, average_horizon=horizon)
+    lrn.add([one_hot_game(lrn.game, 30, s) for s in range(3)])
+    lrn.train_available(4)
+    raw = lrn.raw_weights if lrn.separate_average else None
+    assert WeightSnapshots(run_dir, 1e-9, Recorder()).maybe_write(lrn.weights, raw)
+    lrn.save(run_dir / CHECKPOINT_NAME)
+
+
+def curve(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "learn_vs_uct.py", "--config", "tictactoe",
+                           "--minutes", "1", "--curve", str(run_dir), "--no-untrained",
+                           "--games", "2", "--sims", "8", "--anchor", "random", *args],
+                          cwd=BENCH, capture_output=True, text=True, timeout=300)
+
+
+def test_the_raw_curve_judges_the_raw_snapshots_and_the_checkpoints_raw_weights(tmp_path):
+    averaged_run(tmp_path / "run", 160)
+    out = tmp_path / "raw.json"
+    proc = curve(tmp_path / "run", "--raw", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = json.loads(out.read_text())
+    assert table["weights"] == "raw"
+    snap, final = table["rows"]
+    assert Path(snap["weights"]).parent == tmp_path / "run" / "snapshots" / "raw"
+    assert final["label"] == "1 min (final)"
+    assert final["weights"] == str(tmp_path / "run" / CHECKPOINT_NAME)
+    for row in (snap, final):
+        r = row["results"]["random"]
+        assert r["wins"] + r["draws"] + r["losses"] == 2
+    # the averaged curve of the same run is another table: its file is not mixed in
+    proc = curve(tmp_path / "run", "--json", str(out))
+    assert proc.returncode != 0 and "was measured differently" in proc.stderr
+
+
+def test_a_run_without_raw_weights_is_refused_in_one_line(tmp_path):
+    averaged_run(tmp_path / "plain", 0)
+    proc = curve(tmp_path / "plain", "--raw")
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        f"learn_vs_uct: {tmp_path / 'plain'}: no raw snapshots (snapshots/raw/): the run did "
+        "not keep its average apart from self-play"]
+    # raw snapshots but a checkpoint without raw weights (a run resumed without averaging)
+    averaged_run(tmp_path / "mixed", 160)
+    averaged_run(tmp_path / "plain2", 0)
+    (tmp_path / "plain2" / CHECKPOINT_NAME).rename(tmp_path / "mixed" / CHECKPOINT_NAME)
+    proc = curve(tmp_path / "mixed", "--raw")
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"learn_vs_uct: {tmp_path / 'mixed' / CHECKPOINT_NAME}: no raw weights (raw_model)")
