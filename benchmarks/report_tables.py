@@ -85,12 +85,19 @@ and 1 trained on the Zen 4 host (bfloat16), seed 2 once on a Zen 3 (float32, abo
 of the self-play rate) and once on an Intel host with AMX (bfloat16, about the Zen 4's
 rate)."""
 
+GO9_GNUGO_COSINE = (("go9-gnugo1-cosine-seed0-raw.json", "seed 0, raw"),
+                    ("go9-gnugo1-cosine-seed0-average.json", "seed 0, averaged"))
+"""The go9 preset with its cosine learning rate, 150 minutes on a Zen 3 core (float32),
+with an average of the weights (horizon 50,000 samples) kept apart from self-play: the
+raw snapshots are what the preset itself would have kept, the averaged ones what item 1
+of issue 44 would publish."""
 
-def go9_gnugo(data: DataDir) -> Table:
-    """The reported go9 runs' snapshots against GnuGo 3.8 level 1 (``learn_vs_uct.py
-    --curve``, 40 games a snapshot): one column a seed, one row a point of training."""
+
+def go9_gnugo(data: DataDir, runs: tuple[tuple[str, str], ...] = GO9_GNUGO) -> Table:
+    """Go9 runs' snapshots against GnuGo 3.8 level 1 (``learn_vs_uct.py --curve``, 40
+    games a snapshot): one column a run of ``runs``, one row a point of training."""
     by_seed = {column: {round(r["minutes"]): next(iter(r["results"].values()))
-                        for r in data.load(name)["rows"]} for name, column in GO9_GNUGO}
+                        for r in data.load(name)["rows"]} for name, column in runs}
     minutes = sorted({m for points in by_seed.values() for m in points})
     rows = []
     for m in minutes:
@@ -107,20 +114,22 @@ GO9_GNUGO_HOSTS = {"seed 0": "Zen 4, bfloat16", "seed 1": "Zen 4, bfloat16",
                    "seed 2, Zen 3 host": "Zen 3, float32",
                    "seed 2, AMX host": "Xeon AMX, bfloat16"}
 """The host of each column of ``GO9_GNUGO``, for the held-level table."""
+GO9_GNUGO_HOSTS.update({column: "Zen 3, float32" for _, column in GO9_GNUGO_COSINE})
 
 
 def _pct(r: dict) -> str:
     return f"{r['score']:.0%} (+{r['wins']} −{r['losses']})"
 
 
-def go9_gnugo_held(data: DataDir) -> Table:
-    """Each reported go9 run against GnuGo level 1 as the goal reads it: the minute 50% is
+def go9_gnugo_held(data: DataDir,
+                   runs: tuple[tuple[str, str], ...] = GO9_GNUGO) -> Table:
+    """Each go9 run of ``runs`` against GnuGo level 1 as the goal reads it: the minute 50% is
     *held* (the median of three consecutive judged points, ``tts_rule.held_minutes``; the
     first crossing beside it), the best point and the final checkpoint's score with its
     distance from the best, in points. A run whose last point is a snapshot, not its final
     checkpoint, says so."""
     rows = []
-    for name, column in GO9_GNUGO:
+    for name, column in runs:
         points = [{"minutes": r["minutes"], "label": r["label"],
                    **next(iter(r["results"].values()))} for r in data.load(name)["rows"]]
         held, first = held_minutes(points, 0.5, 3), held_minutes(points, 0.5, 1)
@@ -312,6 +321,8 @@ TABLES: dict[str, Builder] = {
     "go9-screen-gumbel": go9_screen_gumbel,
     "go9-gnugo": go9_gnugo,
     "go9-gnugo-held": go9_gnugo_held,
+    "go9-gnugo-cosine": partial(go9_gnugo, runs=GO9_GNUGO_COSINE),
+    "go9-gnugo-cosine-held": partial(go9_gnugo_held, runs=GO9_GNUGO_COSINE),
     "uct-go9": uct_go9,
     "tts-go9": report_tts.go9,
     "tts-go9-held": report_tts.go9_held,
