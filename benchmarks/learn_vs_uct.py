@@ -72,6 +72,20 @@ def curve_points(run_dir: Path, run_minutes: float, raw: bool = False
     return points
 
 
+def nearest_points(points: list[tuple[float, str, Path | None]], minutes: list[float]
+                   ) -> list[tuple[float, str, Path | None]]:
+    """Of ``points`` (from ``curve_points``), for each of ``minutes`` the one nearest it,
+    within half a minute, in their order: a snapshot written a few seconds after the
+    budget (150.1 min) and the final checkpoint (150) are both near 150, and only the
+    final is meant; at equal distance the later point in ``points`` (the final) wins."""
+    chosen = set()
+    for m in minutes:
+        near = [(abs(p[0] - m), -i) for i, p in enumerate(points) if abs(p[0] - m) < 0.5]
+        if near:
+            chosen.add(-min(near)[1])
+    return [p for i, p in enumerate(points) if i in chosen]
+
+
 def load_net(game, config, path: Path | None, seed: int, raw: bool = False
              ) -> torch.nn.Module:
     """The net of a snapshot or checkpoint (with ``raw``, a checkpoint's raw weights);
@@ -113,7 +127,7 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
     if not args.untrained:
         points = [p for p in points if p[2] is not None]
     if args.only is not None:  # an expensive anchor at a few points of the curve
-        points = [p for p in points if any(abs(p[0] - m) < 0.5 for m in args.only)]
+        points = nearest_points(points, args.only)
     header = {"game": config.game, "agent_simulations": args.sims, "games": args.games,
               "anchors": anchors, "weights": "raw" if args.raw else None}
     # weights None: the snapshots themselves, left out of the file as before --raw was
@@ -179,7 +193,8 @@ def main() -> None:
                         help="with --curve: the raw weights (snapshots/raw/ and the "
                         "checkpoint's raw_model) of a run that averaged apart from self-play")
     parser.add_argument("--only", type=float, nargs="+", default=None, metavar="MINUTES",
-                        help="with --curve: only the points at these minutes of training")
+                        help="with --curve: only the point nearest each of these minutes of "
+                        "training (within half a minute)")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -68,3 +68,23 @@ def test_a_run_without_raw_weights_is_refused_in_one_line(tmp_path):
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].startswith(
         f"learn_vs_uct: {tmp_path / 'mixed' / CHECKPOINT_NAME}: no raw weights (raw_model)")
+
+
+def test_only_judges_the_point_nearest_each_minute(tmp_path):
+    """A snapshot written a second after the budget and the final checkpoint are both
+    within half a minute of it: ``--only 1`` means the final, ``--only 1.02`` the snapshot."""
+    run = tmp_path / "run"
+    averaged_run(run, 0)
+    (snap,) = (run / "snapshots").glob("weights-*.safetensors")
+    late = snap.with_name("weights-000061s.safetensors")  # 1.017 min, the budget is 1
+    snap.rename(late)
+    for only, expected in (("1", [str(run / CHECKPOINT_NAME)]), ("1.02", [str(late)]),
+                           ("9", [])):
+        out = tmp_path / f"only-{only}.json"
+        proc = curve(run, "--only", only, "--json", str(out))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        rows = json.loads(out.read_text())["rows"] if out.exists() else []
+        assert [row["weights"] for row in rows] == expected
+    both = tmp_path / "both.json"
+    assert curve(run, "--only", "1", "1.02", "--json", str(both)).returncode == 0
+    assert len(json.loads(both.read_text())["rows"]) == 2
