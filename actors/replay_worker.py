@@ -24,7 +24,7 @@ import msgpack
 import numpy as np
 
 from zeroforge.actors.config import SelfPlayConfig
-from zeroforge.actors.selfplay_service import WEIGHTS_POLL_S, WorkerBasics, append_held
+from zeroforge.actors.selfplay_service import WEIGHTS_POLL_S, WorkerBasics
 from zeroforge.shared.metrics import Recorder
 from zeroforge.shared.run_context import RunContext
 from zeroforge.shared.samples import GameSamples, SampleFormatError, decode
@@ -97,6 +97,7 @@ class ReplayWorker(WorkerBasics):
         self._stop = threading.Event()
         self._kind = {"worker_kind": "selfplay", "worker": self.worker_label}
         self.recorder.inc("selfplay_games_total", 0, **self._kind)
+        self._count_writes()
         self._refused = RefusedVersions(f"worker {worker_id}", self.recorder, "selfplay")
         self.poll_weights()
 
@@ -150,7 +151,7 @@ class ReplayWorker(WorkerBasics):
         template = self.games[self.appended % len(self.games)]
         game = dataclasses.replace(template, run_id=self.run_id, worker_id=self.worker_id,
                                    game_id=f"{self.worker_id}-{self._prefix}-{self.appended}")
-        append_held(self.sink, [game], self._stop, self.worker_id, self._count_error)
+        self._append([game])
         self.appended_ids.append(game.game_id)
         self.appended += 1
         self.recorder.inc("selfplay_games_total", 1, **self._kind)

@@ -58,6 +58,7 @@ from zeroforge.shared.transport import (
     TransportError,
     WeightsIntegrityError,
     WeightSource,
+    WriterCounts,
     publish_age_s,
 )
 
@@ -72,16 +73,46 @@ for a supervised Redis to restart) before it gives them up, loudly."""
 
 class WorkerBasics:
     """What every self-play worker service shares (``SelfPlayService``, the simulating
-    ``ReplayWorker``): its stop, its metrics snapshot, the ids of the games it appended
-    and its error count, over the attributes its ``__init__`` sets."""
+    ``ReplayWorker``): its stop, its metrics snapshot, the ids of the games it appended,
+    its error count and its appends (counted), over the attributes its ``__init__`` sets
+    (it calls ``_count_writes`` there once the sink is set)."""
 
     recorder: Recorder
     appended_ids: collections.deque[str]
     errors: int
+    sink: SampleSink
+    worker_id: str
+    worker_label: str
     _stop: threading.Event
+    _writes_counted: WriterCounts | None = None
 
     def _count_error(self) -> None:
         self.errors += 1
+
+    def _append(self, games: list) -> None:
+        """Append ``games`` (``append_held``: held and retried while the transport is
+        away), then count what the appends cost this worker (``_count_writes``)."""
+        try:
+            append_held(self.sink, games, self._stop, self.worker_id, self._count_error)
+        finally:
+            self._count_writes()
+
+    def _count_writes(self) -> None:
+        """Follow the sink's counts of this worker's appends (its thread's) into
+        ``selfplay_backpressure_seconds_total``, ``selfplay_games_resent_total`` and
+        ``selfplay_games_rerouted_total``; the first call puts the series in at 0, so a
+        dashboard shows "never waited"."""
+        now = self.sink.writer_counts()
+        before = self._writes_counted or WriterCounts()
+        kind = {"worker_kind": "selfplay", "worker": self.worker_label}
+        for metric, delta in (
+                ("selfplay_backpressure_seconds_total",
+                 now.backpressure_wait_s - before.backpressure_wait_s),
+                ("selfplay_games_resent_total", now.resent - before.resent),
+                ("selfplay_games_rerouted_total", now.rerouted - before.rerouted)):
+            if delta > 0 or self._writes_counted is None:
+                self.recorder.inc(metric, max(delta, 0), **kind)
+        self._writes_counted = now
 
     def stop(self) -> None:
         self._stop.set()
@@ -185,6 +216,7 @@ class SelfPlayService(WorkerBasics):
         # The series exists from the start (at 0), so a dashboard shows "never paused".
         self.recorder.inc("selfplay_throttled_seconds_total", 0, worker_kind="selfplay",
                           worker=self.worker_label)
+        self._count_writes()
         self._refused = RefusedVersions(f"worker {self.worker_id}", self.recorder, "selfplay")
         """Weights versions refused (unsigned, another key's, corrupt): logged once each."""
         self.refresh_weights()
@@ -348,11 +380,6 @@ class SelfPlayService(WorkerBasics):
                 self.records[spec].write(game_id, moves, black=player, white=player,
                                          comment=f"self-play game {game_id} of run "
                                                  f"{self.worker.run_id}")
-
-    def _append(self, games: list) -> None:
-        """Append ``games``, retrying while the transport is away (``append_held``)."""
-        append_held(self.sink, games, self._stop, self.worker_id, self._count_error)
-
 
 
 def seed_for(base: int, worker_index: int, salt: int = 0) -> int:

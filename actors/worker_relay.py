@@ -11,8 +11,11 @@ connections to each server, whatever its workers.
 The wire: each request and each reply is one msgpack array, sent with ``send_bytes``
 (nothing of ours is pickled across the boundary). Requests, ``[op, *args]``:
 
-- ``["append", [game, ...], timeout_s]`` -> the entry ids; each game as
-  ``shared.samples.encode`` bytes, decoded (so checked) by the host before it appends
+- ``["append", [game, ...], timeout_s]`` -> ``[ids, counts]``: the entry ids, and this
+  worker's ``writer_counts`` after the append (``WriterCounts.to_wire``: its own, as the
+  host serves each worker's pipe in a thread of its own and the sink counts per
+  thread); each game as ``shared.samples.encode`` bytes, decoded (so checked) by the
+  host before it appends
 - ``["room", timeout_s, count]`` -> None (``wait_for_room``); ``["room_checks"]``
 - ``["fetch", newer_than]`` -> None or ``[version, blob, counts]``: the blob as the store
   holds it, verified by the host's source (which has the run's verifier), and where it
@@ -51,7 +54,13 @@ import msgpack
 
 from zeroforge.shared.pace import PACE_TTL_S, Pace, decode_pace, encode_pace
 from zeroforge.shared.samples import GameSamples, decode, encode
-from zeroforge.shared.transport import PaceSignal, SampleSink, TransportError, WeightSource
+from zeroforge.shared.transport import (
+    PaceSignal,
+    SampleSink,
+    TransportError,
+    WeightSource,
+    WriterCounts,
+)
 
 if TYPE_CHECKING:
     from zeroforge.shared.formats import StateDict
@@ -105,7 +114,8 @@ class HostEndpoints:
 
     def _do(self, op: str, args: list) -> Any:
         if op == "append":
-            return self.samples.append([decode(blob) for blob in args[0]], args[1])
+            ids = self.samples.append([decode(blob) for blob in args[0]], args[1])
+            return [ids, self.samples.writer_counts().to_wire()]
         if op == "room":
             return self.samples.wait_for_room(args[0], args[1])
         if op == "room_checks":
@@ -223,11 +233,14 @@ class RelaySink:
 
     def __init__(self, relay: RelayTransport) -> None:
         self._relay = relay
+        self._counts = WriterCounts()
 
     def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
         if not games:
             return []
-        return list(self._relay.call("append", [encode(g) for g in games], timeout_s))
+        ids, counts = self._relay.call("append", [encode(g) for g in games], timeout_s)
+        self._counts = WriterCounts.from_wire(counts)
+        return list(ids)
 
     def wait_for_room(self, timeout_s: float | None = None, count: int = 1) -> None:
         self._relay.call("room", timeout_s, count)
@@ -236,6 +249,12 @@ class RelaySink:
     def room_checks(self) -> int:
         """The host's sink's count (shared by its workers)."""
         return int(self._relay.call("room_checks"))
+
+    def writer_counts(self) -> WriterCounts:
+        """This worker's appends' counts, as the host's sink kept them for the thread
+        serving this worker's pipe, brought back by the last append that succeeded (a
+        failed append's wait shows with the next one: the counts are running totals)."""
+        return self._counts
 
 
 class RelayWeights:

@@ -58,6 +58,15 @@ CATALOGUE: dict[str, Metric] = {m.name: m for m in [
     Metric("selfplay_throttled_seconds_total", "counter",
            "Time a self-play worker paused because the learner's samples-per-insert was "
            "below its floor.", ("worker_kind", "worker")),
+    Metric("selfplay_backpressure_seconds_total", "counter",
+           "Time a self-play worker's appends waited for room in the sample stream (its "
+           "backlog at stream.max_backlog).", ("worker_kind", "worker")),
+    Metric("selfplay_games_resent_total", "counter",
+           "Games a self-play worker appended again because a restarted Redis had lost them.",
+           ("worker_kind", "worker")),
+    Metric("selfplay_games_rerouted_total", "counter",
+           "Games a self-play worker appended to another stream shard than their own (theirs "
+           "down or full).", ("worker_kind", "worker")),
     Metric("selfplay_cpu_share_seconds_total", "counter",
            "Time a self-play worker slept to keep to its selfplay.cpu_share of a core.",
            ("worker_kind", "worker")),

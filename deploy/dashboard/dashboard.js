@@ -262,13 +262,18 @@
         ] },
       { id: "throttled", title: "Time throttled per side", unit: "% of time",
         help: "rate of selfplay_throttled_seconds_total per worker (waiting while the " +
-              "learner's samples per insert is below its floor) and of " +
-              "learner_throttled_seconds_total (waiting for data at its target).",
+              "learner's samples per insert is below its floor), of " +
+              "selfplay_backpressure_seconds_total (dashed: appends waiting for room in " +
+              "a full stream) and of learner_throttled_seconds_total (waiting for data " +
+              "at its target).",
         traces: () => {
           const pct = (c) => rateOf(c).map((v) => (v === null ? null : 100 * v));
           return [
             ...find("selfplay_throttled_seconds_total", { worker_kind: "selfplay" }).map((s) =>
               line("worker " + (s.labels.worker ?? ""), pct(values(s.key)))),
+            ...find("selfplay_backpressure_seconds_total", { worker_kind: "selfplay" }).map(
+              (s) => Object.assign(line("worker " + (s.labels.worker ?? "") + ", stream full",
+                                        pct(values(s.key))), dashed)),
             ...perSeries("learner_throttled_seconds_total", {}, pct).map((t) =>
               Object.assign(t, bold, { name: "learner" })),
           ];

@@ -170,11 +170,15 @@ ROWS: tuple[Row, ...] = (
         Panel("Time throttled per side", (
             Q(f"sum by (worker) ({rate('selfplay_throttled_seconds_total')})",
               "worker {{worker}}"),
+            Q(f"sum by (worker) ({rate('selfplay_backpressure_seconds_total')})",
+              "worker {{worker}}, stream full"),
             Q(f"sum({rate('learner_throttled_seconds_total')})", "learner")),
             unit="percentunit",
             description="Share of the time each side waited for the other: a self-play "
                         "worker while the learner's samples per insert was below its "
-                        "floor, the learner while it was at its target."),
+                        "floor, or while its appends waited for room in a full stream "
+                        "(stream full: the learner behind on reading), the learner while "
+                        "it was at its target."),
         Panel("Loss", (
             Q(f"max by (part) ({m('learner_loss')})", "{{part}}"),),
             description="The last step's loss: total, policy, value."),
@@ -193,6 +197,12 @@ ROWS: tuple[Row, ...] = (
             Q(f"max({m('stream_lag_entries')})", "entries"),),
             description="Entries written but not yet acknowledged; it saw-tooths because "
                         "the learner acknowledges after each checkpoint."),
+        Panel("Stream writes redone/s", (
+            Q(f"sum({rate('selfplay_games_resent_total')})", "resent"),
+            Q(f"sum({rate('selfplay_games_rerouted_total')})", "rerouted")), unit="ops",
+            description="Games self-play appended again because a restarted Redis had "
+                        "lost them (resent), or to another stream shard than their own "
+                        "because theirs refused them (rerouted): zero in a healthy run."),
         Panel("Rejected entries/s by reason", (
             Q(f"sum by (reason) ({rate('rejected_entries_total')})", "{{reason}}"),),
             unit="ops"),

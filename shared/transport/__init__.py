@@ -98,6 +98,7 @@ if TYPE_CHECKING:
         decoded_blob,
         publish_age_s,
     )
+    from zeroforge.shared.transport.writer_counts import ThreadTallies, WriterCounts
 
 # The weight store, the in-memory twin and the node cache need torch (~2 s to import); a
 # self-play worker that only appends samples should not pay for it, so their names (and
@@ -118,6 +119,7 @@ _MODULES = {
     "weight_store": ("AVERAGE_CHANNEL", "RefusedVersions", "StaleVersionError", "WeightInfo",
                      "WeightsIntegrityError", "WeightsSignatureError", "WeightStore",
                      "WeightSubscription", "decoded_blob", "publish_age_s"),
+    "writer_counts": ("ThreadTallies", "WriterCounts"),
 }
 
 __all__ = [
@@ -131,9 +133,9 @@ __all__ = [
     "RedisServerConfig", "RedisServerError", "RedisTransport", "ResultsFormatError",
     "RefusedVersions", "ResultsStore", "RoleRefused", "SampleSink", "SampleSource", "SampleStream",
     "SavedControlState", "ShardedSampleStream", "SigningKeyError", "StaleVersionError",
-    "StreamConfig", "StreamInfo", "Transport",
+    "StreamConfig", "StreamInfo", "ThreadTallies", "Transport",
     "TransportError", "PartialAckError", "patiently", "WeightInfo", "WeightSigner",
-    "WeightSink", "WeightSource", "WeightStore", "WeightVerifier",
+    "WeightSink", "WeightSource", "WeightStore", "WeightVerifier", "WriterCounts",
     "WeightSubscription", "WeightsIntegrityError", "WeightsSignatureError", "acl",
     "advance_cursor",
     "check_run_id", "connect", "decoded_blob", "HOST_CONNECTIONS", "host_connection_bounds",

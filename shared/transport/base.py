@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from zeroforge.shared.transport.control_state import SavedControlState
     from zeroforge.shared.transport.signing import WeightSigner, WeightVerifier
     from zeroforge.shared.transport.stream import StreamConfig, StreamInfo
+    from zeroforge.shared.transport.writer_counts import WriterCounts
 
 
 @runtime_checkable
@@ -53,6 +54,12 @@ class SampleSink(Protocol):
     @property
     def room_checks(self) -> int:
         """Times waiting appends checked for room again (woken, or at the fallback)."""
+        ...
+
+    def writer_counts(self) -> WriterCounts:
+        """What the calling thread's appends (and waits for room) cost so far: seconds
+        waited for room, games resent, games rerouted (``writer_counts``). Per thread: a
+        host's worker threads share one sink, and each worker reports its own."""
         ...
 
 

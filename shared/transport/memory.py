@@ -62,6 +62,7 @@ from zeroforge.shared.transport.weight_store import (
     signed_scope,
     verified_blob,
 )
+from zeroforge.shared.transport.writer_counts import ThreadTallies, WriterCounts
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,8 @@ class MemorySampleStream:
         self.rejected: Counter[str] = Counter()
         self.skipped_duplicates = 0
         self.backpressure_wait_s = 0.0
+        self._tallies = ThreadTallies()
+        """``backpressure_wait_s`` per appending thread (``writer_counts``)."""
         self.room_checks = 0
         """Times a waiting append checked for room again (see ``SampleStream``)."""
         self._pending_cursor: int | None = 0
@@ -145,12 +148,19 @@ class MemorySampleStream:
             waited = now - started
             if waited >= timeout:
                 self.backpressure_wait_s += waited
+                self._tallies.add(backpressure_wait_s=waited)
                 raise backpressure_timeout(self.key, length, self.config.max_backlog, count,
                                            waited)
             d.room.wait(min(self.config.room_check_interval_s, timeout - waited))
             self.room_checks += 1
         if started is not None:
-            self.backpressure_wait_s += time.monotonic() - started
+            waited = time.monotonic() - started
+            self.backpressure_wait_s += waited
+            self._tallies.add(backpressure_wait_s=waited)
+
+    def writer_counts(self) -> WriterCounts:
+        """The calling thread's waits for room (nothing is resent or rerouted here)."""
+        return self._tallies.mine()
 
     def append_raw(self, blobs: list[bytes | None]) -> list[str]:
         """Append entries as given, unchecked (None: an entry without data); for tests and

@@ -48,6 +48,7 @@ from zeroforge.shared.samples import GameSamples
 from zeroforge.shared.transport.base import SampleStreamEndpoint
 from zeroforge.shared.transport.connection import PartialAckError, TransportError
 from zeroforge.shared.transport.stream import StreamConfig, StreamInfo
+from zeroforge.shared.transport.writer_counts import ThreadTallies, WriterCounts
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,8 @@ class ShardedSampleStream:
         self.key = ",".join(str(getattr(s, "key", i)) for i, s in enumerate(self.shards))
         self.rerouted = 0
         """Games appended to another shard than their own because it refused them."""
+        self._tallies = ThreadTallies()
+        """``rerouted`` per appending thread (``writer_counts``)."""
         self.shard_errors: collections.Counter[int] = collections.Counter()
         """Failed reads, appends and acks, by shard index."""
         self._next_read = 0
@@ -142,6 +145,13 @@ class ShardedSampleStream:
         """Checks for room made while waiting, over all shards."""
         return sum(s.room_checks for s in self.shards)
 
+    def writer_counts(self) -> WriterCounts:
+        """The calling thread's counts over all shards, with the games it rerouted."""
+        total = self._tallies.mine()
+        for shard in self.shards:
+            total += shard.writer_counts()
+        return total
+
     # --- producer side -------------------------------------------------------------------
     def append(self, games: list[GameSamples], timeout_s: float | None = None) -> list[str]:
         """Each game to its shard (re-routed past a shard that is down or full); ids in
@@ -160,6 +170,7 @@ class ShardedSampleStream:
             placed[target].extend(by_shard[own])
             if target != own:
                 self.rerouted += len(by_shard[own])
+                self._tallies.add(rerouted=len(by_shard[own]))
         ids: list[str] = [""] * len(games)
         for target in sorted(placed):
             self._append_to(target, games, sorted(placed[target]), ids, timeout_s)
@@ -212,6 +223,7 @@ class ShardedSampleStream:
                 continue
             if step:
                 self.rerouted += len(batch)
+                self._tallies.add(rerouted=len(batch))
             for i, entry_id in zip(which, own, strict=True):
                 ids[i] = f"{shard}{SEPARATOR}{entry_id}"
             return

@@ -74,6 +74,7 @@ from zeroforge.shared.transport.stream_room import (
 from zeroforge.shared.transport.stream_room import (
     BackpressureTimeout as BackpressureTimeout,  # defined beside the wait that raises it
 )
+from zeroforge.shared.transport.writer_counts import WriterCounts
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,10 @@ class SampleStream:
     def resent(self) -> int:
         """Games appended again because a restarted Redis had lost them."""
         return self._room.recent.resent
+
+    def writer_counts(self) -> WriterCounts:
+        """The calling thread's share of ``backpressure_wait_s`` and ``resent``."""
+        return self._room.tallies.mine()
 
     @property
     def room_checks(self) -> int:

@@ -71,6 +71,7 @@ from zeroforge.shared.transport.recent_appends import (
     RUN_ID_LUA,
     RecentAppends,
 )
+from zeroforge.shared.transport.writer_counts import ThreadTallies
 
 ROOM_SUFFIX = ":room"
 """A stream's room list is its key plus this (same hash tag: same server and slot)."""
@@ -264,6 +265,8 @@ class StreamRoom:
         """Times a waiting append checked for room again (woken, or at the fallback)."""
         self.backpressure_wait_s = 0.0
         """Total seconds appends spent waiting for room."""
+        self.tallies = ThreadTallies()
+        """The same waits and the games resent, per appending thread."""
         self.recent = RecentAppends(resend_window_s)
         """This producer's last appends, appended again if a restarted server lost them."""
         self._append = client.register_script(APPEND_SCRIPT)
@@ -293,8 +296,9 @@ class StreamRoom:
                     raise
                 now = time.monotonic()
                 if isinstance(reply, list):
-                    if started is not None:
-                        self.backpressure_wait_s += now - started
+                    waited = 0.0 if started is None else now - started
+                    self.backpressure_wait_s += waited
+                    self.tallies.add(backpressure_wait_s=waited, resent=len(owed))
                     ids = [text(i) for i in reply[1:]]
                     self.recent.appended(text(reply[0]), ids, owed + blobs, len(owed))
                     return ids[len(owed):]
@@ -306,6 +310,7 @@ class StreamRoom:
                 waited = now - started
                 if waited >= timeout:
                     self.backpressure_wait_s += waited
+                    self.tallies.add(backpressure_wait_s=waited)
                     raise backpressure_timeout(self.key, int(reply), self.max_backlog, count,
                                                waited)
                 self._await_token(timeout - waited)

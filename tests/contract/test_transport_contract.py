@@ -40,6 +40,7 @@ from zeroforge.shared.transport import (
     WeightsIntegrityError,
     WeightsSignatureError,
     WeightVerifier,
+    WriterCounts,
     advance_cursor,
     parse_cursor,
     parse_id,
@@ -379,6 +380,33 @@ def test_a_waiting_append_is_woken_by_the_ack_that_makes_room_not_by_polling(str
     assert woke_after < 2.0, f"woken {woke_after:.2f} s after the ack"  # fallback: >= 3.75 s
     assert 1 <= sink.room_checks <= 3
     assert sink.backpressure_wait_s >= 0.9
+
+
+def test_writer_counts_are_the_calling_threads_own(streams):
+    """A host's worker threads may share one sink: the thread whose append waited for room
+    sees that wait in its ``writer_counts``, the thread that filled the stream without
+    waiting sees none; a healthy stream resends and reroutes nothing."""
+    config = StreamConfig(max_backlog=3, append_timeout_s=30, room_check_interval_s=0.2)
+    sink, source = streams.samples(config), streams.samples(config)
+    assert sink.writer_counts() == WriterCounts()
+    full = games_filling_every_shard(streams, 3)
+    sink.append(full)
+    counted: list[WriterCounts] = []
+
+    def append_and_count() -> None:
+        sink.append(make_games(1, start=1000))
+        counted.append(sink.writer_counts())
+
+    waiter = threading.Thread(target=append_and_count)
+    waiter.start()
+    waiter.join(0.8)
+    assert waiter.is_alive(), "appended past max_backlog"
+    source.ack([i for i, _ in source.read(len(full))])
+    waiter.join(10)
+    (theirs,) = counted
+    assert 0.7 <= theirs.backpressure_wait_s < 10
+    assert (theirs.resent, theirs.rerouted) == (0, 0)
+    assert sink.writer_counts() == WriterCounts()
 
 
 def test_a_waiting_append_finds_room_at_its_fallback_check_when_no_wake_up_comes(streams):

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -95,10 +96,20 @@ def test_games_a_restarted_server_lost_are_appended_again_once(server, run_id, t
     worker.append(games[8:16])  # acknowledged, then lost with the restart
     server.append(restart_from(server[0], copy))
     caplog.set_level(logging.WARNING)
-    # the same producer, its connections broken by the kill, appends its next batch
-    ids = worker.append(games[16:])
-    assert len(ids) == 8
+    # the same producer, its connections broken by the kill, appends its next batch (from
+    # another thread, as a host's other worker would: the resend is that thread's count)
+    carried: dict = {}
+
+    def next_batch() -> None:
+        carried["ids"] = worker.append(games[16:])
+        carried["counts"] = worker.writer_counts()
+
+    thread = threading.Thread(target=next_batch)
+    thread.start()
+    thread.join(60)
+    assert len(carried["ids"]) == 8
     assert worker.resent == 8
+    assert carried["counts"].resent == 8 and worker.writer_counts().resent == 0
     got = read_all(reader)
     assert sorted(got) == sorted(g.game_id for g in games)  # each once: the first 8 not again
     lines = [r.getMessage() for r in caplog.records if "restarted" in r.getMessage()]

@@ -33,7 +33,8 @@ def test_dashboard_reads_through_its_variables_and_has_the_issues_panels():
             "Self-play positions/s", "Self-play games/s", "Simulations/s",
             "Inference evaluations/s", "Batch fill", "Requests per network call",
             "Request latency p50 / p99", "Learner steps/s", "Samples per insert", "Loss",
-            "Replay window", "Stream backlog", "Rejected entries/s by reason",
+            "Replay window", "Stream backlog", "Stream writes redone/s",
+            "Rejected entries/s by reason",
             "Weights version", "Policy lag p50 / p99", "Score per anchor", "Elo vs anchor",
             "Node CPU", "Node memory", "GPU utilisation", "GPU memory"} <= titles
     # panels do not overlap on Grafana's 24-column grid

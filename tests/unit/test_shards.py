@@ -10,6 +10,7 @@ from zeroforge.shared.transport import (
     PartialAckError,
     ShardedSampleStream,
     TransportError,
+    WriterCounts,
     advance_cursor,
     parse_cursor,
     shard_of,
@@ -54,6 +55,9 @@ class Refusing:
         self.inner, self.key = inner, "down-shard"
         self.config, self.rejected, self.skipped_duplicates = inner.config, inner.rejected, 0
 
+    def writer_counts(self):
+        return self.inner.writer_counts()  # kept by the client: no call to the server
+
     def __getattr__(self, name):
         def fail(*args, **kwargs):
             raise TransportError("cannot reach Redis at 10.0.0.9:6379: Connection refused")
@@ -68,6 +72,7 @@ def test_a_down_shards_games_go_to_the_next_and_reads_go_on(caplog):
     ids = streams.append(games[:15]) + streams.append(games[15:])
     to_down = {g.game_id for g in games if shard_of(g.game_id, 3) == 1}
     assert streams.rerouted == len(to_down) > 0
+    assert streams.writer_counts() == WriterCounts(rerouted=len(to_down))
     assert all(i.startswith("2/") for i, g in zip(ids, games, strict=True)
                if g.game_id in to_down)
     got = []

@@ -27,10 +27,12 @@ from zeroforge.shared.samples import GameSamples, decode, encode
 from zeroforge.shared.transport import (
     MemoryTransport,
     SampleSink,
+    StreamConfig,
     TransportError,
     WeightSigner,
     WeightsIntegrityError,
     WeightVerifier,
+    WriterCounts,
     publish_age_s,
 )
 
@@ -113,6 +115,33 @@ class FlakySink:
 
     def wait_for_room(self, timeout_s: float | None = None, count: int = 1) -> None:
         pass
+
+    def writer_counts(self) -> WriterCounts:
+        return self.sink.writer_counts()
+
+
+def test_each_relayed_worker_reports_its_own_appends_counts(memory, key):
+    """A host's workers share its one sink: the worker whose append waited for room in
+    the full stream reports the wait (brought back with its append), the worker that
+    filled the stream without waiting reports none."""
+    config = StreamConfig(max_backlog=2, append_timeout_s=30, room_check_interval_s=0.1)
+    served = Host(HostEndpoints(memory.samples(config),
+                                memory.weights(verifier=WeightVerifier(key.public_key)),
+                                memory.pace()), memory.run_id)
+    try:
+        filler, blocked = served.worker().samples(), served.worker().samples()
+        filler.append(make_games(2))
+        waiter = threading.Thread(target=blocked.append, args=(make_games(1, start=10),))
+        waiter.start()
+        waiter.join(0.8)
+        assert waiter.is_alive(), "appended past max_backlog"
+        reader = memory.samples(config)
+        reader.ack([i for i, _ in reader.read(2)])
+        waiter.join(10)
+        assert 0.7 <= blocked.writer_counts().backpressure_wait_s < 10
+        assert filler.writer_counts() == WriterCounts()
+    finally:
+        served.stop()
 
 
 def test_the_hosts_errors_come_back_as_the_same_errors_with_the_same_line(memory):
