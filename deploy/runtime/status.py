@@ -61,6 +61,7 @@ class RunStatus:
     lost: dict[str, float] = field(default_factory=dict)
     actors: list[dict[str, Any]] = field(default_factory=list)
     throttled_s: dict[str, float] = field(default_factory=dict)
+    stream_writes: dict[str, float] = field(default_factory=dict)
     replay_by_size: dict[str, float] = field(default_factory=dict)
     batches_by_size: dict[str, float] = field(default_factory=dict)
     best_snapshot: dict[str, float] = field(default_factory=dict)
@@ -103,6 +104,11 @@ class RunStatus:
                 "selfplay": metrics.total(merged, "selfplay_throttled_seconds_total",
                                           worker_kind="selfplay"),
                 "learner": v(merged, "learner_throttled_seconds_total")},
+            stream_writes={
+                key: metrics.total(merged, name, worker_kind="selfplay")
+                for key, name in (("backpressure_s", "selfplay_backpressure_seconds_total"),
+                                  ("resent", "selfplay_games_resent_total"),
+                                  ("rerouted", "selfplay_games_rerouted_total"))},
             **fields)
 
     def to_json(self) -> dict[str, Any]:
@@ -180,8 +186,12 @@ class RunStatus:
             lines.append(f"throttled (samples per insert): self-play "
                          f"{self.throttled_s.get('selfplay', 0.0):.1f} s over all workers, "
                          f"learner {self.throttled_s.get('learner', 0.0):.1f} s")
+        writes = self.stream_writes
+        full = (f"self-play waited {writes.get('backpressure_s', 0.0):.1f} s for room (stream "
+                f"full), games resent {writes.get('resent', 0):.0f}, rerouted "
+                f"{writes.get('rerouted', 0):.0f}; ") if writes else ""
         lines.append(f"stream backlog: {self.stream_lag:.0f} entries not yet acknowledged; "
-                     "rejected: " + (", ".join(f"{k} {v:.0f}" for k, v in
+                     f"{full}rejected: " + (", ".join(f"{k} {v:.0f}" for k, v in
                                                self.rejected.items() if v) or "none"))
         if self.scores:
             lines.append("scores: " + ", ".join(f"{k} {v:.0%}" for k, v in self.scores.items()))

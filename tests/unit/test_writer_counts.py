@@ -3,6 +3,7 @@ their wire form, and a self-play worker turning them into its metrics."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -90,3 +91,26 @@ def test_a_workers_wait_on_a_full_stream_is_its_backpressure_metric():
     assert [snapshot_total(worker.stats(), n) for n in names[1:]] == [0, 0]
     worker._append(make_games(1, start=1))  # room: no more wait counted
     assert snapshot_total(worker.stats(), names[0]) == waited
+
+
+def test_run_status_sums_the_workers_stream_writes():
+    from zeroforge.deploy.runtime.status import RunStatus
+    from zeroforge.shared.metrics import Recorder, merge
+
+    workers = [Recorder(), Recorder()]
+    for i, (r, (waited, resent, rerouted)) in enumerate(
+            zip(workers, ((1.5, 0, 4), (2.25, 3, 0)), strict=True)):
+        kind = {"worker_kind": "selfplay", "worker": str(i)}
+        r.inc("selfplay_backpressure_seconds_total", waited, **kind)
+        r.inc("selfplay_games_resent_total", resent, **kind)
+        r.inc("selfplay_games_rerouted_total", rerouted, **kind)
+    status = RunStatus.from_metrics(merge([r.snapshot() for r in workers]), run_id="r",
+                                    state="running", elapsed_s=10.0)
+    assert status.stream_writes == {"backpressure_s": 3.75, "resent": 3, "rerouted": 4}
+    assert ("self-play waited 3.8 s for room (stream full), games resent 3, rerouted 4; "
+            in status.text())
+    assert RunStatus.from_json(json.loads(status.json_text())) == status
+    old = status.to_json()
+    del old["stream_writes"]  # JSON from before the key
+    assert RunStatus.from_json(old).stream_writes == {}
+    assert "stream full" not in RunStatus.from_json(old).text()
