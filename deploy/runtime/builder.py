@@ -170,10 +170,16 @@ def build_selfplay_host(config: TrainConfig, ctx: RunContext, transport: Transpo
         return _distributed_worker(config, ctx, open_run_transport(ctx, transport), host,
                                    evaluator, games)
     # one transport for the host's workers: its connections to each server are a handful
-    # (a thread's call at a time, one blocked read a room list), whatever the workers
+    # (a thread's call at a time, one blocked read a room list), whatever the workers; the
+    # host closes it after its last worker (an actor may outlive its host's run)
     shared = open_run_transport(ctx, transport, shared_by_threads=True)
-    return WorkerHost(lambda i: _distributed_worker(config, ctx, shared, i, evaluator, games),
-                      first, count, label=f"h{host}")
+    try:
+        return WorkerHost(
+            lambda i: _distributed_worker(config, ctx, shared, i, evaluator, games),
+            first, count, label=f"h{host}", on_close=shared.close)
+    except BaseException:
+        shared.close()
+        raise
 
 
 def hosts_processes(config: TrainConfig, evaluator: VersionedEvaluator | None) -> bool:

@@ -15,6 +15,7 @@ from zeroforge.actors.process_worker import ProcessWorker, WorkerProcessError
 from zeroforge.actors.selfplay_service import SelfPlayService
 from zeroforge.actors.worker_host import WorkerHost
 from zeroforge.deploy.config import DistributedConfig, TrainConfig, load_train_config
+from zeroforge.deploy.runtime import builder
 from zeroforge.deploy.runtime.builder import (
     HOSTED_WORKER,
     TransportArgs,
@@ -128,3 +129,30 @@ def test_a_worker_process_that_raises_fails_run_with_its_line():
         worker.run(threading.Event())
     assert str(caught.value) == (f"hosted worker 2 failed in its process (pid {worker.pid}, "
                                  "exit code 1): RuntimeError: worker 2 broke: bad news")
+
+
+def test_hosts_close_their_shared_transport_after_their_last_worker(monkeypatch):
+    """A host of threads or of processes opens one transport for its workers and closes
+    it once its run has ended, not before (its workers use it until then)."""
+    opened: list[list[str]] = []
+    real = builder.open_run_transport
+
+    def recording(ctx, transport, shared_by_threads=False):
+        own = real(ctx, transport, shared_by_threads=shared_by_threads)
+        calls: list[str] = []
+        opened.append(calls)
+        close = own.close
+        own.close = lambda: (calls.append("closed"), close())  # type: ignore[method-assign]
+        return own
+
+    monkeypatch.setattr(builder, "open_run_transport", recording)
+    for kind in ("thread", "process"):
+        opened.clear()
+        config, ctx = config_and_context("distributed.workers_per_host=2",
+                                         f"distributed.host_workers={kind}")
+        host = build_selfplay_host(config, ctx, TRANSPORT, 1, 2)
+        assert opened == [[]], kind  # one for the host, open while it is built
+        stop = threading.Event()
+        stop.set()
+        assert isinstance(host, WorkerHost) and host.run(stop) == 0
+        assert opened == [["closed"]], kind
