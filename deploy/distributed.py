@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from zeroforge.deploy.config import TrainConfig
+from zeroforge.deploy.redis_follow import SizingFollower
 from zeroforge.deploy.runtime.status import RunStatus
 from zeroforge.shared import config as cfg
 from zeroforge.shared.run_files import RunFiles
@@ -84,12 +85,15 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
     auth_dir = ""
     passwords: dict[str, str] | None = None
     sizings: dict = {}
+    sizer = None
     if not redis_url or config.distributed.stream_servers:
         # the servers we start, sized for the run as `zeroforge plan` sizes them
-        # (maxclients, maxmemory with noeviction, output buffers: docs/scaling.md)
-        from zeroforge.deploy.plan import sizing_for_run
+        # (maxclients, maxmemory with noeviction, output buffers: docs/scaling.md), and
+        # sized again as it is scaled up (deploy/redis_follow.py)
+        from zeroforge.deploy.plan import run_sizer
 
-        sizings = sizing_for_run(config)
+        sizer = run_sizer(config)
+        sizings = sizer(config.selfplay.workers)
     if not redis_url:
         # a user a role on the servers we start, their passwords in 0600 files of the run
         # dir: the actors get the path, not the secrets (shared/transport/acl.py)
@@ -127,6 +131,9 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
         started = time.time()
         run = start_run(config, ctx, resume, reattach=continuing)
         status = run.status()
+        follower = (SizingFollower(sizer, {"run": [server] if server else [],
+                                           "stream": stream_servers},
+                                   config.selfplay.workers) if sizer else None)
         if run.reattached:
             print(f"run {run_id}: {run.reattached}", file=out, flush=True)
         token = token_path()
@@ -165,6 +172,10 @@ def train(config: TrainConfig, address: str | None = None, redis_url: str | None
                     next_line += config.run.progress_every_s
                     status = run.status()
                     print(status.progress_line(), file=out, flush=True)
+                    # `zeroforge scale` up: the servers we started grow with it
+                    for line in (follower.follow(status.desired.get("selfplay", 0))
+                                 if follower else []):
+                        print(f"run {run_id}: {line}", file=out, flush=True)
         except ControllerLost as err:
             # its actors are killed below; the stream and the last checkpoint remain
             status = dataclasses.replace(status, state="failed", error=str(err))

@@ -32,6 +32,7 @@ import dataclasses
 import math
 import os
 import time
+from collections.abc import Callable
 
 from zeroforge.deploy.config import TrainConfig
 from zeroforge.shared.transport import (
@@ -287,13 +288,19 @@ def redis_sizing(config: TrainConfig, workers: int, nodes: int, bytes_per_game: 
     return size_servers(redis_shape(config, workers, nodes, bytes_per_game, blob_bytes))
 
 
-def sizing_for_run(config: TrainConfig) -> dict[str, RedisSizing]:
-    """The sizing of the servers a distributed run of ``config`` starts: its
-    ``selfplay.workers`` on ``default_nodes`` of them, the game's and net's bytes
-    measured here as the plan measures them (under a second for the presets)."""
+def run_sizer(config: TrainConfig) -> Callable[[int], dict[str, RedisSizing]]:
+    """The sizing of a distributed run of ``config``'s servers for a number of self-play
+    workers (on ``default_nodes`` of them), the game's and net's bytes measured once, here,
+    as the plan measures them (under a second for the presets)."""
     _, per_game, blob = game_figures(config)
-    workers = config.selfplay.workers
-    return redis_sizing(config, workers, default_nodes(workers), per_game, blob)
+    return lambda workers: redis_sizing(config, workers, default_nodes(workers), per_game,
+                                        blob)
+
+
+def sizing_for_run(config: TrainConfig) -> dict[str, RedisSizing]:
+    """The sizing of the servers a distributed run of ``config`` starts: for its
+    ``selfplay.workers`` (``run_sizer``; a scaled run's follow: ``deploy.redis_follow``)."""
+    return run_sizer(config)(config.selfplay.workers)
 
 
 SERVER_NAMES = {"run": "run's Redis", "stream": "each stream server"}

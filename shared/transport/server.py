@@ -35,6 +35,7 @@ import atexit
 import collections
 import contextlib
 import ctypes
+import dataclasses
 import importlib.util
 import logging
 import os
@@ -422,6 +423,37 @@ class RedisServer:
             # silently drop games or weights
             lines += ["maxmemory-policy noeviction"]
         return "\n".join(lines) + "\n"
+
+    def resize(self, sizing: RedisSizing) -> None:
+        """Run with ``sizing`` from now on, without a restart (a run scaled up:
+        ``deploy/redis_follow.py``): each of its directives by CONFIG SET, one a call (Redis
+        6 sets one at a time), and kept for the supervisor's restarts. RedisServerError in
+        one line if the server refuses one; a maxclients past the open-file limit leaves
+        the server at what it can take, said in a warning line (``_check_maxclients``)."""
+        client = self._client(timeout_s=5)
+        try:
+            for line in sizing.conf_lines():
+                name, value = line.split(" ", 1)
+                if name == "client-output-buffer-limit":
+                    continue  # both classes in one call below
+                try:
+                    client.config_set(name, value)
+                except redis.ResponseError as err:
+                    # past the open-file limit: the read-back below says so in its line
+                    if name != "maxclients":
+                        raise RedisServerError(f"redis-server on {self.host}:{self.port} "
+                                               f"refused {line!r}: {err}") from None
+            limits = " ".join(line.split(" ", 1)[1] for line in sizing.conf_lines()
+                              if line.startswith("client-output-buffer-limit "))
+            client.config_set("client-output-buffer-limit", limits)
+        except redis.RedisError as err:
+            raise RedisServerError(f"cannot resize redis-server on {self.host}:{self.port}: "
+                                   f"{err}") from None
+        finally:
+            client.close()
+        # a restart (the supervisor's) writes its redis.conf from this
+        self.config = dataclasses.replace(self.config, sizing=sizing)
+        self._check_maxclients()
 
     def _check_maxclients(self) -> None:
         """Read back ``maxclients``: Redis lowers it, with a line in its own log only,

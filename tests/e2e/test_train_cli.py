@@ -4,6 +4,7 @@ driven from a second terminal with status, scale and stop."""
 from __future__ import annotations
 
 import json
+import re
 import stat
 import time
 
@@ -123,3 +124,40 @@ def test_distributed_job_train_status_scale_stop(tmp_path):
         while train.descendants_alive() and time.monotonic() < deadline:
             time.sleep(0.5)
         assert train.descendants_alive() == []
+
+
+def test_a_run_scaled_up_sizes_its_redis_for_the_workers_and_keeps_it_scaled_down(tmp_path):
+    """``zeroforge scale`` up grows the maxmemory of the Redis the driver started: without
+    the node cache every worker reads each new weights version at once (a blob each, here
+    a 6x64 net's ~1.8 MB), so one more worker is one more blob in flight. The driver says
+    so in one line, the server runs with it (CONFIG GET as its admin), and scaling back
+    down keeps it (deploy/redis_follow.py)."""
+    run_dir = tmp_path / "run"
+    where = ("--run-dir", str(run_dir))
+    # run.minutes: the preset's 3 minutes can pass on a loaded machine before the stop
+    with TrainProcess(run_dir, "e2e-sized", "--set", "net=resnet6x64", "--set", "run.minutes=15",
+                      "--set", "distributed.weights_per_node=false") as train:
+        train.wait_for("metrics at http://127.0.0.1:")
+        endpoint = json.loads((run_dir / "redis" / "endpoint.json").read_text())
+        admin = redis.Redis(port=endpoint["port"], username=acl.ADMIN_USER,
+                            password=endpoint["password"], decode_responses=True)
+
+        def maxmemory() -> int:
+            return int(admin.config_get("maxmemory")["maxmemory"])
+
+        started = maxmemory()
+        r = zf("scale", "--workers", "2", *where)
+        assert r.returncode == 0 and "selfplay 2" in r.stdout, r.stderr
+        train.wait_for("run's Redis sized for 2 workers (zeroforge scale): maxmemory ", 60)
+        line = next(x for x in train.lines if "run's Redis sized for 2 workers" in x)
+        before, after = re.search(r"maxmemory (\d+)mb -> (\d+)mb", line).groups()
+        assert int(before) << 20 == started and maxmemory() == int(after) << 20 > started
+        r = zf("scale", "--workers", "1", *where)
+        assert r.returncode == 0, r.stderr
+        train.status_when(lambda st: st["alive"]["selfplay"] == 1, 60)
+        assert maxmemory() == int(after) << 20  # never smaller
+        admin.close()
+        r = zf("stop", *where)
+        assert r.returncode == 0, r.stderr
+        assert train.wait(timeout=120) == 0, train.output
+        assert sum("sized for" in x for x in train.lines) == 1, train.output

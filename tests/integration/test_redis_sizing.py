@@ -9,6 +9,7 @@ own) and Debian's 7.x (the image k8s runs is 7.2).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import resource
 import shutil
@@ -193,3 +194,34 @@ def test_a_distributed_runs_servers_start_sized_by_the_plan(tmp_path):
     finally:
         for server in servers:
             server.stop()
+
+
+def test_a_running_server_is_resized_in_place_and_keeps_it_through_a_restart(binary,
+                                                                             tmp_path):
+    """A run scaled up (deploy/redis_follow.py): the figures change by CONFIG SET in the
+    same process, its data kept, and a supervised restart after a crash comes back with
+    the new figures, not the ones it started with."""
+    from tests.integration.test_redis_recovery import crash, wait_until
+
+    config = RedisServerConfig(binary=binary, data_dir=str(tmp_path / "redis"), sizing=SMALL)
+    bigger = dataclasses.replace(SMALL, maxclients=300, maxmemory_bytes=24 * MB,
+                                 normal_limit_bytes=40 * MB)
+    with RedisServer(config) as server:
+        client = connect(server.url)
+        client.set("zf:{sizing}:keep-me", b"x")
+        pid = server.pid
+        server.resize(bigger)
+        for check in ("before", "after a restart"):
+            assert config_get(client, "maxmemory") == str(24 * MB), check
+            assert config_get(client, "maxclients") == "300", check
+            assert config_get(client, "maxmemory-policy") == "noeviction", check
+            assert config_get(client, "client-output-buffer-limit") == (
+                f"normal {40 * MB} 0 0 slave 268435456 67108864 60 pubsub {16 * MB} "
+                f"{4 * MB} 30"), check
+            assert client.get("zf:{sizing}:keep-me") == b"x", check
+            assert server.maxclients == 300, check
+            if check == "before":
+                assert server.pid == pid and server.restarts == 0  # no restart to resize
+                crash(server)
+                wait_until(lambda: server.restarts == 1 and server.running)
+        client.close()
