@@ -134,9 +134,12 @@ def test_a_run_scaled_up_sizes_its_redis_for_the_workers_and_keeps_it_scaled_dow
     down keeps it (deploy/redis_follow.py)."""
     run_dir = tmp_path / "run"
     where = ("--run-dir", str(run_dir))
-    # run.minutes: the preset's 3 minutes can pass on a loaded machine before the stop
+    # run.minutes: the preset's 3 minutes can pass on a loaded machine before the stop;
+    # two simulations a move and small batches keep the 6x64 net's run light
     with TrainProcess(run_dir, "e2e-sized", "--set", "net=resnet6x64", "--set", "run.minutes=15",
-                      "--set", "distributed.weights_per_node=false") as train:
+                      "--set", "distributed.weights_per_node=false",
+                      "--set", "search.num_simulations=2", "--set", "learner.batch_size=8",
+                      "--set", "selfplay.games_in_parallel=2") as train:
         train.wait_for("metrics at http://127.0.0.1:")
         endpoint = json.loads((run_dir / "redis" / "endpoint.json").read_text())
         admin = redis.Redis(port=endpoint["port"], username=acl.ADMIN_USER,
@@ -146,18 +149,18 @@ def test_a_run_scaled_up_sizes_its_redis_for_the_workers_and_keeps_it_scaled_dow
             return int(admin.config_get("maxmemory")["maxmemory"])
 
         started = maxmemory()
-        r = zf("scale", "--workers", "2", *where)
+        r = zf("scale", "--workers", "2", *where, timeout=300)
         assert r.returncode == 0 and "selfplay 2" in r.stdout, r.stderr
         train.wait_for("run's Redis sized for 2 workers (zeroforge scale): maxmemory ", 60)
         line = next(x for x in train.lines if "run's Redis sized for 2 workers" in x)
         before, after = re.search(r"maxmemory (\d+)mb -> (\d+)mb", line).groups()
         assert int(before) << 20 == started and maxmemory() == int(after) << 20 > started
-        r = zf("scale", "--workers", "1", *where)
+        r = zf("scale", "--workers", "1", *where, timeout=300)
         assert r.returncode == 0, r.stderr
         train.status_when(lambda st: st["alive"]["selfplay"] == 1, 60)
         assert maxmemory() == int(after) << 20  # never smaller
         admin.close()
-        r = zf("stop", *where)
+        r = zf("stop", *where, timeout=300)
         assert r.returncode == 0, r.stderr
         assert train.wait(timeout=120) == 0, train.output
         assert sum("sized for" in x for x in train.lines) == 1, train.output
