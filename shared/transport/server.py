@@ -430,22 +430,20 @@ class RedisServer:
         6 sets one at a time), and kept for the supervisor's restarts. RedisServerError in
         one line if the server refuses one; a maxclients past the open-file limit leaves
         the server at what it can take, said in a warning line (``_check_maxclients``)."""
+        # CONFIG SET takes every class's output-buffer limit in one value
+        settings: dict[str, str] = {}
+        for name, value in sizing.directives():
+            settings[name] = f"{settings[name]} {value}" if name in settings else value
         client = self._client(timeout_s=5)
         try:
-            for line in sizing.conf_lines():
-                name, value = line.split(" ", 1)
-                if name == "client-output-buffer-limit":
-                    continue  # both classes in one call below
+            for name, value in settings.items():
                 try:
                     client.config_set(name, value)
                 except redis.ResponseError as err:
                     # past the open-file limit: the read-back below says so in its line
                     if name != "maxclients":
                         raise RedisServerError(f"redis-server on {self.host}:{self.port} "
-                                               f"refused {line!r}: {err}") from None
-            limits = " ".join(line.split(" ", 1)[1] for line in sizing.conf_lines()
-                              if line.startswith("client-output-buffer-limit "))
-            client.config_set("client-output-buffer-limit", limits)
+                                               f"refused {name} {value!r}: {err}") from None
         except redis.RedisError as err:
             raise RedisServerError(f"cannot resize redis-server on {self.host}:{self.port}: "
                                    f"{err}") from None

@@ -157,7 +157,7 @@ class RunShape:
 
 @dataclass(frozen=True)
 class RedisSizing:
-    """The sizing directives of one redis-server (``conf_lines`` writes them)."""
+    """The sizing directives of one redis-server (``directives``; ``conf_lines``)."""
 
     maxclients: int
     """Most clients connected at once (``maxclients``)."""
@@ -186,16 +186,23 @@ class RedisSizing:
             raise ValueError(f"RedisSizing.pubsub_soft_bytes must be <= pubsub_hard_bytes "
                              f"({self.pubsub_hard_bytes}), got {self.pubsub_soft_bytes}")
 
-    def conf_lines(self) -> list[str]:
-        """The redis.conf directives, ``maxmemory-policy noeviction`` among them."""
-        return [f"maxclients {self.maxclients}",
-                f"maxmemory {conf_bytes(self.maxmemory_bytes)}",
+    def directives(self) -> list[tuple[str, str]]:
+        """(name, value) of each directive, as redis.conf and CONFIG SET take them,
+        ``maxmemory-policy noeviction`` among them; the output-buffer limit once a class."""
+        return [("maxclients", str(self.maxclients)),
+                ("maxmemory", conf_bytes(self.maxmemory_bytes)),
                 # never evict: a full Redis refuses writes (one line at the writer, which
                 # holds its games and retries) rather than silently drop games or weights
-                "maxmemory-policy noeviction",
-                f"client-output-buffer-limit normal {conf_bytes(self.normal_limit_bytes)} 0 0",
-                f"client-output-buffer-limit pubsub {conf_bytes(self.pubsub_hard_bytes)} "
-                f"{conf_bytes(self.pubsub_soft_bytes)} {self.pubsub_soft_s}"]
+                ("maxmemory-policy", "noeviction"),
+                ("client-output-buffer-limit",
+                 f"normal {conf_bytes(self.normal_limit_bytes)} 0 0"),
+                ("client-output-buffer-limit",
+                 f"pubsub {conf_bytes(self.pubsub_hard_bytes)} "
+                 f"{conf_bytes(self.pubsub_soft_bytes)} {self.pubsub_soft_s}")]
+
+    def conf_lines(self) -> list[str]:
+        """The redis.conf lines of ``directives``."""
+        return [f"{name} {value}" for name, value in self.directives()]
 
     def to_dict(self) -> dict[str, object]:
         return {"maxclients": self.maxclients, "maxmemory_bytes": self.maxmemory_bytes,
