@@ -388,7 +388,10 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         time.sleep(1.05)  # a weights snapshot is due too
         steps = service.learner.steps
         producer.append(renamed(played[16:28], "full"))
+        began = time.monotonic()
         drain(service, max_read=3)
+        # a slow machine's drain can outlast the snapshot interval: one more is due then
+        due = 1 + int(time.monotonic() - began)
         assert service.learner.steps > steps
         assert service.checkpoint_health.failures >= 2
         assert failures("checkpoint") == service.checkpoint_health.failures
@@ -400,7 +403,8 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         files = sorted(str(p.relative_to(disk.path)) for p in disk.path.rglob("*")
                        if p.is_file())
         assert files == sorted([FILLER, CHECKPOINT_NAME, EPOCH_NAME, LOCK_NAME])
-        assert failures("snapshot") == 1 and len(lines("snapshot")) == 1
+        # each skipped snapshot is one line and one count
+        assert 1 <= failures("snapshot") == len(lines("snapshot")) <= due
         assert producer.info().pending == 12  # nothing acked without a checkpoint
         full_failures = service.checkpoint_health.failures
         # disk space back: the next checkpoint holds every game, acks them, says so
