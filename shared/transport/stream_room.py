@@ -55,6 +55,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import weakref
 from typing import Any, ClassVar
 
 import redis
@@ -90,7 +91,11 @@ class _Blocker:
     """The one BLPOP a process has open on one room list of one server (module docstring,
     "One blocked read a process")."""
 
-    _all: ClassVar[dict[tuple[int, str], _Blocker]] = {}
+    # Held weakly by pool: a blocker goes with the connection pool it blocks on, so a
+    # process that makes clients over and over (a reconnecting host) keeps none of them,
+    # and a new pool never inherits a dead one's blocker (as keying by id() allowed).
+    _all: ClassVar[weakref.WeakKeyDictionary[Any, dict[str, _Blocker]]] = (
+        weakref.WeakKeyDictionary())
     _all_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self) -> None:
@@ -102,7 +107,12 @@ class _Blocker:
         """The blocker of ``key`` on ``client``'s pool (a pool is a process's connections
         to one server; blockers are few: a stream shard's room list each)."""
         with cls._all_lock:
-            return cls._all.setdefault((id(client.connection_pool), key), cls())
+            return cls._all.setdefault(client.connection_pool, {}).setdefault(key, cls())
+
+    @classmethod
+    def count(cls) -> int:
+        with cls._all_lock:
+            return sum(len(keys) for keys in cls._all.values())
 
     def wait(self, client: redis.Redis, key: str, wait_s: float) -> None:
         """BLPOP ``key`` for up to ``wait_s`` if no other thread of this process is, else
@@ -118,6 +128,12 @@ class _Blocker:
             with self.free:
                 self.blocking = False
                 self.free.notify()  # one waiter checks for room and blocks in turn
+
+
+def room_blockers() -> int:
+    """How many (connection pool, room list) pairs this process keeps a blocker for: one
+    for each list its producers have waited on through a pool still alive."""
+    return _Blocker.count()
 
 
 class BackpressureTimeout(TransportError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 import threading
@@ -33,6 +34,7 @@ from zeroforge.shared.transport import (
     connect,
     free_port,
 )
+from zeroforge.shared.transport.stream_room import room_blockers
 
 GOMOKU = "gomoku:size=15,k=5"
 
@@ -329,6 +331,24 @@ def test_backpressure_waits_instead_of_dropping(redis_client, run_id):
     assert stream.backpressure_wait_s >= 0.15
     rest = drain(SampleStream(redis_client, run_id, config))
     assert [g.game_id for _, g in rest] == [f"g{i}" for i in range(4, 11)]
+
+
+def test_a_room_blocker_goes_with_its_connection_pool(redis_server, run_id):
+    """A process that makes clients over and over (a host reconnecting) keeps no blocker of
+    a pool it dropped."""
+    gc.collect()
+    before = room_blockers()
+    client = connect(redis_server.url)
+    stream = SampleStream(client, run_id, StreamConfig(max_backlog=2))
+    stream.append(make_games(2, t=2))
+    for _ in range(2):  # the second wait reuses the pool's blocker
+        with pytest.raises(BackpressureTimeout):
+            stream.append(make_games(1, 2, t=2), timeout_s=0.2)
+        assert room_blockers() == before + 1
+    client.close()
+    del stream, client
+    gc.collect()
+    assert room_blockers() == before
 
 
 def test_trimming_never_removes_unacknowledged_entries(redis_client, run_id):
