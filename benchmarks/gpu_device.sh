@@ -26,9 +26,14 @@ options:
   --variants "K=V ..." before/after: each preset runs once per variant (one override
                        each), the variants back to back, e.g. --variants
                        "selfplay.batches_in_flight=1 selfplay.batches_in_flight=2"
+  --keep-weights K     bring back each run's weights to judge elsewhere: its config, its
+                       last K snapshots and its final checkpoint's weights, as a small
+                       run directory $OUT/NAME/ (benchmarks/run_weights.py; 11.5 MiB a
+                       file for resnet10x128, and at most 8 files come back)
   -h, --help           this text
 environment: OUT (default: ./gpu-out), PYTHON (default: python3), ZF_SITE (where the
-bundle is unpacked; default: /tmp/site)
+bundle is unpacked; default: /tmp/site), ZF_RUN_DIRS (where --keep-weights runs keep their
+directories while they run; default: $TMPDIR, else /tmp)
 EOF
 }
 
@@ -37,14 +42,14 @@ die() {
     exit 2
 }
 
-PRESETS="go9-gpu gomoku15-gpu" WARMUP=40 WINDOW=60 START=150 VARIANTS="" BUNDLED=1
+PRESETS="go9-gpu gomoku15-gpu" WARMUP=40 WINDOW=60 START=150 VARIANTS="" BUNDLED=1 KEEP=""
 SETS=()
 while (($#)); do
     opt=$1
     case $opt in
         -h|--help) usage; exit 0 ;;
         --no-bundle) BUNDLED=0; shift; continue ;;
-        --presets|--warmup|--window|--start-timeout|--set|--variants)
+        --presets|--warmup|--window|--start-timeout|--set|--variants|--keep-weights)
             (($# >= 2)) || die "$opt needs a value"
             val=$2
             shift 2 ;;
@@ -57,6 +62,8 @@ while (($#)); do
         --start-timeout) START=$val ;;
         --set) SETS+=(--set "$val") ;;
         --variants) VARIANTS=$val ;;
+        --keep-weights) [[ $val =~ ^[0-9]+$ ]] || die "--keep-weights wants a whole number, got '$val'"
+                        KEEP=$val ;;
     esac
 done
 [[ -f benchmarks/gpu_run.sh && -d shared ]] || die "run it from the repository root"
@@ -68,6 +75,8 @@ BUNDLE=".gpu/site-$TAG.tar.xz"
 ((BUNDLED == 0)) || [[ -f $BUNDLE ]] \
     || die "no $BUNDLE: build it with benchmarks/gpu_bundle.sh and carry .gpu"
 mkdir -p "$OUT"
+RUN_DIRS=$(mktemp -d "${ZF_RUN_DIRS:-${TMPDIR:-/tmp}}/zf-gpu-runs.XXXXXX")
+trap 'rm -rf "$RUN_DIRS"' EXIT
 LOG="$OUT/device.log"
 exec > >(tee -a "$LOG") 2>&1
 
@@ -138,11 +147,19 @@ for spec in "${RUNS[@]}"; do
             name="$base-${key##*.}-${variant#*=}"
             extra=(--set "$variant")
         fi
+        # a run dir of our own only to take its weights from: gpu_run.sh removes its own
+        kept=()
+        [[ -z $KEEP ]] || kept=(--run-dir "$RUN_DIRS/$name")
         echo "== $name"
         bash benchmarks/gpu_run.sh --python "$PY" --preset "$preset" --replicas "$replicas" \
             --warmup "$WARMUP" --window "$WINDOW" --start-timeout "$START" "${SETS[@]}" \
-            "${extra[@]}" --json "$OUT/$name.json" --log "$OUT/$name-train.log" \
+            "${extra[@]}" "${kept[@]}" --json "$OUT/$name.json" --log "$OUT/$name-train.log" \
             || echo "gpu_device: $name failed (its last lines are above; $name-train.log)"
+        if [[ -n $KEEP ]]; then
+            "$PY" benchmarks/run_weights.py "$RUN_DIRS/$name" "$OUT/$name" --snapshots "$KEEP" \
+                || echo "gpu_device: $name's weights not kept (the line above says why)"
+            rm -rf "${RUN_DIRS:?}/$name"
+        fi
     done
 done
 

@@ -16,6 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from zeroforge.shared.games import make_game
+from zeroforge.shared.players import load_net
+from zeroforge.shared.run_files import snapshot_files
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_run.sh"
 HAS_GPU = shutil.which("nvidia-smi") is not None
@@ -91,23 +95,36 @@ def test_a_cpu_sized_run_prints_the_table_and_leaves_nothing(tmp_path: Path) -> 
 def test_gpu_device_runs_each_variant_of_a_preset_back_to_back(tmp_path: Path) -> None:
     """benchmarks/gpu_device.sh as it will take the before/after GPU rows of
     ``selfplay.batches_in_flight``, on this checkout's own environment: one CPU-sized run
-    per variant, each measured, named and in the table, nothing left running."""
+    per variant, each measured, named and in the table, its weights brought back
+    (``--keep-weights``: the last snapshot and the final checkpoint's weights, each a net
+    that loads), nothing left running."""
     marker = uuid.uuid4().hex
     out = tmp_path / "out"
-    sets = [a for s in CPU_SIZED for a in ("--set", s)]
-    env = {**os.environ, "ZF_GPU_RUN_TEST": marker, "OUT": str(out), "PYTHON": sys.executable}
+    sets = [a for s in [*CPU_SIZED, "learner.snapshot_every_s=4"] for a in ("--set", s)]
+    # the runs' own directories (and their redis-servers) under tmp_path, found below
+    env = {**os.environ, "ZF_GPU_RUN_TEST": marker, "OUT": str(out), "PYTHON": sys.executable,
+           "ZF_RUN_DIRS": str(tmp_path)}
     try:
         r = subprocess.run(
             ["bash", str(ROOT / "benchmarks" / "gpu_device.sh"), "--no-bundle",
              "--presets", "go9-gpu", "--warmup", "5", "--window", "10", "--start-timeout",
              "150", *sets, "--variants",
-             "selfplay.batches_in_flight=1 selfplay.batches_in_flight=2"],
+             "selfplay.batches_in_flight=1 selfplay.batches_in_flight=2",
+             "--keep-weights", "1"],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
         for groups in (1, 2):
-            f = json.loads((out / f"go9-gpu-batches_in_flight-{groups}.json").read_text())
+            name = f"go9-gpu-batches_in_flight-{groups}"
+            f = json.loads((out / f"{name}.json").read_text())
             assert f"selfplay.batches_in_flight={groups}" in f["overrides"]
             assert f["positions_per_s"] > 0 and f["batch_fill"] is not None
+            # a run of 15 s or more snapshots every 4 s: the last one, then the final
+            [(last, snapshot), (final, weights)] = snapshot_files(out / name)
+            assert final > last >= 4
+            for path in (snapshot, weights):
+                net = load_net(path, make_game("go9"))  # the shape from the run's config
+                assert sum(p.numel() for p in net.parameters()) > 0
+        assert not list(tmp_path.glob("zf-gpu-runs.*"))  # the runs' directories are gone
         table = (out / "table.md").read_text()
         assert table.count("| go9-gpu | 1 |") == 2
     finally:
