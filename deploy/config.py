@@ -125,7 +125,10 @@ class DistributedConfig:
     turns at one GIL. ``process`` runs each worker's own net: it needs ``inference`` local
     (a child is no Ray process and cannot reach the inference servers). ``auto``:
     ``process`` for workers that search with their own net, ``thread`` for the others
-    (inference servers, ``selfplay.simulate_from``)."""
+    (inference servers, ``selfplay.simulate_from``). A server-fed worker still searches on
+    its CPU, and at large B that is real work (about half a core a worker at B=128 on Go):
+    threads of one host then share one core's worth of search, so the GPU presets set
+    ``workers_per_host`` 1 (370 against 1,198 positions/s on an H200, docs/lab/gpu.md)."""
     learner_cpus: float = 1.0
     """CPUs Ray reserves for the learner (each replica, with ``learner.replicas`` > 1)."""
     learner_gpus: float = 0.0

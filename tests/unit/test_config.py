@@ -86,6 +86,9 @@ def test_gpu_presets_fill_one_gpu_between_servers_and_learner(monkeypatch):
     for preset in ("go9-gpu", "gomoku15-gpu"):
         c = load_train_config(preset)
         assert c.distributed.inference == "server" and c.learner.device == "auto"
+        # an actor a worker: node hosts would run the twelve searching workers as threads
+        # of one process, taking turns at its GIL (a third of the positions/s on the H200)
+        assert c.distributed.workers_per_host == 1, preset
         server = resources.needs(c, "inference")
         learner = resources.needs(c, "learner")
         assert server["GPU"] == c.inference.num_gpus < 1
