@@ -396,6 +396,9 @@ def report(config: TrainConfig, workers: int, nodes: int, figures: UnitFigures,
     lines.append(_controller_line(config, redis_shape(config, workers, nodes,
                                                       figures.bytes_per_game,
                                                       figures.blob_bytes)))
+    threads = _threaded_search_line(config)
+    if threads:
+        lines.append(threads)
     if figures.bytes_per_game > 0:
         lines += ["", *sizing_lines(redis_sizing(config, workers, nodes,
                                                  figures.bytes_per_game, figures.blob_bytes))]
@@ -412,6 +415,19 @@ def _controller_line(config: TrainConfig, run: RunShape) -> str:
     interval = config.distributed.monitor_interval_s
     return (f"controller: {hosts:,} hosts ({shape}), a stats call and a liveness check a "
             f"host every {interval:g} s: {2 * hosts / interval:,.0f} Ray calls/s")
+
+
+def _threaded_search_line(config: TrainConfig) -> str:
+    """A warning for workers behind inference servers in hosts of several: a host runs
+    them as threads of one process (``host_workers``), and their own search then shares
+    one core (docs/lab/gpu.md, "Node hosts and the GPU job"); "" otherwise."""
+    d = config.distributed
+    if (d.inference != "server" or d.workers_per_host == 1 or d.host_workers == "process"
+            or config.selfplay.simulate_from):
+        return ""
+    return ("threads: hosts run workers behind inference servers as threads of one "
+            "process, whose searches share one core (370 against 1,198 positions/s for "
+            "go9-gpu on an H200); with a core a worker, distributed.workers_per_host=1")
 
 
 def _net_name(config: TrainConfig) -> str:

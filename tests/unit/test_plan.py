@@ -81,6 +81,21 @@ def test_the_controller_line_counts_hosts_not_workers():
     assert "controller: 1,000 hosts (1 worker(s) a host" in one
 
 
+def test_server_fed_workers_as_threads_of_a_host_are_warned_of():
+    """Node hosts (the default) run workers behind inference servers as threads: their
+    searches share one core, which cost the GPU preset two thirds of its positions/s."""
+    def warned(*overrides: str) -> list[str]:
+        return [line for line in report(config(*overrides), 12, 1, FIGURES, False)
+                .splitlines() if line.startswith("threads:")]
+
+    [line] = warned("distributed.inference=server")
+    assert "distributed.workers_per_host=1" in line
+    assert warned("distributed.inference=server", "distributed.workers_per_host=1") == []
+    assert warned("distributed.inference=local") == []  # children of their host then
+    assert warned("distributed.inference=server", "distributed.workers_per_host=4") != []
+    assert load_train_config("go9-gpu").distributed.workers_per_host == 1  # the preset
+
+
 def test_the_simulators_figures_are_predicted():
     got = predict_simulation(workers=100, nodes=4, games_per_min=6, positions_per_game=20,
                              blob_bytes=1000, poll_s=2, publish_every_s=10, poll_bytes=10,
