@@ -24,7 +24,7 @@ from pathlib import Path
 
 from zeroforge.learner.learner import CHECKPOINT_NAME
 from zeroforge.shared.formats import save_weights
-from zeroforge.shared.players.checkpoint import read_checkpoint
+from zeroforge.shared.players import read_checkpoint
 from zeroforge.shared.run_files import CONFIG_NAME, snapshot_files, snapshot_path
 
 

@@ -58,6 +58,7 @@ from zeroforge.shared.transport.stream import (
     StreamInfo,
     stream_key,
 )
+from zeroforge.shared.transport.stream_room import room_blockers
 
 if TYPE_CHECKING:
     from zeroforge.shared.transport.connection import redis_errors
@@ -141,7 +142,7 @@ __all__ = [
     "check_run_id", "connect", "decoded_blob", "HOST_CONNECTIONS", "host_connection_bounds",
     "default_cache_root", "encode_control_state", "find_binary", "free_port", "node_cache_dir",
     "open_transport", "parse_cursor",
-    "parse_id", "publish_age_s", "redis_errors", "shard_of", "signer_for_run",
+    "parse_id", "publish_age_s", "redis_errors", "room_blockers", "shard_of", "signer_for_run",
     "signing_key_path", "split_id", "stream_key", "take_epoch_patiently", "verifier_for",
 ]
 

@@ -33,8 +33,8 @@ from zeroforge.shared.transport import (
     WeightStore,
     connect,
     free_port,
+    room_blockers,
 )
-from zeroforge.shared.transport.stream_room import room_blockers
 
 GOMOKU = "gomoku:size=15,k=5"
 
