@@ -63,7 +63,8 @@ def export(run_dir: Path, dest: Path, snapshots: int) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     written = [dest / CONFIG_NAME]
     shutil.copyfile(config, written[0])
-    kept = snapshot_files(run_dir)[-snapshots:] if snapshots else []
+    every = snapshot_files(run_dir)
+    kept = every[-snapshots:] if snapshots else []
     for seconds, path in kept:
         target = snapshot_path(dest, seconds).with_suffix(path.suffix)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +72,7 @@ def export(run_dir: Path, dest: Path, snapshots: int) -> list[Path]:
         written.append(target)
     # after every snapshot of the run, even one written in the final checkpoint's second
     seconds = max(final_seconds(checkpoint),
-                  max((s + 1 for s, _ in snapshot_files(run_dir)), default=0))
+                  max((s + 1 for s, _ in every), default=0))
     final = snapshot_path(dest, seconds)
     final.parent.mkdir(parents=True, exist_ok=True)
     save_weights(checkpoint["model"], final)
