@@ -95,7 +95,10 @@ class AutoscalingCluster:
                    RAY_CLOUD_INSTANCE_ID=HEAD_NODE_ID, RAY_USAGE_STATS_ENABLED="0",
                    # keeps Ray on loopback (deploy/ray/private_api.py, single_node_mode);
                    # the provider's nodes inherit it from the monitor
-                   RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+                   RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+                   # as docs/cluster.md asks of a 'ray start' beside other work, whatever
+                   # this test process inherited (Ray's default, 15, starves the actors)
+                   RAY_worker_niceness="0")
         cmd = [RAY, "start", "--head", "--block", f"--port={port}",
                "--node-ip-address=127.0.0.1", "--num-cpus=0",
                f"--temp-dir={self.dir / 'ray'}", f"--autoscaling-config={config}",

@@ -4,6 +4,7 @@ the nodes and the run works the same."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import ray
 from ray.cluster_utils import Cluster
@@ -12,9 +13,13 @@ from tests.integration.test_distributed import SETTINGS, status, wait_for
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run
 from zeroforge.deploy.ray.naming import NAMESPACE
+from zeroforge.deploy.ray.private_api import WORKER_NICENESS
 
 
-def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path):
+def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path, monkeypatch):
+    # as a cluster zeroforge starts (deploy/ray/private_api.py): at Ray's default
+    # niceness, 15, the run's actors beside a busy suite took minutes to import torch
+    monkeypatch.setenv("RAY_worker_niceness", WORKER_NICENESS)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     cluster.add_node(num_cpus=1)
@@ -33,6 +38,8 @@ def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path):
         workers = ray.get(controller.actor_handles.remote("selfplay"))
         nodes = set(ray.get([w.node_id.remote() for w in workers]))
         assert len(nodes) == 2
+        pids = ray.get([w.pid.remote() for w in workers])
+        assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids] == [0, 0]
         final = ray.get(controller.stop.remote())
         assert final["games_received"] == final["games"] > 0
     finally:
