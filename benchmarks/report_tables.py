@@ -341,7 +341,8 @@ TABLES: dict[str, Builder] = {
     "go9-gnugo-cosine-held": partial(go9_gnugo_held, runs=GO9_GNUGO_COSINE),
     "uct-go9": uct_go9,
     "tts-go9": report_tts.go9,
-    "tts-go9-held": report_tts.go9_held,
+    "tts-go9-held": report_tts.held,
+    "tts-gomoku6-held": partial(report_tts.held, variants=report_tts.GOMOKU_HELD["gomoku6"]),
     "ablation-go9": report_tts.ablation_go9,  # the Zen 4 host's runs
     "ablation-go9-zen3": partial(report_tts.ablation_go9, prefix="ablation-go9-zen3"),
     # the AMX host's pair: global pooling (item 2) against the preset, side by side

@@ -214,17 +214,25 @@ seed 2 after; the constant-rate control (seed 1 only) after seed 2, each on a co
 while others were judged on the other."""
 
 
-def go9_held(data: DataDir, variants: Sequence[tuple[str, Sequence[str]]] = GO9_HELD
-             ) -> Table:
-    """Issue 44's goal for go9: 90% against ``uct:1000`` *held* (the median of three
-    snapshots in a row, ``tts_rule.held_minutes``) within 20 minutes, median of seeds 0–2.
+GOMOKU_HELD = {
+    size: (("the preset (cosine schedule)", (f"tts44-{size}-cosine.json",)),
+           ("constant rate (`learner.lr_schedule=constant`)", (f"tts44-{size}-constant.json",)))
+    for size in ("gomoku6", "gomoku8")}
+"""Issue 44's gomoku runs against ``uct:1000`` judged until the level is held, the preset
+and the constant rate interleaved seed by seed (one file a variant, a row a seed)."""
+
+
+def held(data: DataDir, variants: Sequence[tuple[str, Sequence[str]]] = GO9_HELD) -> Table:
+    """A target *held* (the median of three snapshots in a row, ``tts_rule.held_minutes``),
+    median of seeds 0–2, per variant (issue 44's rule; the go9 runs by default).
     Held and first-crossing minutes are both worked out here from each run's judged points,
     so the table does not trust which rule a file's row was written under; a seed a variant
     did not run says so, and its medians wait for all three."""
     docs = {name: data.load(name) for _, names in variants for name in names}
     targets = {doc["target"] for doc in docs.values()}
     if len(targets) != 1:
-        raise ValueError(f"the go9 held runs were judged against different targets: {targets}")
+        raise ValueError(f"the held runs {sorted(docs)} were judged against different "
+                         f"targets: {targets}")
     level = targets.pop()
     limit = max(doc["minutes"] for doc in docs.values())
     rows = []

@@ -240,11 +240,11 @@ def test_a_known_table_in_none_of_the_repository_docs_fails_the_check(tree, caps
     assert any(d.parent.name == "lab" for d in report.default_docs())
 
 
-def test_the_go9_held_table_works_out_held_and_first_crossing_from_the_points(tmp_path):
+def test_the_held_table_works_out_held_and_first_crossing_from_the_points(tmp_path):
     """A run that crosses once and falls back is never held; the medians are the rule's;
     a variant run on one seed shows the others as not run and no median."""
     from report_layout import DataDir
-    from report_tts import NOT_IN_PLAN, go9_held
+    from report_tts import NOT_IN_PLAN, held
 
     def run(seed: int, scores: list[float], target: float = 0.9, tag: str = "") -> str:
         row = {"config": "go9", "seed": seed, "minutes_to_target": 99.0,  # not trusted
@@ -259,7 +259,7 @@ def test_the_go9_held_table_works_out_held_and_first_crossing_from_the_points(tm
     names = [run(0, [0.35, 0.95, 0.9, 0.95]), run(1, [0.5, 0.9, 0.5, 0.6]),
              run(2, [0.9, 0.95, 1.0])]
     control = [run(1, [0.2, 0.9, 0.95], tag="c")]
-    preset, other = go9_held(DataDir(tmp_path), [("preset", names), ("control", control)]).rows
+    preset, other = held(DataDir(tmp_path), [("preset", names), ("control", control)]).rows
     assert preset[1:4] == ["9.9 [35, 95, 90, 95]", ">20 [50, 90, 50, 60]",
                            "9.9 [90, 95, 100]"]
     assert preset[4:6] == ["**9.9**", "6.6"]  # held: 9.9, never, 9.9; first: 6.6, 6.6, 3.3
@@ -268,4 +268,4 @@ def test_the_go9_held_table_works_out_held_and_first_crossing_from_the_points(tm
 
     names[2] = run(2, [0.9, 0.95, 1.0], target=0.5)
     with pytest.raises(ValueError, match="different targets"):
-        go9_held(DataDir(tmp_path), [("preset", names)])
+        held(DataDir(tmp_path), [("preset", names)])
