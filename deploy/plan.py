@@ -418,12 +418,15 @@ def _controller_line(config: TrainConfig, run: RunShape) -> str:
 
 
 def _threaded_search_line(config: TrainConfig) -> str:
-    """A warning for workers behind inference servers in hosts of several: a host runs
-    them as threads of one process (``host_workers``), and their own search then shares
-    one core (docs/lab/gpu.md, "Node hosts and the GPU job"); "" otherwise."""
+    """A warning for workers behind inference servers (``inference`` server, or auto with
+    the learner on a GPU) in hosts of several: a host runs them as threads of one process
+    (``host_workers``), and their own search then shares one core (docs/lab/gpu.md, "Node
+    hosts and the GPU job"); "" otherwise."""
     d = config.distributed
-    if (d.inference != "server" or d.workers_per_host == 1 or d.host_workers == "process"
-            or config.selfplay.simulate_from):
+    # "auto" is servers on a cluster with GPUs, which a learner booking one needs
+    servers = d.inference == "server" or (d.inference == "auto" and d.learner_gpus > 0)
+    # (host_workers "process" with servers and hosts of several is refused by the config)
+    if not servers or d.workers_per_host == 1 or config.selfplay.simulate_from:
         return ""
     return ("threads: hosts run workers behind inference servers as threads of one "
             "process, whose searches share one core (370 against 1,198 positions/s for "

@@ -93,6 +93,10 @@ def test_server_fed_workers_as_threads_of_a_host_are_warned_of():
     assert warned("distributed.inference=server", "distributed.workers_per_host=1") == []
     assert warned("distributed.inference=local") == []  # children of their host then
     assert warned("distributed.inference=server", "distributed.workers_per_host=4") != []
+    # auto on a GPU cluster (the learner books a GPU) is servers
+    assert warned("distributed.learner_gpus=1") != []
+    assert warned("distributed.learner_gpus=1", "distributed.workers_per_host=1") == []
+    assert warned() == []  # auto with no GPU asked for: the workers' own nets
     assert load_train_config("go9-gpu").distributed.workers_per_host == 1  # the preset
 
 
