@@ -127,18 +127,33 @@ def single_node_mode() -> Iterator[None]:
     reach this process."""
     from ray._private import ray_constants
 
-    before_env, before = os.environ.get(SINGLE_NODE_ENV), ray_constants.ENABLE_RAY_CLUSTER
-    os.environ[SINGLE_NODE_ENV] = "0"
+    before = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        with environment(SINGLE_NODE_ENV, "0"):
+            yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+
+
+@contextlib.contextmanager
+def environment(name: str, value: str, *, keep_set: bool = False) -> Iterator[None]:
+    """$name set to ``value`` while the block runs (processes started in it inherit it),
+    then put back as it was. ``keep_set``: a value the process already has wins."""
+    before = os.environ.get(name)
+    if before is None or not keep_set:
+        os.environ[name] = value
     try:
         yield
     finally:
-        ray_constants.ENABLE_RAY_CLUSTER = before
-        if before_env is None:
-            os.environ.pop(SINGLE_NODE_ENV, None)
+        if before is None:
+            os.environ.pop(name, None)
         else:
-            os.environ[SINGLE_NODE_ENV] = before_env
+            os.environ[name] = before
 
+
+NICENESS_ENV = "RAY_worker_niceness"
+"""The variable Ray's raylet reads its workers' niceness from when it starts."""
 
 WORKER_NICENESS = "0"
 """Niceness of the Ray workers (the run's actors) of a cluster zeroforge starts. Ray's
@@ -155,9 +170,12 @@ def init_on_node_ip(node_ip: str, **kwargs: Any) -> None:
     ``_node_ip_address`` (``ray start`` has ``--node-ip-address``, the driver has none).
 
     A cluster started here runs its workers at niceness 0 (``WORKER_NICENESS``) unless
-    ``RAY_worker_niceness`` says otherwise."""
-    os.environ.setdefault("RAY_worker_niceness", WORKER_NICENESS)
-    ray.init(_node_ip_address=node_ip, **kwargs)
+    ``RAY_worker_niceness`` says otherwise. The variable is set only while the cluster
+    starts (its raylet reads it then): left in this process's environment, it reached every
+    later ``ray.init`` or ``ray.cluster_utils.Cluster`` of the process, so a test's Ray got
+    niceness 0 or 15 by which tests had run before it."""
+    with environment(NICENESS_ENV, WORKER_NICENESS, keep_set=True):
+        ray.init(_node_ip_address=node_ip, **kwargs)
 
 
 def newest_local_cluster_address() -> str | None:

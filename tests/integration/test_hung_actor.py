@@ -14,6 +14,10 @@ import ray
 
 from tests.integration.test_distributed import start_run, status, wait_for
 from tests.processes import gone
+from zeroforge.deploy.ray.private_api import NICENESS_ENV
+
+NICENESS_AT_IMPORT = os.environ.get(NICENESS_ENV)
+"""$RAY_worker_niceness as this module found it, before its Ray started."""
 
 
 def test_a_learner_stopped_for_good_is_killed_and_replaced(local_ray, redis_server, run_id,
@@ -26,6 +30,8 @@ def test_a_learner_stopped_for_good_is_killed_and_replaced(local_ray, redis_serv
         pid = ray.get(learner.pid.remote(), timeout=30)
         # the run's actors are not niced below other work (Ray's default is 15)
         assert os.getpriority(os.PRIO_PROCESS, pid) == 0
+        # ... set for that cluster's start only, not left to later Rays of this process
+        assert os.environ.get(NICENESS_ENV) == NICENESS_AT_IMPORT
         os.kill(pid, signal.SIGSTOP)
         stopped_at = time.monotonic()
         st = wait_for(lambda: (s := status(controller))["restarts"]["learner"] == 1 and s,

@@ -96,6 +96,23 @@ def test_single_node_mode_keeps_a_node_on_loopback_and_puts_everything_back(monk
     assert private_api.SINGLE_NODE_ENV not in os.environ
 
 
+def test_environment_sets_a_variable_for_the_block_only(monkeypatch):
+    name = "ZEROFORGE_TEST_ENVIRONMENT"
+    monkeypatch.delenv(name, raising=False)
+    with private_api.environment(name, "0", keep_set=True):
+        assert os.environ[name] == "0"
+    assert name not in os.environ  # was unset: unset again
+    monkeypatch.setenv(name, "7")
+    with private_api.environment(name, "0", keep_set=True):
+        assert os.environ[name] == "7"  # the user's own value wins
+    with private_api.environment(name, "0"):
+        assert os.environ[name] == "0"
+    assert os.environ[name] == "7"
+    with pytest.raises(KeyError), private_api.environment(name, "0"):
+        raise KeyError("the block failed")
+    assert os.environ[name] == "7"  # put back on the way out of a failure too
+
+
 def test_newest_local_cluster_address_is_rays_lookup_of_auto(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "10.1.2.3:6379")
     assert private_api.newest_local_cluster_address() == "10.1.2.3:6379"
