@@ -525,9 +525,10 @@ class Controller:
             unfinished += [f"{refs[r].kind} {refs[r].index}" for r in late]
         with self._lock:
             self._collect()
-            problems = stop_problems(self._final_reports.get("learner", {}), self.lost,
-                                     self.crashes.last_error.get("learner", "?"),
-                                     undrained, unfinished, timeout_s)
+            amounts, problems = stop_problems(
+                self._final_reports.get("learner", {}), self.lost,
+                self.crashes.last_error.get("learner", "?"), undrained, unfinished, timeout_s)
+            self.lost.update(amounts)
             if problems and not self.error:
                 self.error = "the stop lost data: " + "; ".join(problems)
             self._state = "failed" if self._failed else "stopped"

@@ -69,13 +69,14 @@ class CrashWindows:
         self.last_error.update(st["last_error"])
 
 
-def stop_losses(report: dict, lost: dict[str, float], learner_error: str) -> list[str]:
-    """What the learner's final ``report`` says it could not save, in words; the amounts
-    are added to ``lost`` (``unacked``, ``unpublished_steps``; ``crashed_while_stopping``
-    was set by whoever saw the learner crash, with its error ``learner_error``)."""
-    for key in ("unacked", "unpublished_steps"):
-        if report.get(key):
-            lost[key] = float(report[key])
+def stop_losses(report: dict, lost: dict[str, float],
+                learner_error: str) -> tuple[dict[str, float], list[str]]:
+    """What the learner's final ``report`` says it could not save: the amounts to add to
+    the run's ``lost`` (``unacked``, ``unpublished_steps``, ``final_checkpoint``), and the
+    same in words. ``lost`` is read only: ``crashed_while_stopping`` there was set by
+    whoever saw the learner crash, with its error ``learner_error``."""
+    found = {key: float(report[key]) for key in ("unacked", "unpublished_steps")
+             if report.get(key)}
     words = []
     if lost.get("crashed_while_stopping"):
         words.append("the learner crashed while stopping ("
@@ -84,37 +85,37 @@ def stop_losses(report: dict, lost: dict[str, float], learner_error: str) -> lis
     if report.get("checkpoint_error"):
         # a full or read-only run directory: the entries since the last good checkpoint
         # are unacked, not "in the checkpoint" as the words below would say
-        lost["final_checkpoint"] = 1.0
+        found["final_checkpoint"] = 1.0
         words.append(f"the final checkpoint was not written ({report['checkpoint_error']}); "
                      "the last good one stays, and the "
-                     f"{lost.get('unacked', 0):.0f} stream entries received since are "
+                     f"{found.get('unacked', 0):.0f} stream entries received since are "
                      "unacknowledged: `--resume` receives them again")
-        return words
-    if lost.get("unpublished_steps"):
-        words.append(f"the final publish failed: {lost['unpublished_steps']:.0f} "
+        return found, words
+    if found.get("unpublished_steps"):
+        words.append(f"the final publish failed: {found['unpublished_steps']:.0f} "
                      "learner steps are in the checkpoint but not in Redis")
-    if lost.get("unacked"):
-        words.append(f"{lost['unacked']:.0f} stream entries were not acknowledged "
+    if found.get("unacked"):
+        words.append(f"{found['unacked']:.0f} stream entries were not acknowledged "
                      "(Redis failed); they are in the checkpoint, and `--resume` skips "
                      "them when they come back")
-    return words
+    return found, words
 
 
 def stop_problems(report: dict, lost: dict[str, float], learner_error: str, undrained: bool,
-                  unfinished: list[str], timeout_s: float) -> list[str]:
-    """Everything a stop lost, in words (``stop_losses``, then the stop's own: no learner
-    left to drain, ``undrained``, which also goes into ``lost``; actors ``unfinished``
-    within ``timeout_s``)."""
-    words = stop_losses(report, lost, learner_error)
+                  unfinished: list[str], timeout_s: float) -> tuple[dict[str, float], list[str]]:
+    """Everything a stop lost: ``stop_losses``, then the stop's own (no learner left to
+    drain, ``undrained``, an amount too; actors ``unfinished`` within ``timeout_s``).
+    Returns the amounts to add to ``lost`` and the words."""
+    found, words = stop_losses(report, lost, learner_error)
     if undrained:
-        lost["undrained"] = 1.0
+        found["undrained"] = 1.0
         words.append("no learner ran at the stop (its replacement was still waiting to be "
-                      "scheduled), so the games appended since the last checkpoint are not "
-                      "in it: they stay in the stream, and `--resume` trains them")
+                     "scheduled), so the games appended since the last checkpoint are not "
+                     "in it: they stay in the stream, and `--resume` trains them")
     if unfinished:
         words.append(f"{', '.join(unfinished)} did not finish within {timeout_s:.0f} s "
                      "(no final checkpoint from them)")
-    return words
+    return found, words
 
 
 def drop_errors(refs: list) -> None:

@@ -430,11 +430,10 @@ def test_a_full_or_read_only_run_dir_keeps_the_last_good_checkpoint(
         assert final["unacked"] == 4 and producer.info().pending == 4
         assert path.read_bytes() == good
         # what a distributed run's stop makes of that report: its error names it
-        lost: dict[str, float] = {}
-        [words] = stop_losses(final, lost, "")
+        amounts, [words] = stop_losses(final, {}, "")
         assert "final checkpoint was not written" in words and "Read-only" in words
         assert "4 stream entries received since are unacknowledged" in words
-        assert lost == {"unacked": 4.0, "final_checkpoint": 1.0}
+        assert amounts == {"unacked": 4.0, "final_checkpoint": 1.0}
         disk.writable()
         # a resume from the last good checkpoint receives the unacked games again, once
         producer.append(renamed(played[36:], "after"))
