@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from benchmarks.fake_cluster import simulated_run  # noqa: E402
+from benchmarks.record import print_and_keep  # noqa: E402
 
 
 def measure(slots: int, nodes: int, per_host: int, ticks: int) -> dict:
@@ -98,10 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(measure(slots, args.nodes, per, args.ticks))
             print(json.dumps(rows[-1]), file=sys.stderr)
     doc = {"machine": machine_line(), "rows": rows}
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_and_keep(doc, args.json)
     return 0
 
 

@@ -41,6 +41,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from benchmarks.record import print_and_keep  # noqa: E402
+
 RUNS = {
     "learner": ["selfplay.workers=1", "run.torch_threads=1", "distributed.inference=local"],
     "learner-preset": ["run.torch_threads=1", "distributed.inference=local"],
@@ -295,10 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     docs = [check(kind, seed, args) for seed in args.seeds for kind in args.runs]
     out = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "runs": docs}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_and_keep(out, args.json)
     return 0
 
 

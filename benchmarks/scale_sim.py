@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import multiprocessing as mp
 import os
 import resource
@@ -193,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     sys.path.insert(0, str(HERE.parent))
+    from benchmarks.record import print_and_keep
     from zeroforge.actors.replay_worker import save_games
     from zeroforge.deploy.config import load_train_config
     from zeroforge.deploy.dashboard.mirror import RunMirror
@@ -348,10 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine_cores": os.cpu_count(),
         "wall_s": round(wall, 1),
     }
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_and_keep(doc, args.json)
     return 0 if doc["lost_games"] == 0 and final["state"] == "stopped" else 1
 
 

@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import concurrent.futures
 import dataclasses
-import json
 import multiprocessing as mp
 import os
 import resource
@@ -190,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE.parent))
     import torch
 
+    from benchmarks.record import print_and_keep
     from zeroforge.deploy.config import RunConfig, TrainConfig
     from zeroforge.deploy.runtime.builder import build_learner
     from zeroforge.learner.config import LearnerConfig
@@ -317,10 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         "controller_cores": None,
         "wall_s": round(wall, 1),
     }
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_and_keep(doc, args.json)
     return 0 if doc["lost_games"] == 0 else 1
 
 

@@ -23,7 +23,6 @@ auditors' ledger: must be 0), the controller's and the driver's CPU, the dashboa
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -42,6 +41,8 @@ from scale_sim import (  # noqa: E402
     process_cpu_s,
     record_games,
 )
+
+from benchmarks.record import print_and_keep  # noqa: E402
 
 STREAM_PORT_OFFSET = 3
 """The stream shards' redis-server listens on the bed's Redis port + this."""
@@ -214,10 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             for run in runs:
                 run.close()
     doc["machine_cores"] = os.cpu_count()
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    print_and_keep(doc, args.json)
     return 0 if doc["lost_games"] == 0 and not doc["ledger_problems"] else 1
 
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import lzma
 import os
 import random
@@ -53,6 +52,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
+
+from benchmarks.record import print_and_keep  # noqa: E402
 
 FAULTS = ("worker", "learner", "controller", "driver", "redis", "node", "link", "sigstop",
           "head")
@@ -365,10 +366,7 @@ def main() -> int:
         "snapshots": [p.name for p in snaps], "anchor": args.anchor, "sims": args.sims,
         "first_snapshot_score": first, "last_snapshot_score": last,
     }
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    print_and_keep(doc, args.out)
     learning = first is not None and last is not None and last > first
     exact = by_sets["lost"] == by_sets["doubled"] == by_sets["strangers"] == 0
     return 0 if exact and not doc["ledger_problems"] and not soak.went_back and learning else 1
