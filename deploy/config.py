@@ -116,7 +116,9 @@ class DistributedConfig:
     node, whatever the workers; a scale fills the hosts up to what they booked, then adds
     hosts sized to the nodes' free CPUs (docs/architecture.md, "The control plane at ten
     thousand workers"). Workers searching with their own net run as child processes of
-    their host (``host_workers``), so a worker still has a core and a process of its own."""
+    their host (``host_workers``), so a worker still has a core and a process of its own;
+    workers fed by inference servers, which a child process cannot reach, are an actor
+    each instead (``TrainConfig.placed``) unless ``host_workers`` is thread."""
     host_workers: str = "auto"
     """How an actor hosts its workers (K > 1 or node hosts): ``thread``: threads of the
     actor's process, sharing the GIL, for workers that mostly wait (inference servers,
@@ -127,8 +129,9 @@ class DistributedConfig:
     ``process`` for workers that search with their own net, ``thread`` for the others
     (inference servers, ``selfplay.simulate_from``). A server-fed worker still searches on
     its CPU, and at large B that is real work (about half a core a worker at B=128 on Go):
-    threads of one host then share one core's worth of search, so the GPU presets set
-    ``workers_per_host`` 1 (370 against 1,198 positions/s on an H200, docs/lab/gpu.md)."""
+    threads of one host then share one core's worth of search (370 against 1,198
+    positions/s on an H200, docs/lab/gpu.md), so under auto the default node hosts give
+    server-fed workers an actor each (``TrainConfig.placed``); thread keeps them hosts."""
     learner_cpus: float = 1.0
     """CPUs Ray reserves for the learner (each replica, with ``learner.replicas`` > 1)."""
     learner_gpus: float = 0.0
@@ -269,6 +272,25 @@ class TrainConfig:
                           weights_cache="auto" if self.distributed.weights_per_node else "",
                           board_sizes=self.selfplay.board_sizes,
                           board_size_weights=self.selfplay.board_size_weights)
+
+    def placed(self, cluster_has_gpus: bool) -> TrainConfig:
+        """The config a distributed run places its actors by: ``inference`` auto resolved
+        (servers where the cluster has GPUs), and the default node hosts (``workers_per_host``
+        0 with ``host_workers`` auto) made an actor a worker when inference servers feed
+        the workers. Such a worker still searches on its CPU (about half a core at B=128 on
+        Go), and a node host could only run them as threads of one process, sharing one
+        core: 370 against 1,198 positions/s for go9-gpu on an H200 (docs/lab/gpu.md). Set
+        ``host_workers`` thread to keep node hosts of threads."""
+        d = self.distributed
+        inference = d.inference
+        if inference == "auto":
+            inference = "server" if cluster_has_gpus else "local"
+        per = d.workers_per_host
+        if (inference == "server" and per == 0 and d.host_workers == "auto"
+                and not self.selfplay.simulate_from):
+            per = 1
+        return dataclasses.replace(self, distributed=dataclasses.replace(
+            d, inference=inference, workers_per_host=per))
 
 
 # --- loading: file -> overrides -> dataclasses ----------------------------------------------

@@ -267,7 +267,8 @@ def game_figures(config: TrainConfig, count: int = SIZING_GAMES) -> tuple[float,
 
 def redis_shape(config: TrainConfig, workers: int, nodes: int, bytes_per_game: float,
                 blob_bytes: int) -> RunShape:
-    """What a run of ``config`` with ``workers`` on ``nodes`` puts on its Redis servers."""
+    """What a run of ``config`` with ``workers`` on ``nodes`` puts on its Redis servers
+    (its self-play actors as ``expected_placement`` places them)."""
     d = config.distributed
     return RunShape(
         workers=workers, nodes=nodes, bytes_per_game=bytes_per_game, blob_bytes=blob_bytes,
@@ -278,7 +279,16 @@ def redis_shape(config: TrainConfig, workers: int, nodes: int, bytes_per_game: f
         stream_servers=min(d.stream_shards, len(d.stream_redis) + d.stream_servers),
         max_backlog=StreamConfig().max_backlog, weights_keep=WEIGHTS_KEEP,
         weights_channels=2 if config.learner.separate_average else 1,
-        weights_per_node=d.weights_per_node, workers_per_host=d.workers_per_host)
+        weights_per_node=d.weights_per_node,
+        workers_per_host=expected_placement(config).distributed.workers_per_host)
+
+
+def expected_placement(config: TrainConfig) -> TrainConfig:
+    """``config`` placed (``TrainConfig.placed``) as the driver expects the cluster: with
+    GPUs where the learner books one. The driver sizes its Redis before it joins the
+    cluster, so it cannot ask; a GPU cluster whose learner books none places server-fed
+    workers an actor each on a Redis sized for node hosts (set ``workers_per_host`` 1)."""
+    return config.placed(cluster_has_gpus=config.distributed.learner_gpus > 0)
 
 
 def redis_sizing(config: TrainConfig, workers: int, nodes: int, bytes_per_game: float,
@@ -419,14 +429,13 @@ def _controller_line(config: TrainConfig, run: RunShape) -> str:
 
 def _threaded_search_line(config: TrainConfig) -> str:
     """A warning for workers behind inference servers (``inference`` server, or auto with
-    the learner on a GPU) in hosts of several: a host runs them as threads of one process
-    (``host_workers``), and their own search then shares one core (docs/lab/gpu.md, "Node
-    hosts and the GPU job"); "" otherwise."""
-    d = config.distributed
-    # "auto" is servers on a cluster with GPUs, which a learner booking one needs
-    servers = d.inference == "server" or (d.inference == "auto" and d.learner_gpus > 0)
+    the learner on a GPU) left in hosts of several (``workers_per_host`` K > 1, or node
+    hosts with ``host_workers`` thread): a host runs them as threads of one process, and
+    their own search then shares one core (docs/lab/gpu.md, "Node hosts and the GPU job");
+    "" otherwise (the default node hosts make them an actor each)."""
+    d = expected_placement(config).distributed
     # (host_workers "process" with servers and hosts of several is refused by the config)
-    if not servers or d.workers_per_host == 1 or config.selfplay.simulate_from:
+    if d.inference != "server" or d.workers_per_host == 1 or config.selfplay.simulate_from:
         return ""
     return ("threads: hosts run workers behind inference servers as threads of one "
             "process, whose searches share one core (370 against 1,198 positions/s for "

@@ -67,15 +67,16 @@ class Controller:
         one succeeds (``{}``: none); ``start`` then adopts the run's live actors.
 
         ``watch``: start the monitor thread (False: the caller calls ``tick``)."""
-        self.config = cfg.from_dict(TrainConfig, config, "config")
+        loaded = cfg.from_dict(TrainConfig, config, "config")
+        # Ray is asked for the cluster's GPUs only where inference is auto
+        self.config = loaded.placed(cluster_has_gpus=loaded.distributed.inference == "auto"
+                                    and ray_calls.cluster_resources().get("GPU", 0) > 0)
+        """The run's config as placed (``TrainConfig.placed``): inference resolved."""
         self.crashes = CrashWindows(max_crashes)
         self.ctx = RunContext.from_dict(ctx)
         self.run_id = self.ctx.run_id
         self.resume = resume
         self.inference = self.config.distributed.inference
-        if self.inference == "auto":
-            gpus = ray_calls.cluster_resources().get("GPU", 0)
-            self.inference = "server" if gpus > 0 else "local"
         self.desired = {k: kind.desired(self.config, self.inference) for k, kind in KINDS.items()}
         self.slots: dict[str, list[Slot]] = {k: [] for k in KINDS}
         self._per_actor = {k: kind.per_actor(self.config) for k, kind in KINDS.items()}

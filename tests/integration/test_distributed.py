@@ -278,6 +278,9 @@ def test_workers_can_use_inference_servers(local_ray, redis_server, run_id, tmp_
     # published weights reach the server, and the workers' games carry the new version
     wait_for(lambda: status(controller)["weights_version"] >= 2)
     workers = ray.get(controller.actor_handles.remote("selfplay"))
+    # server-fed workers are an actor each under the default node hosts (their search
+    # needs a core of its own: threads of one host would share one)
+    assert len(workers) == 2
 
     def version(handle, component):
         snap = ray.get(handle.stats.remote())

@@ -45,6 +45,28 @@ def test_host_workers_is_auto_thread_or_process():
         DistributedConfig(host_workers="process", inference="server")
 
 
+def test_placement_gives_server_fed_workers_an_actor_each_under_the_default_node_hosts():
+    def placed(gpus: bool, *settings: str) -> tuple[str, int]:
+        d = load_train_config(None, list(settings)).placed(cluster_has_gpus=gpus).distributed
+        return d.inference, d.workers_per_host
+
+    # auto: the workers' own nets, children of node hosts, where the cluster has no GPU ...
+    assert placed(False) == ("local", 0)
+    # ... servers where it has, and those workers are an actor each (their search needs a
+    # core; threads of a node host would share one)
+    assert placed(True) == ("server", 1)
+    assert placed(False, "distributed.inference=server") == ("server", 1)
+    assert placed(True, "distributed.inference=local") == ("local", 0)
+    # what a user set stays: hosts of K, node hosts of threads
+    assert placed(True, "distributed.workers_per_host=4") == ("server", 4)
+    assert placed(True, "distributed.host_workers=thread") == ("server", 0)
+    # replaying workers use no server: node hosts of threads as before
+    assert placed(True, "selfplay.simulate_from=games.msgpack") == ("server", 0)
+    # the rest of the config is the config's
+    config = load_train_config("go9-gpu", [])
+    assert config.placed(cluster_has_gpus=True) == config  # sets server and 1 itself
+
+
 def config_and_context(*settings: str) -> tuple[TrainConfig, RunContext]:
     config = load_train_config(None, ["game=tictactoe", "net=tiny", "search.num_simulations=2",
                                       "distributed.inference=local", *settings])

@@ -88,14 +88,17 @@ def test_server_fed_workers_as_threads_of_a_host_are_warned_of():
         return [line for line in report(config(*overrides), 12, 1, FIGURES, False)
                 .splitlines() if line.startswith("threads:")]
 
-    [line] = warned("distributed.inference=server")
+    # the default node hosts give server-fed workers an actor each: nothing to warn of
+    assert warned("distributed.inference=server") == []
+    [line] = warned("distributed.inference=server", "distributed.host_workers=thread")
     assert "distributed.workers_per_host=1" in line
     assert warned("distributed.inference=server", "distributed.workers_per_host=1") == []
     assert warned("distributed.inference=local") == []  # children of their host then
     assert warned("distributed.inference=server", "distributed.workers_per_host=4") != []
     # auto on a GPU cluster (the learner books a GPU) is servers
-    assert warned("distributed.learner_gpus=1") != []
-    assert warned("distributed.learner_gpus=1", "distributed.workers_per_host=1") == []
+    assert warned("distributed.learner_gpus=1", "distributed.workers_per_host=4") != []
+    assert warned("distributed.learner_gpus=1", "distributed.host_workers=thread") != []
+    assert warned("distributed.learner_gpus=1") == []
     assert warned() == []  # auto with no GPU asked for: the workers' own nets
     assert load_train_config("go9-gpu").distributed.workers_per_host == 1  # the preset
 
@@ -150,9 +153,12 @@ def test_the_redis_shape_follows_the_config():
     assert [s.weights_channels for s in averaged] == [2, 1]
     # more servers than shards: only the shards' servers hold any
     assert redis_shape(config("distributed.stream_servers=3"), 10, 2, 1.0, 1).stream_servers == 1
-    assert redis_shape(config("distributed.inference=server",
-                              "distributed.inference_servers=3"), 10, 2, 1.0, 1
-                       ).inference_servers == 3
+    served = redis_shape(config("distributed.inference=server",
+                                "distributed.inference_servers=3"), 10, 2, 1.0, 1)
+    assert served.inference_servers == 3
+    # server-fed workers are an actor each (TrainConfig.placed): ten workers' connections
+    assert served.workers_per_host == 1 and served.processes()["self-play worker"] == 10
+    assert redis_shape(config(), 10, 2, 1.0, 1).processes()["self-play worker"] == 0
 
 
 def test_weights_kept_is_the_learners():
