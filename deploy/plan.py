@@ -421,6 +421,9 @@ def _controller_line(config: TrainConfig, run: RunShape) -> str:
     per_host = run.workers_per_host
     hosts = run.workers if per_host == 1 else run.selfplay_hosts()
     shape = ("a node host a node" if per_host == 0 else
+             "an actor a worker, as the default node hosts place workers fed by inference "
+             "servers; distributed.host_workers=thread keeps node hosts"
+             if per_host != config.distributed.workers_per_host else
              f"{per_host} worker(s) a host (distributed.workers_per_host)")
     interval = config.distributed.monitor_interval_s
     return (f"controller: {hosts:,} hosts ({shape}), a stats call and a liveness check a "

@@ -79,6 +79,8 @@ def test_the_controller_line_counts_hosts_not_workers():
                      "check a host every 1 s: 100 Ray calls/s"]
     one = report(config("distributed.workers_per_host=1"), 1000, 50, FIGURES, False)
     assert "controller: 1,000 hosts (1 worker(s) a host" in one
+    served = report(config("distributed.inference=server"), 1000, 50, FIGURES, False)
+    assert "controller: 1,000 hosts (an actor a worker, as the default node hosts" in served
 
 
 def test_server_fed_workers_as_threads_of_a_host_are_warned_of():
