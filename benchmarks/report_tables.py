@@ -153,22 +153,27 @@ def go9_gnugo_held(data: DataDir,
                  frozenset({2, 3, 4}))
 
 
-def uct_go9(data: DataDir) -> Table:
-    """Pure UCT's playouts a second on go9 before and after the compiled playouts: the
-    median of the interleaved rounds a batch size, and the ratio of the medians."""
-    rows_in = data.load("uct-go9-playouts.json")["rows"]
+def uct_playouts(data: DataDir, name: str) -> Table:
+    """Pure UCT's playouts a second before and after a game's compiled playouts (``name``:
+    the rows of ``bench_uct.py --compare`` or the like): the median of the interleaved
+    rounds a batch size (and playouts a move, where the rows name them), and the ratio of
+    the medians."""
+    rows_in = data.load(name)["rows"]
+    named = any("playouts" in r for r in rows_in)
     rows = []
-    for batch in sorted({r["batch"] for r in rows_in}):
-        rounds = {v: [r["playouts_per_s"] for r in rows_in
-                      if r["batch"] == batch and r["variant"] == v]
+    for playouts, batch in sorted({(r.get("playouts", 0), r["batch"]) for r in rows_in}):
+        rounds = {v: [r["playouts_per_s"] for r in rows_in if r["batch"] == batch
+                      and r.get("playouts", 0) == playouts and r["variant"] == v]
                   for v in ("before", "after")}
         med = {v: statistics.median(runs) for v, runs in rounds.items()}
         cells = [f"{med[v]:,.0f} ({', '.join(f'{x:,}' for x in runs)})"
                  for v, runs in rounds.items()]
-        rows.append([str(batch), *cells, f"×{med['after'] / med['before']:.1f}"])
-    return Table(("roots searched together", "before: playouts/s (rounds)",
-                  "after: playouts/s (rounds)", "after / before"), rows,
-                 frozenset({0, 3}))
+        rows.append([*([f"{playouts:,}"] if named else []), str(batch), *cells,
+                     f"×{med['after'] / med['before']:.1f}"])
+    head = ("roots searched together", "before: playouts/s (rounds)",
+            "after: playouts/s (rounds)", "after / before")
+    return Table((*(("playouts a move",) if named else ()), *head), rows,
+                 frozenset({0, 1, 4} if named else {0, 3}))
 
 
 GPU_RUNS = (("gpu-run-go9.json", None), ("gpu-run-gomoku15.json", None),
@@ -339,7 +344,8 @@ TABLES: dict[str, Builder] = {
     "go9-gnugo-held": go9_gnugo_held,
     "go9-gnugo-cosine": partial(go9_gnugo, runs=GO9_GNUGO_COSINE),
     "go9-gnugo-cosine-held": partial(go9_gnugo_held, runs=GO9_GNUGO_COSINE),
-    "uct-go9": uct_go9,
+    "uct-go9": partial(uct_playouts, name="uct-go9-playouts.json"),
+    "uct-gomoku6": partial(uct_playouts, name="uct-gomoku6-playouts.json"),
     "tts-go9": report_tts.go9,
     "tts-go9-held": report_tts.held,
     "tts-gomoku6-held": partial(report_tts.held, variants=report_tts.GOMOKU_HELD["gomoku6"]),

@@ -24,6 +24,7 @@ from zeroforge.shared.games.base import (
     render_grid,
     square_symmetries,
 )
+from zeroforge.shared.games.sampling import sample_legal_kernel
 
 EMPTY, FIRST, SECOND = 0, 1, 2
 
@@ -84,6 +85,33 @@ def _step_kernel(board, to_play, ply, terminal, outcome, legal, last_action, act
             outcome[b] = 0
 
 
+@numba.njit(cache=True)
+def _random_playout_kernel(seed, board, to_play, ply, terminal, outcome, legal, last_action,
+                           height, width, k, exact):
+    """Play every running game of the batch to its end in place, each move drawn uniformly
+    from the legal ones (as ``sampling.sample_legal`` draws them) and played by
+    ``_step_kernel``; the outcomes are left in ``outcome``. One call for the whole rollout:
+    the pure-UCT baseline's playouts cost the moves, not a state copy and a Python round
+    trip per ply. ``seed`` seeds numba's own generator."""
+    np.random.seed(seed)
+    batch = board.shape[0]
+    actions = np.empty(batch, np.int32)
+    uniforms = np.empty(batch)
+    while True:
+        for b in range(batch):
+            uniforms[b] = np.random.random()
+        sample_legal_kernel(legal, uniforms, actions)  # -1 for the games already over
+        running = False
+        for b in range(batch):
+            if actions[b] >= 0:
+                running = True
+                break
+        if not running:
+            return
+        _step_kernel(board, to_play, ply, terminal, outcome, legal, last_action, actions,
+                     height, width, k, exact)
+
+
 class Gomoku(Game[GomokuState]):
     """Free-style m x n, k-in-a-row; ``exact=True`` makes overlines not count."""
 
@@ -132,6 +160,20 @@ class Gomoku(Game[GomokuState]):
         s = state.copy()
         _step_kernel(s.board, s.to_play, s.ply, s.terminal, s.outcome, s.legal, s.last_action,
                      actions, self.height, self.width, self.k, self.exact)
+        return s
+
+    def random_playout(self, state: GomokuState, rng: np.random.Generator) -> np.ndarray:
+        """Uniformly random play to the end in one kernel call: the same move distribution
+        as stepping the batch with ``sampling.sample_legal``, another random stream."""
+        return self.random_playout_ends(state, rng).outcome
+
+    def random_playout_ends(self, state: GomokuState, rng: np.random.Generator
+                            ) -> GomokuState:
+        """A copy of ``state`` where ``random_playout`` left it: every game over."""
+        s = state.copy()
+        _random_playout_kernel(int(rng.integers(2**32)), s.board, s.to_play, s.ply,
+                               s.terminal, s.outcome, s.legal, s.last_action, self.height,
+                               self.width, self.k, self.exact)
         return s
 
     def observe(self, state: GomokuState) -> np.ndarray:

@@ -28,7 +28,9 @@ axis first (``visits [B, N]``, ``children [B, N, A]``, ...: ``TreeArrays``). One
 round advances all B trees at once: one numba kernel descends every tree, one
 ``game.step`` expands all B leaves, one batched rollout plays all new positions out, one
 numba kernel backs up.
-Nearly all the time goes to the rollouts' ``game.step`` calls (about 90% on gomoku 6x6).
+Nearly all the time goes to the rollouts: a game's compiled ``random_playout`` (Go,
+gomoku) plays them in one kernel call (7 times the playouts/s of stepping on gomoku 6x6,
+docs/lab/time-to-strength.md); other games step them a ply at a time (``game.step``).
 Memory per search: about 4 * B * (playouts + 1) * A bytes for the trees (the priors'
 pages are allocated but never touched), plus, with ``store_states``, B * (playouts + 1)
 copies of a game state.
