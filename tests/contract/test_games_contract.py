@@ -97,8 +97,9 @@ def test_random_games_end_with_an_outcome(game: Game):
 
 def test_random_rollouts_end_every_game_and_leave_their_input_alone(game: Game):
     """``search.rollout.random_outcomes``: the game's compiled playout
-    (``Game.random_playout``; Go and gomoku have one) or the ply-at-a-time rollout: finished games keep
-    their outcomes, running ones end with one, the input is not modified."""
+    (``Game.random_playout``; Go and gomoku have one) or the ply-at-a-time rollout:
+    finished games keep their outcomes, running ones end with one, the input is not
+    modified."""
     from zeroforge.shared.search import random_outcomes
 
     assert (game.random_playout(game.init(1), np.random.default_rng(0)) is None) == (
