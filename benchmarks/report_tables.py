@@ -90,7 +90,9 @@ GO9_GNUGO_COSINE = (("go9-gnugo1-cosine-seed0-raw.json", "seed 0, raw"),
                     ("go9-gnugo1-cosine-seed1-raw.json", "seed 1, raw"),
                     ("go9-gnugo1-cosine-seed1-average.json", "seed 1, averaged"),
                     ("go9-gnugo1-cosine-seed2-raw.json", "seed 2, raw"),
-                    ("go9-gnugo1-cosine-seed2-average.json", "seed 2, averaged"))
+                    ("go9-gnugo1-cosine-seed2-average.json", "seed 2, averaged"),
+                    ("go9-gnugo1-cosine-seed3-raw.json", "seed 3, raw"),
+                    ("go9-gnugo1-cosine-seed3-average.json", "seed 3, averaged"))
 """The go9 preset with its cosine learning rate, 150 minutes on a Zen 3 core (float32),
 with an average of the weights (horizon 50,000 samples) kept apart from self-play: the
 raw snapshots are what the preset itself would have kept, the averaged ones what item 1
