@@ -348,6 +348,7 @@ TABLES: dict[str, Builder] = {
     "go9-gnugo-cosine-held": partial(go9_gnugo_held, runs=GO9_GNUGO_COSINE),
     "uct-go9": partial(uct_playouts, name="uct-go9-playouts.json"),
     "uct-gomoku6": partial(uct_playouts, name="uct-gomoku6-playouts.json"),
+    "uct-fivestone": partial(uct_playouts, name="uct-fivestone-playouts.json"),
     "tts-go9": report_tts.go9,
     "tts-go9-held": report_tts.held,
     "tts-gomoku6-held": partial(report_tts.held, variants=report_tts.GOMOKU_HELD["gomoku6"]),

@@ -26,6 +26,7 @@ import numba
 import numpy as np
 
 from zeroforge.shared.games.base import Game, GameSpec, IllegalMoveError, State, Symmetry
+from zeroforge.shared.games.sampling import draw_random_moves
 
 SIZE = 5
 POINTS = SIZE * SIZE
@@ -182,6 +183,21 @@ def _step_kernel(board, to_play, ply, terminal, outcome, legal, last_action, his
 
 
 @numba.njit(cache=True)
+def _random_playout_kernel(seed, board, to_play, ply, terminal, outcome, legal, last_action,
+                           history, since, max_moves):
+    """Every running game of the batch played to its end in place, each move drawn as
+    ``sampling.sample_legal`` draws it and played by ``_step_kernel`` (repetitions and the
+    ply cap included: a playout here runs up to ``max_moves`` plies); ``seed`` seeds
+    numba's own generator."""
+    np.random.seed(seed)
+    actions = np.empty(board.shape[0], np.int32)
+    uniforms = np.empty(board.shape[0])
+    while draw_random_moves(legal, uniforms, actions):
+        _step_kernel(board, to_play, ply, terminal, outcome, legal, last_action, history,
+                     since, actions, max_moves)
+
+
+@numba.njit(cache=True)
 def _start_kernel(board, to_play, terminal, outcome, legal, history, ply):
     """Fill legal masks, keys and game-over status of freshly set-up positions."""
     for b in range(board.shape[0]):
@@ -332,6 +348,20 @@ class FiveStone(Game[FiveStoneState]):
         s = state.copy()
         _step_kernel(s.board, s.to_play, s.ply, s.terminal, s.outcome, s.legal, s.last_action,
                      s.history, s.since, actions, self.max_moves)
+        return s
+
+    def random_playout(self, state: FiveStoneState, rng: np.random.Generator) -> np.ndarray:
+        """Uniformly random play to the end in one kernel call: the same move distribution
+        as stepping the batch with ``sampling.sample_legal``, another random stream."""
+        return self.random_playout_ends(state, rng).outcome
+
+    def random_playout_ends(self, state: FiveStoneState, rng: np.random.Generator
+                            ) -> FiveStoneState:
+        """A copy of ``state`` where ``random_playout`` left it: every game over."""
+        s = state.copy()
+        _random_playout_kernel(int(rng.integers(2**32)), s.board, s.to_play, s.ply,
+                               s.terminal, s.outcome, s.legal, s.last_action, s.history,
+                               s.since, self.max_moves)
         return s
 
     def observe(self, state: FiveStoneState) -> np.ndarray:

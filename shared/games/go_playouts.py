@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from zeroforge.shared.games.go_kernels import step_kernel
-from zeroforge.shared.games.sampling import sample_legal_kernel
+from zeroforge.shared.games.sampling import draw_random_moves
 
 
 @numba.njit(cache=True)
@@ -27,17 +27,7 @@ def random_playout_kernel(seed, board, group, libs, zhash, hashes, nhashes, repe
     no_history = np.empty((batch, 0, n), np.int8)
     actions = np.empty(batch, np.int32)
     uniforms = np.empty(batch)
-    while True:
-        for b in range(batch):
-            uniforms[b] = np.random.random()
-        sample_legal_kernel(legal, uniforms, actions)  # -1 for the games already over
-        running = False
-        for b in range(batch):
-            if actions[b] >= 0:
-                running = True
-                break
-        if not running:
-            return
+    while draw_random_moves(legal, uniforms, actions):  # -1 for the games already over
         step_kernel(actions, board, group, libs, no_history, no_history, zhash, hashes,
                     nhashes, repeat_limit, ko_point, passes, captures, to_play, ply, terminal,
                     outcome, legal, last_action, komi, max_moves, superko, nbr, deg, keys,

@@ -24,7 +24,7 @@ from zeroforge.shared.games.base import (
     render_grid,
     square_symmetries,
 )
-from zeroforge.shared.games.sampling import sample_legal_kernel
+from zeroforge.shared.games.sampling import draw_random_moves
 
 EMPTY, FIRST, SECOND = 0, 1, 2
 
@@ -94,20 +94,9 @@ def _random_playout_kernel(seed, board, to_play, ply, terminal, outcome, legal, 
     the pure-UCT baseline's playouts cost the moves, not a state copy and a Python round
     trip per ply. ``seed`` seeds numba's own generator."""
     np.random.seed(seed)
-    batch = board.shape[0]
-    actions = np.empty(batch, np.int32)
-    uniforms = np.empty(batch)
-    while True:
-        for b in range(batch):
-            uniforms[b] = np.random.random()
-        sample_legal_kernel(legal, uniforms, actions)  # -1 for the games already over
-        running = False
-        for b in range(batch):
-            if actions[b] >= 0:
-                running = True
-                break
-        if not running:
-            return
+    actions = np.empty(board.shape[0], np.int32)
+    uniforms = np.empty(board.shape[0])
+    while draw_random_moves(legal, uniforms, actions):
         _step_kernel(board, to_play, ply, terminal, outcome, legal, last_action, actions,
                      height, width, k, exact)
 

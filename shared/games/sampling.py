@@ -27,6 +27,18 @@ def sample_legal_kernel(legal, uniforms, out):
                 pick -= 1
 
 
+@numba.njit(cache=True)
+def draw_random_moves(legal, uniforms, actions):
+    """One ply of compiled random playouts: ``actions[b]`` a uniformly drawn legal action of
+    every game of ``legal`` [B, A] (-1 for a finished one), the draws from numba's own
+    generator (seeded by the playout kernel) through ``uniforms`` [B] (scratch); False once
+    no game is running."""
+    for b in range(legal.shape[0]):
+        uniforms[b] = np.random.random()
+    sample_legal_kernel(legal, uniforms, actions)
+    return np.any(actions >= 0)
+
+
 def sample_legal(legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """[B] int32: one uniformly chosen legal action per row of ``legal`` [B, A] (-1 if none)."""
     out = np.empty(legal.shape[0], np.int32)

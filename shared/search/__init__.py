@@ -41,6 +41,7 @@ from zeroforge.shared.search.rollout import (
     policy_rollout_values,
     random_outcomes,
     random_rollout_values,
+    rollout_outcomes,
     sample_from_policy,
 )
 from zeroforge.shared.search.tactics import winning_actions
@@ -77,6 +78,7 @@ __all__ = [
     "prune_forced_visits",
     "random_outcomes",
     "random_rollout_values",
+    "rollout_outcomes",
     "same_states",
     "sample_actions",
     "sample_from_policy",

@@ -29,8 +29,9 @@ round advances all B trees at once: one numba kernel descends every tree, one
 ``game.step`` expands all B leaves, one batched rollout plays all new positions out, one
 numba kernel backs up.
 Nearly all the time goes to the rollouts: a game's compiled ``random_playout`` (Go,
-gomoku) plays them in one kernel call (7 times the playouts/s of stepping on gomoku 6x6,
-docs/lab/time-to-strength.md); other games step them a ply at a time (``game.step``).
+gomoku, five-stone chess: every game of the registry) plays them in one kernel call (7
+times the playouts/s of stepping on gomoku 6x6, 15-18 on five-stone chess,
+docs/lab/time-to-strength.md); a game without one steps them a ply at a time.
 Memory per search: about 4 * B * (playouts + 1) * A bytes for the trees (the priors'
 pages are allocated but never touched), plus, with ``store_states``, B * (playouts + 1)
 copies of a game state.

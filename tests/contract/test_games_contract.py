@@ -96,21 +96,22 @@ def test_random_games_end_with_an_outcome(game: Game):
 
 
 def test_random_rollouts_end_every_game_and_leave_their_input_alone(game: Game):
-    """``search.rollout.random_outcomes``: the game's compiled playout
-    (``Game.random_playout``; Go and gomoku have one) or the ply-at-a-time rollout:
-    finished games keep their outcomes, running ones end with one, the input is not
-    modified."""
-    from zeroforge.shared.search import random_outcomes
+    """Both ways ``search.rollout`` plays a game out at random: the game's compiled playout
+    (``Game.random_playout``, which every game here has) and the ply-at-a-time rollout
+    (``rollout_outcomes``, for games without one and for policy rollouts): finished games
+    keep their outcomes, running ones end with one, the input is not modified."""
+    from zeroforge.shared.search import random_outcomes, rollout_outcomes
 
-    assert (game.random_playout(game.init(1), np.random.default_rng(0)) is None) == (
-        game.spec.name not in ("go", "gomoku", "tictactoe"))
+    assert game.random_playout(game.init(1), np.random.default_rng(0)) is not None
     states, _ = random_play(game, batch=8, seed=3, plies=6)
     mid = states[-1]
     before = mid.copy()
-    outcomes = random_outcomes(game, mid, np.random.default_rng(0))
-    assert_states_equal(before, mid)
-    assert outcomes.shape == (mid.batch_size,) and set(np.unique(outcomes)) <= {-1, 0, 1}
-    assert (outcomes[mid.terminal] == mid.outcome[mid.terminal]).all()
+    rng = np.random.default_rng(0)
+    for outcomes in (random_outcomes(game, mid, rng),
+                     rollout_outcomes(game, mid, lambda s: sample_legal(game.legal_mask(s), rng))):
+        assert_states_equal(before, mid)
+        assert outcomes.shape == (mid.batch_size,) and set(np.unique(outcomes)) <= {-1, 0, 1}
+        assert (outcomes[mid.terminal] == mid.outcome[mid.terminal]).all()
 
 
 def test_step_does_not_modify_its_input(game: Game):
