@@ -213,6 +213,12 @@ class Game(Generic[S]):
         to its end with uniformly random legal moves, in one compiled loop; None where the
         game has no such fast path (the default: ``search.rollout`` then steps the batch a
         ply at a time). ``state`` is not modified."""
+        ends = self.random_playout_ends(state, rng)
+        return None if ends is None else ends.outcome
+
+    def random_playout_ends(self, state: S, rng: np.random.Generator) -> S | None:
+        """A copy of ``state`` where ``random_playout`` leaves it (every game over), for the
+        games whose compiled playout works on their state's arrays; None otherwise."""
         return None
 
     def piece_planes(self) -> tuple[int, int]:

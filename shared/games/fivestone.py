@@ -350,11 +350,6 @@ class FiveStone(Game[FiveStoneState]):
                      s.history, s.since, actions, self.max_moves)
         return s
 
-    def random_playout(self, state: FiveStoneState, rng: np.random.Generator) -> np.ndarray:
-        """Uniformly random play to the end in one kernel call: the same move distribution
-        as stepping the batch with ``sampling.sample_legal``, another random stream."""
-        return self.random_playout_ends(state, rng).outcome
-
     def random_playout_ends(self, state: FiveStoneState, rng: np.random.Generator
                             ) -> FiveStoneState:
         """A copy of ``state`` where ``random_playout`` left it: every game over."""

@@ -240,10 +240,10 @@ class Go(Game[GoState]):
         UCT baseline spends its time on the moves of its playouts, not on a state copy and
         a Python round trip per ply. The same move distribution as stepping the batch with
         ``sampling.sample_legal``; another random stream."""
-        return self.random_playout_ends(state, rng)["outcome"]
+        return self.random_playout_arrays(state, rng)["outcome"]
 
-    def random_playout_ends(self, state: GoState, rng: np.random.Generator
-                            ) -> dict[str, np.ndarray]:
+    def random_playout_arrays(self, state: GoState, rng: np.random.Generator
+                              ) -> dict[str, np.ndarray]:
         """The arrays of ``GoState`` but its history, [B, ...] each, where ``random_playout``
         left them: every game over (for tests of the playouts' length and score)."""
         s = {k: v.copy() for k, v in state.arrays().items() if k != "board_history"}

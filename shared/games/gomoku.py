@@ -151,11 +151,6 @@ class Gomoku(Game[GomokuState]):
                      actions, self.height, self.width, self.k, self.exact)
         return s
 
-    def random_playout(self, state: GomokuState, rng: np.random.Generator) -> np.ndarray:
-        """Uniformly random play to the end in one kernel call: the same move distribution
-        as stepping the batch with ``sampling.sample_legal``, another random stream."""
-        return self.random_playout_ends(state, rng).outcome
-
     def random_playout_ends(self, state: GomokuState, rng: np.random.Generator
                             ) -> GomokuState:
         """A copy of ``state`` where ``random_playout`` left it: every game over."""

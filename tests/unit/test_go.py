@@ -874,7 +874,7 @@ def test_random_playouts_draw_like_stepping_with_sample_legal():
     for _ in range(12):
         state = game.step(state, sample_legal(game.legal_mask(state), rng))
     batch = state.repeat(2000)
-    fast = game.random_playout_ends(batch, np.random.default_rng(1))
+    fast = game.random_playout_arrays(batch, np.random.default_rng(1))
     stepped = batch
     while not stepped.terminal.all():
         stepped = game.step(stepped, sample_legal(game.legal_mask(stepped), rng))
