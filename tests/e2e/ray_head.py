@@ -17,7 +17,7 @@ import psutil
 
 from tests.processes import end_session
 from zeroforge.deploy.ray.cluster import private_token
-from zeroforge.deploy.ray.private_api import WORKER_NICENESS
+from zeroforge.deploy.ray.private_api import NICENESS_ENV, WORKER_NICENESS
 from zeroforge.shared.transport import free_port
 
 RAY = str(Path(sys.executable).parent / "ray")
@@ -35,7 +35,7 @@ class RayHead:
                    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
                    # as docs/cluster.md asks of a 'ray start' beside other work (Ray's
                    # default, 15, lets a busy suite starve the run's actors)
-                   RAY_worker_niceness=WORKER_NICENESS)
+                   **{NICENESS_ENV: WORKER_NICENESS})
         cmd = [RAY, "start", "--head", "--block", f"--port={port}",
                "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
                f"--temp-dir={self.dir / 'ray'}", "--include-dashboard=false",

@@ -34,7 +34,7 @@ import yaml
 from tests.integration.ray_watch import MARK
 from tests.processes import end_session
 from zeroforge.deploy.ray.cluster import private_token
-from zeroforge.deploy.ray.private_api import WORKER_NICENESS
+from zeroforge.deploy.ray.private_api import NICENESS_ENV, WORKER_NICENESS
 
 HEAD_NODE_ID = "f" * 51 + "00000"
 """The node id the fake provider gives the head (its workers get ...00001, ...00002):
@@ -99,7 +99,7 @@ class AutoscalingCluster:
                    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
                    # as docs/cluster.md asks of a 'ray start' beside other work, whatever
                    # this test process inherited (Ray's default, 15, starves the actors)
-                   RAY_worker_niceness=WORKER_NICENESS)
+                   **{NICENESS_ENV: WORKER_NICENESS})
         cmd = [RAY, "start", "--head", "--block", f"--port={port}",
                "--node-ip-address=127.0.0.1", "--num-cpus=0",
                f"--temp-dir={self.dir / 'ray'}", f"--autoscaling-config={config}",

@@ -13,13 +13,13 @@ from tests.integration.test_distributed import SETTINGS, status, wait_for
 from zeroforge.deploy.config import load_train_config
 from zeroforge.deploy.ray.handle import start_run
 from zeroforge.deploy.ray.naming import NAMESPACE
-from zeroforge.deploy.ray.private_api import WORKER_NICENESS
+from zeroforge.deploy.ray.private_api import NICENESS_ENV, WORKER_NICENESS
 
 
 def test_workers_spread_over_two_nodes(redis_server, run_id, tmp_path, monkeypatch):
     # as a cluster zeroforge starts (deploy/ray/private_api.py): at Ray's default
     # niceness, 15, the run's actors beside a busy suite took minutes to import torch
-    monkeypatch.setenv("RAY_worker_niceness", WORKER_NICENESS)
+    monkeypatch.setenv(NICENESS_ENV, WORKER_NICENESS)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     cluster.add_node(num_cpus=1)

@@ -17,7 +17,7 @@ from zeroforge.actors.inference import InferenceServerConfig
 from zeroforge.actors.selfplay import SelfPlayConfig, SelfPlayWorker
 from zeroforge.actors.selfplay_groups import InFlightWorker
 from zeroforge.deploy.ray.hosts import NoInferenceServerError, RemoteEvaluator, make_inference_actor
-from zeroforge.deploy.ray.private_api import WORKER_NICENESS
+from zeroforge.deploy.ray.private_api import NICENESS_ENV, WORKER_NICENESS
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets import NetConfig, TorchEvaluator, build_net
 from zeroforge.shared.search import SearchConfig
@@ -35,7 +35,7 @@ def ray_cluster() -> Iterator[None]:
     # the servers at niceness 0 as in a cluster zeroforge starts, whatever this test
     # process started before (Ray's default, 15, starves them beside a busy suite)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_worker_niceness", WORKER_NICENESS)
+        patch.setenv(NICENESS_ENV, WORKER_NICENESS)
         ray.init(address="local", num_cpus=2, include_dashboard=False,
                  logging_level=logging.WARNING, configure_logging=False)
         yield

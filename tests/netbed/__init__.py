@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from zeroforge.deploy.ray.private_api import WORKER_NICENESS
+from zeroforge.deploy.ray.private_api import NICENESS_ENV, WORKER_NICENESS
 from zeroforge.shared.transport import acl
 
 T = TypeVar("T")
@@ -232,7 +232,7 @@ class Bed:
                     "RAY_health_check_failure_threshold": "5",
                     # as docs/cluster.md says for machines shared with other work: Ray's
                     # default niceness 15 starves the run's actors beside busy processes
-                    "RAY_worker_niceness": WORKER_NICENESS})
+                    NICENESS_ENV: WORKER_NICENESS})
         env.pop("RAY_ADDRESS", None)
         env.pop("RAY_AUTH_TOKEN", None)
         env.pop("ZEROFORGE_REDIS_PASSWORD", None)
