@@ -156,6 +156,7 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
             cells.append(f"{result.score:.0%} (+{result.wins} ={result.draws} -{result.losses})")
             row["results"][anchor] = {"wins": result.wins, "draws": result.draws,
                                       "losses": result.losses, "score": result.score,
+                                      "distinct_games": result.distinct_games,
                                       # a 0% or 100% score has an unbounded Elo: null
                                       **{k: (v if np.isfinite(v) else None) for k, v in
                                          {"elo": e.elo, "elo_low": e.low,

@@ -47,6 +47,15 @@ class MatchResult:
         return int(self.outcomes.shape[0])
 
     @property
+    def distinct_games(self) -> int:
+        """Games that differ from every other in their moves or in who moved first. Two
+        deterministic players replay one game a colour; an engine with some randomness
+        against a deterministic searcher still repeats lines, and a repeated game adds no
+        evidence: a score over G games with only D distinct is worth fewer than G."""
+        games = zip(self.a_first, self.moves, strict=True)
+        return len({(bool(first), tuple(moves)) for first, moves in games})
+
+    @property
     def score(self) -> float:
         """A's mean score: win 1, draw 1/2, loss 0."""
         return (self.wins + 0.5 * self.draws) / max(self.num_games, 1)

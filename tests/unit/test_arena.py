@@ -9,6 +9,7 @@ import pytest
 
 from zeroforge.shared.games import Game, State, make_game
 from zeroforge.shared.players import (
+    MatchResult,
     MCTSPlayer,
     MinimaxPlayer,
     RandomPlayer,
@@ -53,6 +54,17 @@ def test_colours_alternate_and_results_are_counted_from_a():
     assert low.calls == [3, 2, 3, 2, 3]
     assert high.calls == [2, 3, 2, 3, 2]
     assert (result.player_a, result.player_b) == ("low", "high")
+    # Two deterministic players: one game a colour, replayed.
+    assert result.distinct_games == 2
+
+
+def test_distinct_games_count_moves_and_who_moved_first():
+    # The same moves with A second are another game (A played the other side of them).
+    result = MatchResult(player_a="a", player_b="b", wins=2, losses=2, draws=0,
+                         a_first=np.array([True, True, False, True]),
+                         outcomes=np.array([1, 1, -1, -1], np.int8),
+                         moves=[[0, 1], [0, 1], [0, 1], [0, 2]])
+    assert result.distinct_games == 3
 
 
 def test_draws_count_half():
