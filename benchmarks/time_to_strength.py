@@ -96,8 +96,8 @@ class SeedResult:
     first_crossing: float | None = None
     """Training minutes of the first snapshot at or above the target; None: never."""
     points: list[dict] = field(default_factory=list)
-    """``{"minutes", "score", "wins", "draws", "losses", "distinct_games"}`` of each evaluated
-    snapshot (rows written before 2026-12-05 have no ``distinct_games``)."""
+    """``{"minutes", "score", "wins", "draws", "losses", "distinct_games", "effective_games"}``
+    of each evaluated snapshot (rows written before 2026-12-05 have neither of the last two)."""
     run_minutes: float = 0.0
     """Wall-clock minutes the run was alive (it stops early when the target is reached)."""
     positions_per_s: float | None = None
@@ -250,14 +250,16 @@ class SnapshotJudge:
 
     def score(self, path: Path) -> dict:
         """The match of one snapshot against the anchor: ``{"score", "wins", "draws",
-        "losses", "distinct_games"}``. The same games wherever it runs (the run's seed, one
-        thread)."""
+        "losses", "distinct_games", "effective_games"}``. The same games wherever it runs
+        (the run's seed, one thread), unless the anchor draws on randomness of its own (a
+        GTP engine such as GnuGo)."""
         a = self.args
         evaluator = TorchEvaluator(load_net(self.game, self.config, path, self.seed))
         match, _ = match_table(self.game, evaluator, self.judged, a.sims, a.anchor, a.games,
                                self.seed)
         return {"score": match.score, "wins": match.wins, "draws": match.draws,
-                "losses": match.losses, "distinct_games": match.distinct_games}
+                "losses": match.losses, "distinct_games": match.distinct_games,
+                "effective_games": match.effective_games}
 
     def record(self, seconds: float, path: Path, match: dict) -> bool:
         """Add a snapshot's match to the result; True if it reached the target (then it

@@ -10,6 +10,7 @@ The ``Player`` protocol is in ``player``, ``make_player`` in ``factory``.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -52,8 +53,21 @@ class MatchResult:
         deterministic players replay one game a colour; an engine with some randomness
         against a deterministic searcher still repeats lines, and a repeated game adds no
         evidence: a score over G games with only D distinct is worth fewer than G."""
+        return len(self._copies())
+
+    @property
+    def effective_games(self) -> float:
+        """Kish's effective sample size of the match, each distinct game weighted by how
+        often it was played: G²/Σ copies². G for all-distinct games, the number of distinct
+        games when each was played equally often, less when a few lines repeat many times.
+        An upper bound: games that part late are not independent either."""
+        copies = np.array(list(self._copies().values()), dtype=np.float64)
+        return float(copies.sum() ** 2 / (copies**2).sum()) if copies.size else 0.0
+
+    def _copies(self) -> Counter[tuple[bool, tuple[int, ...]]]:
+        """How often each distinct game (who moved first, its moves) was played."""
         games = zip(self.a_first, self.moves, strict=True)
-        return len({(bool(first), tuple(moves)) for first, moves in games})
+        return Counter((bool(first), tuple(moves)) for first, moves in games)
 
     @property
     def score(self) -> float:

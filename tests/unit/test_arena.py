@@ -56,6 +56,7 @@ def test_colours_alternate_and_results_are_counted_from_a():
     assert (result.player_a, result.player_b) == ("low", "high")
     # Two deterministic players: one game a colour, replayed.
     assert result.distinct_games == 2
+    assert result.effective_games == pytest.approx(25 / 13)  # copies 3 and 2
 
 
 def test_distinct_games_count_moves_and_who_moved_first():
@@ -65,6 +66,8 @@ def test_distinct_games_count_moves_and_who_moved_first():
                          outcomes=np.array([1, 1, -1, -1], np.int8),
                          moves=[[0, 1], [0, 1], [0, 1], [0, 2]])
     assert result.distinct_games == 3
+    # Kish: 4 games as copies 2, 1, 1 -> 4² / (2² + 1 + 1) = 16 / 6.
+    assert result.effective_games == pytest.approx(16 / 6)
 
 
 def test_draws_count_half():
