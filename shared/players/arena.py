@@ -75,9 +75,11 @@ class MatchResult:
         return (self.wins + 0.5 * self.draws) / max(self.num_games, 1)
 
     def elo(self, confidence: float = 0.95) -> EloEstimate:
-        """A's Elo advantage over B from this match, with a confidence interval."""
-        return elo_difference(self.score, self.num_games, self.draws / max(self.num_games, 1),
-                              confidence)
+        """A's Elo advantage over B from this match, with a confidence interval as wide as
+        its ``effective_games`` allow: a game played again is no new evidence, so 40 games
+        in 15 lines do not give the interval of 40."""
+        return elo_difference(self.score, self.effective_games,
+                              self.draws / max(self.num_games, 1), confidence)
 
     def summary(self) -> str:
         e = self.elo()
@@ -162,11 +164,12 @@ def _score_to_elo(score: float) -> float:
 
 def elo_difference(
     score: float,
-    num_games: int | None = None,
+    num_games: float | None = None,
     draw_fraction: float = 0.0,
     confidence: float = 0.95,
 ) -> EloEstimate:
-    """Elo advantage implied by a mean ``score`` in [0, 1] over ``num_games`` games.
+    """Elo advantage implied by a mean ``score`` in [0, 1] over ``num_games`` games (an
+    effective number, not always whole: ``MatchResult.effective_games``).
 
     The interval is a Wilson score interval for the mean score, mapped through the logistic
     Elo curve. Wilson rather than the plain normal interval, because a 20-0 sweep is common

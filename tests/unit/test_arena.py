@@ -70,6 +70,20 @@ def test_distinct_games_count_moves_and_who_moved_first():
     assert result.effective_games == pytest.approx(16 / 6)
 
 
+def test_replayed_games_widen_the_elo_interval():
+    # 12 games, 9 won: all distinct, against the same two lines replayed six times each.
+    firsts = np.arange(12) % 2 == 0
+    outcomes = np.array([1] * 9 + [-1] * 3, np.int8)
+    distinct = MatchResult("a", "b", 9, 3, 0, firsts, outcomes, [[i] for i in range(12)])
+    replayed = MatchResult("a", "b", 9, 3, 0, firsts, outcomes, [[0]] * 12)
+    assert distinct.effective_games == 12 and replayed.effective_games == 2
+    wide, narrow = replayed.elo(), distinct.elo()
+    assert wide.elo == narrow.elo  # the same score
+    assert wide.low < narrow.low < narrow.high < wide.high
+    assert (narrow.low, narrow.high) == (elo_difference(0.75, 12).low,
+                                         elo_difference(0.75, 12).high)
+
+
 def test_draws_count_half():
     result = play_match(TTT, MinimaxPlayer(), MinimaxPlayer(name="minimax2"), 6,
                         np.random.default_rng(1))
