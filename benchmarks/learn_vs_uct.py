@@ -43,12 +43,16 @@ OPENING_MOVES = 2
 two deterministic searchers would otherwise replay the same two games."""
 
 
-def match_table(game, evaluator, config, sims: int, anchor: str, games: int, seed: int):
+def match_table(game, evaluator, config, sims: int, anchor: str, games: int, seed: int,
+                opening_moves: int | None = None):
     """Play the agent (``sims`` simulations, no noise) against ``anchor``, a ``make_player``
     spec: a fixed opponent or ``net:PATH``, the net of a snapshot or checkpoint at the same
-    simulations. Returns the match result and the seconds it took."""
+    simulations. ``opening_moves``: plies each searcher samples by visit counts before it
+    plays its most visited move (None: ``OPENING_MOVES`` against a net, 0 otherwise).
+    Returns the match result and the seconds it took."""
     search = dataclasses.replace(config.search, num_simulations=sims)
-    opening = OPENING_MOVES if anchor.startswith("net:") else 0
+    opening = opening_moves if opening_moves is not None else (
+        OPENING_MOVES if anchor.startswith("net:") else 0)
     opponent = make_player(anchor, game, search=search, net_config=config.net,
                            opening_moves=opening)
     agent = MCTSPlayer(game, evaluator, search, name=f"agent{sims}", opening_moves=opening)
@@ -129,9 +133,11 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
     if args.only is not None:  # an expensive anchor at a few points of the curve
         points = nearest_points(points, args.only)
     header = {"game": config.game, "agent_simulations": args.sims, "games": args.games,
-              "anchors": anchors, "weights": "raw" if args.raw else None}
+              "anchors": anchors, "weights": "raw" if args.raw else None,
+              "opening_moves": args.opening_moves}
     # weights None: the snapshots themselves, left out of the file as before --raw was
-    # there, so a file of either kind goes on only with its own kind
+    # there, so a file of either kind goes on only with its own kind; the same for
+    # opening_moves None (the default plies, as before --opening-moves)
     rows = earlier_rows(args.json, header)
     done = {row["label"] for row in rows}
     print(f"{len(points)} points ({len(done & {p[1] for p in points})} measured before) x "
@@ -151,7 +157,7 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
                           "results": {}}
         for anchor in anchors:
             result, took = match_table(game, evaluator, config, args.sims, anchor, args.games,
-                                       args.seed)
+                                       args.seed, args.opening_moves)
             e = result.elo()
             cells.append(f"{result.score:.0%} (+{result.wins} ={result.draws} -{result.losses})")
             row["results"][anchor] = {"wins": result.wins, "draws": result.draws,
@@ -197,8 +203,15 @@ def main() -> None:
     parser.add_argument("--only", type=float, nargs="+", default=None, metavar="MINUTES",
                         help="with --curve: only the point nearest each of these minutes of "
                         "training (within half a minute)")
+    parser.add_argument("--opening-moves", type=int, default=None, metavar="PLIES",
+                        help=f"plies each searcher samples by visit counts before playing its "
+                        f"most visited move: variety against an engine that would otherwise "
+                        f"meet the same replies (default: {OPENING_MOVES} against net:PATH, "
+                        f"0 otherwise)")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
+    if args.opening_moves is not None and args.opening_moves < 0:
+        parser.error(f"--opening-moves must be 0 or more, got {args.opening_moves}")
     torch.set_num_threads(1)
     print(machine_line())
     overrides = list(args.overrides) + [f"run.seed={args.seed}"]
@@ -219,7 +232,7 @@ def main() -> None:
     progress = run.run()
     trained = time.monotonic() - start
     result, took = match_table(game, run.evaluator, config, args.sims, anchors[0], args.games,
-                               args.seed + 1)
+                               args.seed + 1, args.opening_moves)
     print()
     print("| item | value |\n|---|---|")
     print(f"| game | {config.game} |\n| training wall clock | {trained / 60:.1f} min |")

@@ -88,3 +88,31 @@ def test_only_judges_the_point_nearest_each_minute(tmp_path):
     both = tmp_path / "both.json"
     assert curve(run, "--only", "1", "1.02", "--json", str(both)).returncode == 0
     assert len(json.loads(both.read_text())["rows"]) == 2
+
+
+def test_opening_moves_vary_the_games_and_rows_count_the_distinct_ones(tmp_path):
+    """Against a net at 0 opening plies both searchers are deterministic: six games are two,
+    played three times each, and the rows say so; the default (sampled openings against a
+    net) gives more lines. A file of one setting is not continued with the other."""
+    run = tmp_path / "run"
+    averaged_run(run, 0)
+    net = f"net:{run / CHECKPOINT_NAME}"
+    tables = {}
+    for plies in ("0", None):
+        out = tmp_path / f"openings-{plies}.json"
+        extra = ["--opening-moves", plies] if plies is not None else []
+        proc = curve(run, "--anchor", net, "--games", "6", "--only", "1", "--json", str(out),
+                     *extra)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        tables[plies] = json.loads(out.read_text())
+    fixed, sampled = (tables[p]["rows"][0]["results"][net] for p in ("0", None))
+    assert tables["0"]["opening_moves"] == 0 and "opening_moves" not in tables[None]
+    assert (fixed["distinct_games"], fixed["effective_games"]) == (2, 2.0)
+    assert sampled["distinct_games"] > 2 and sampled["effective_games"] > 2.0
+    proc = curve(run, "--anchor", net, "--games", "6", "--only", "1",
+                 "--json", str(tmp_path / "openings-0.json"))
+    assert proc.returncode != 0 and "was measured differently" in proc.stderr
+    proc = curve(run, "--opening-moves", "-1")
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        "--opening-moves must be 0 or more, got -1")
