@@ -353,6 +353,7 @@ TABLES: dict[str, Builder] = {
     "tts-go9-held": report_tts.held,
     "tts-gomoku6-held": partial(report_tts.held, variants=report_tts.GOMOKU_HELD["gomoku6"]),
     "tts-gomoku8-held": partial(report_tts.held, variants=report_tts.GOMOKU_HELD["gomoku8"]),
+    "tts-gomoku6-uct10000": partial(report_tts.held, variants=report_tts.GOMOKU6_UCT10000),
     "ablation-go9": report_tts.ablation_go9,  # the Zen 4 host's runs
     "ablation-go9-zen3": partial(report_tts.ablation_go9, prefix="ablation-go9-zen3"),
     # the AMX host's pair: global pooling (item 2) against the preset, side by side

@@ -221,6 +221,9 @@ GOMOKU_HELD = {
 """Issue 44's gomoku runs against ``uct:1000`` judged until the level is held, the preset
 and the constant rate interleaved seed by seed (one file a variant, a row a seed)."""
 
+GOMOKU6_UCT10000 = (("the preset (cosine schedule)", ("tts44-gomoku6-uct10000.json",)),)
+"""Issue 44's 6×6 anchor: the preset judged against ``uct:10000`` until 90% is held."""
+
 
 def held(data: DataDir, variants: Sequence[tuple[str, Sequence[str]]] = GO9_HELD) -> Table:
     """A target *held* (the median of three snapshots in a row, ``tts_rule.held_minutes``),
