@@ -44,6 +44,8 @@ def check_anchor(summary: dict, games: int) -> None:
     assert summary["wins"] + summary["draws"] + summary["losses"] == summary["games"] == games
     assert summary["score"] == pytest.approx((summary["wins"] + summary["draws"] / 2) / games)
     assert summary["elo_low"] <= summary["elo"] <= summary["elo_high"]
+    # Kish's effective size is at most the number of distinct games (Cauchy-Schwarz)
+    assert 1 <= summary["effective_games"] <= summary["distinct_games"] <= games
 
 
 def test_new_weights_are_scored_against_each_anchor_and_the_best(
