@@ -66,7 +66,7 @@ class MatchTally:
         return w, d, lost
 
     def summary(self) -> list[str]:
-        from zeroforge.shared.players import elo_difference
+        from zeroforge.shared.players import elo_difference, repeats
 
         n = len(self.games)
         lines = []
@@ -76,8 +76,11 @@ class MatchTally:
             lines.append(f"{label} {self.names[label]}: +{w} ={d} -{lost} of {n}, "
                          f"score {score:.3f}")
         w, d, _ = self.points("A")
-        e = elo_difference((w + 0.5 * d) / max(n, 1), n, d / max(n, 1))
-        lines.append(f"Elo A - B: {e.elo:+.0f} [{e.low:+.0f}, {e.high:+.0f}]")
+        # a game played again is no new evidence: the interval is that of the effective games
+        distinct, effective = repeats((g.black, tuple(g.moves)) for g in self.games)
+        e = elo_difference((w + 0.5 * d) / max(n, 1), effective, d / max(n, 1))
+        lines.append(f"Elo A - B: {e.elo:+.0f} [{e.low:+.0f}, {e.high:+.0f}] over {distinct} "
+                     f"distinct games ({effective:.1f} effective)")
         black = sum(g.outcome > 0 for g in self.games)
         white = sum(g.outcome < 0 for g in self.games)
         lines.append(f"Black won {black}, White won {white}, drawn {n - black - white}")

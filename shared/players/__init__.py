@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         elo_difference,
         evaluate_against,
         play_match,
+        repeats,
     )
     from zeroforge.shared.players.builtin import (
         HumanPlayer,
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "arena": ("ELO_CLIP", "EloEstimate", "MatchResult", "clipped_elo", "elo_difference",
-              "evaluate_against", "play_match"),
+              "evaluate_against", "play_match", "repeats"),
     "builtin": ("HumanPlayer", "MCTSPlayer", "MinimaxPlayer", "RandomPlayer", "UCTPlayer"),
     "checkpoint": ("load_net", "plays_game", "read_checkpoint"),
     "factory": ("PLAYER_SPECS", "make_player"),
@@ -76,7 +77,7 @@ __all__ = [
     "SearchAnalysis", "UCTPlayer", "clipped_elo", "elo_difference", "evaluate_against",
     "expected_score", "fit_ratings", "format_table", "ladder_path", "load_ladder", "load_net",
     "locked", "make_player", "next_pair", "play_match", "plays_game", "read_checkpoint",
-    "resolve_command", "save_ladder", "variance_drop"
+    "repeats", "resolve_command", "save_ladder", "variance_drop"
 ]
 
 

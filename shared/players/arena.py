@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -53,21 +53,17 @@ class MatchResult:
         deterministic players replay one game a colour; an engine with some randomness
         against a deterministic searcher still repeats lines, and a repeated game adds no
         evidence: a score over G games with only D distinct is worth fewer than G."""
-        return len(self._copies())
+        return repeats(self._games())[0]
 
     @property
     def effective_games(self) -> float:
-        """Kish's effective sample size of the match, each distinct game weighted by how
-        often it was played: G²/Σ copies². G for all-distinct games, the number of distinct
-        games when each was played equally often, less when a few lines repeat many times.
-        An upper bound: games that part late are not independent either."""
-        copies = np.array(list(self._copies().values()), dtype=np.float64)
-        return float(copies.sum() ** 2 / (copies**2).sum()) if copies.size else 0.0
+        """Kish's effective sample size of the match (``repeats``)."""
+        return repeats(self._games())[1]
 
-    def _copies(self) -> Counter[tuple[bool, tuple[int, ...]]]:
-        """How often each distinct game (who moved first, its moves) was played."""
-        games = zip(self.a_first, self.moves, strict=True)
-        return Counter((bool(first), tuple(moves)) for first, moves in games)
+    def _games(self) -> list[tuple[bool, tuple[int, ...]]]:
+        """Each game as (A moved first, its moves): equal only for a game played again."""
+        return [(bool(first), tuple(moves))
+                for first, moves in zip(self.a_first, self.moves, strict=True)]
 
     @property
     def score(self) -> float:
@@ -160,6 +156,19 @@ def _score_to_elo(score: float) -> float:
     if score >= 1.0:
         return math.inf
     return -400.0 * math.log10(1.0 / score - 1.0) + 0.0  # + 0.0: no "-0" at an even score
+
+
+def repeats(games: Iterable[Hashable]) -> tuple[int, float]:
+    """(distinct, effective) of a match's games, each given as something equal only for
+    the same game (its moves and who moved first). ``effective`` is Kish's effective sample
+    size with each distinct game weighted by how often it was played, G²/Σ copies²: G for
+    all-distinct games, the number of distinct games when each was played equally often,
+    less when a few lines repeat many times. An upper bound: games that part late are not
+    independent either. (0, 0.0) for no games."""
+    copies = np.array(list(Counter(games).values()), dtype=np.float64)
+    if not copies.size:
+        return 0, 0.0
+    return int(copies.size), float(copies.sum() ** 2 / (copies**2).sum())
 
 
 def elo_difference(

@@ -16,6 +16,7 @@ from zeroforge.shared.players import (
     elo_difference,
     evaluate_against,
     play_match,
+    repeats,
 )
 
 TTT = make_game("tictactoe")
@@ -68,6 +69,7 @@ def test_distinct_games_count_moves_and_who_moved_first():
     assert result.distinct_games == 3
     # Kish: 4 games as copies 2, 1, 1 -> 4² / (2² + 1 + 1) = 16 / 6.
     assert result.effective_games == pytest.approx(16 / 6)
+    assert repeats([]) == (0, 0.0) and repeats("aab") == (2, pytest.approx(9 / 5))
 
 
 def test_replayed_games_widen_the_elo_interval():

@@ -10,7 +10,13 @@ import shlex
 import numpy as np
 import pytest
 
-from zeroforge.deploy.engines.match import black_lead, play_game, run_match
+from zeroforge.deploy.engines.match import (
+    GameResult,
+    MatchTally,
+    black_lead,
+    play_game,
+    run_match,
+)
 from zeroforge.shared.formats import read_sgf_file
 from zeroforge.shared.games import make_game
 from zeroforge.shared.players import (
@@ -119,10 +125,29 @@ def test_match_prints_results_summary_and_sgf(tmp_path) -> None:
     assert lines[3].startswith("A random: ") and lines[4].startswith("B uct4: ")
     a, b = tally.points("A"), tally.points("B")
     assert a[0] == b[2] and a[1] == b[1] and sum(a) == 3
+    assert lines[5].startswith("Elo A - B: ") and lines[5].endswith(
+        " over 3 distinct games (3.0 effective)")
     for i, result in enumerate(tally.games, 1):
         [record] = read_sgf_file(tmp_path / f"game-{i:03d}.sgf")
         assert record.moves == result.moves and record.result_text == result.result_text
         assert (record.black == "random") == (i % 2 == 1)
+
+
+def test_replayed_games_count_once_in_the_elo_interval() -> None:
+    # four games, A Black each time, three of them the same moves: 4² / (3² + 1) = 1.6
+    games = [GameResult("A", 1, "B+1", [0, 1, 2], "rules") for _ in range(3)]
+    games.append(GameResult("A", -1, "W+1", [0, 2, 1], "rules"))
+    tally = MatchTally({"A": "a", "B": "b"}, games)
+    elo_line = tally.summary()[2]
+    assert elo_line.endswith(" over 2 distinct games (1.6 effective)")
+    fresh = MatchTally({"A": "a", "B": "b"},
+                       [GameResult("A", g.outcome, g.result_text, [i, *g.moves], "rules")
+                        for i, g in enumerate(games)]).summary()[2]
+    assert fresh.endswith(" over 4 distinct games (4.0 effective)")
+    # the same score, a wider interval
+    low, high = (float(x) for x in elo_line.split("[")[1].split("]")[0].split(", "))
+    low4, high4 = (float(x) for x in fresh.split("[")[1].split("]")[0].split(", "))
+    assert low < low4 and high4 < high
 
 
 def test_a_forfeit_goes_on_record() -> None:
