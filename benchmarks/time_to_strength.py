@@ -270,7 +270,7 @@ class SnapshotJudge:
         r.points.append({"minutes": minutes, **match})
         print(f"  {r.config} seed {self.seed}: {minutes:5.1f} min  score "
               f"{match['score']:.0%} (+{match['wins']} ={match['draws']} "
-              f"-{match['losses']})", flush=True)
+              f"-{match['losses']}; {match['distinct_games']} distinct games)", flush=True)
         if match["score"] >= self.args.target and r.first_crossing is None:
             r.first_crossing = minutes
         r.hold = self.args.hold
