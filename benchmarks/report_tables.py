@@ -123,6 +123,34 @@ GO9_GNUGO_HOSTS = {"seed 0": "Zen 4, bfloat16", "seed 1": "Zen 4, bfloat16",
 GO9_GNUGO_HOSTS.update({column: "Zen 3, float32" for _, column in GO9_GNUGO_COSINE})
 
 
+GO9_GNUGO_REJUDGE = (("raw", "go9-gnugo1-cosine-seed3-raw.json",
+                      "go9-gnugo1-rejudge-seed3-raw.json", "go9-gnugo1-openings2-seed3-raw.json"),
+                     ("averaged", "go9-gnugo1-cosine-seed3-average.json",
+                      "go9-gnugo1-rejudge-seed3-average.json",
+                      "go9-gnugo1-openings2-seed3-average.json"))
+"""Seed 3's points judged again (weights, first judging, the same again, the same with
+two sampled opening plies a side): how far a 40-game point against GnuGo moves."""
+
+
+def go9_gnugo_rejudge(data: DataDir) -> Table:
+    """The same weights judged against GnuGo level 1 more than once: a row a point, the
+    score of each judging with its distinct and effective games where recorded."""
+    rows = []
+    for weights, *names in GO9_GNUGO_REJUDGE:
+        judgings = [{r["label"]: next(iter(r["results"].values()))
+                     for r in data.load(name)["rows"]} for name in names]
+        for label in judgings[-1]:
+            cells = []
+            for points in judgings:
+                r = points[label]
+                seen = (f"; {r['distinct_games']} distinct, {r['effective_games']:.1f} "
+                        f"effective" if "distinct_games" in r else "")
+                cells.append(f"{r['score']:.0%} (+{r['wins']} −{r['losses']}{seen})")
+            rows.append([f"{weights}, {label}", *cells])
+    return Table(("seed 3 weights, point", "first judging", "judged again",
+                  "again, 2 opening plies sampled a side"), rows, frozenset())
+
+
 def _pct(r: dict) -> str:
     return f"{r['score']:.0%} (+{r['wins']} −{r['losses']})"
 
@@ -346,6 +374,7 @@ TABLES: dict[str, Builder] = {
     "go9-gnugo-held": go9_gnugo_held,
     "go9-gnugo-cosine": partial(go9_gnugo, runs=GO9_GNUGO_COSINE),
     "go9-gnugo-cosine-held": partial(go9_gnugo_held, runs=GO9_GNUGO_COSINE),
+    "go9-gnugo-rejudge": go9_gnugo_rejudge,
     "uct-go9": partial(uct_playouts, name="uct-go9-playouts.json"),
     "uct-gomoku6": partial(uct_playouts, name="uct-gomoku6-playouts.json"),
     "uct-fivestone": partial(uct_playouts, name="uct-fivestone-playouts.json"),

@@ -227,6 +227,34 @@ def test_the_go9_gnugo_table_holds_a_level_by_three_points_and_names_the_final(t
     assert rows[3][1] == "**45**" and rows[3][4].startswith("not judged (last snapshot, 45")
 
 
+def test_the_rejudge_table_sets_each_judging_of_a_point_side_by_side(tmp_path):
+    """A row a point of the last judging; the first judging (written before the counts)
+    shows the score only, the later ones their distinct and effective games."""
+    from report_layout import DataDir
+    from report_tables import GO9_GNUGO_REJUDGE, go9_gnugo_rejudge
+
+    def judged(name: str, wins: list[int], counted: bool) -> None:
+        rows = [{"minutes": m, "label": label,
+                 "results": {"gnugo": {"score": w / 40, "wins": w, "draws": 0,
+                                       "losses": 40 - w,
+                                       **({"distinct_games": 20 + w % 5,
+                                           "effective_games": 10.25} if counted else {})}}}
+                for (m, label), w in zip(((135.1, "135 min"), (150, "150 min (final)")),
+                                         wins, strict=True)]
+        (tmp_path / name).write_text(json.dumps({"rows": rows}))
+
+    for _, first, again, openings in GO9_GNUGO_REJUDGE:
+        judged(first, [28, 20], False)
+        judged(again, [22, 14], True)
+        judged(openings, [18, 9], True)
+    rows = go9_gnugo_rejudge(DataDir(tmp_path)).rows
+    assert [r[0] for r in rows] == ["raw, 135 min", "raw, 150 min (final)",
+                                    "averaged, 135 min", "averaged, 150 min (final)"]
+    assert rows[0][1:] == ["70% (+28 −12)", "55% (+22 −18; 22 distinct, 10.2 effective)",
+                           "45% (+18 −22; 23 distinct, 10.2 effective)"]
+    assert rows[3][1] == "50% (+20 −20)"
+
+
 def test_a_known_table_in_none_of_the_repository_docs_fails_the_check(tree, capsys):
     """Over the default docs (no --doc) a table whose markers moved away is named."""
     doc, data = tree
