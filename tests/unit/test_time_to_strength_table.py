@@ -123,8 +123,8 @@ def test_the_judge_records_the_first_crossing_and_the_held_minute(tmp_path):
     args = argparse.Namespace(overrides=[], eval_overrides=[], sims=4, anchor="random",
                               games=2, target=0.9, hold=3, judge_cpus=None)
     judge = tts.SnapshotJudge(args, "tictactoe", 0, tmp_path, tts.SeedResult("tictactoe", 0))
-    held = [judge.record(60.0 * (i + 1), tmp_path / f"s{i}", {"score": s, "wins": 0,
-                                                             "draws": 0, "losses": 0})
+    match = {"wins": 0, "draws": 0, "losses": 0, "distinct_games": 2, "effective_games": 2.0}
+    held = [judge.record(60.0 * (i + 1), tmp_path / f"s{i}", {"score": s, **match})
             for i, s in enumerate((0.95, 0.5, 0.9, 0.95))]
     assert held == [False, False, True, True]
     r = judge.result
