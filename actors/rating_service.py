@@ -391,8 +391,6 @@ class RatingService:
 
 def _summary(match: MatchResult) -> dict:
     elo = match.elo()
-    return {"score": match.score, "elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high,
-            "wins": match.wins, "draws": match.draws, "losses": match.losses,
-            "games": match.num_games, "distinct_games": match.distinct_games,
-            "effective_games": match.effective_games}
+    return {**match.counts(), "elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high,
+            "games": match.num_games}
 

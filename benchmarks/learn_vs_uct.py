@@ -160,10 +160,7 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
                                        args.seed, args.opening_moves)
             e = result.elo()
             cells.append(f"{result.score:.0%} (+{result.wins} ={result.draws} -{result.losses})")
-            row["results"][anchor] = {"wins": result.wins, "draws": result.draws,
-                                      "losses": result.losses, "score": result.score,
-                                      "distinct_games": result.distinct_games,
-                                      "effective_games": result.effective_games,
+            row["results"][anchor] = {**result.counts(),
                                       # a 0% or 100% score has an unbounded Elo: null
                                       **{k: (v if np.isfinite(v) else None) for k, v in
                                          {"elo": e.elo, "elo_low": e.low,

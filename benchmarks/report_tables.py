@@ -145,14 +145,15 @@ def go9_gnugo_rejudge(data: DataDir) -> Table:
                 r = points[label]
                 seen = (f"; {r['distinct_games']} distinct, {r['effective_games']:.1f} "
                         f"effective" if "distinct_games" in r else "")
-                cells.append(f"{r['score']:.0%} (+{r['wins']} −{r['losses']}{seen})")
+                cells.append(_pct(r, seen))
             rows.append([f"{weights}, {label}", *cells])
     return Table(("seed 3 weights, point", "first judging", "judged again",
                   "again, 2 opening plies sampled a side"), rows, frozenset())
 
 
-def _pct(r: dict) -> str:
-    return f"{r['score']:.0%} (+{r['wins']} −{r['losses']})"
+def _pct(r: dict, more: str = "") -> str:
+    """A judged point's score and its wins and losses, ``more`` inside the brackets."""
+    return f"{r['score']:.0%} (+{r['wins']} −{r['losses']}{more})"
 
 
 def go9_gnugo_held(data: DataDir,

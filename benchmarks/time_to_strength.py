@@ -257,9 +257,7 @@ class SnapshotJudge:
         evaluator = TorchEvaluator(load_net(self.game, self.config, path, self.seed))
         match, _ = match_table(self.game, evaluator, self.judged, a.sims, a.anchor, a.games,
                                self.seed)
-        return {"score": match.score, "wins": match.wins, "draws": match.draws,
-                "losses": match.losses, "distinct_games": match.distinct_games,
-                "effective_games": match.effective_games}
+        return match.counts()
 
     def record(self, seconds: float, path: Path, match: dict) -> bool:
         """Add a snapshot's match to the result; True if it reached the target (then it

@@ -70,6 +70,14 @@ class MatchResult:
         """A's mean score: win 1, draw 1/2, loss 0."""
         return (self.wins + 0.5 * self.draws) / max(self.num_games, 1)
 
+    def counts(self) -> dict[str, int | float]:
+        """The match as a record's fields: ``wins``, ``draws``, ``losses``, ``score``,
+        ``distinct_games`` and ``effective_games`` (the judges' rows, the evaluator's
+        summaries)."""
+        distinct, effective = repeats(self._games())
+        return {"wins": self.wins, "draws": self.draws, "losses": self.losses,
+                "score": self.score, "distinct_games": distinct, "effective_games": effective}
+
     def elo(self, confidence: float = 0.95) -> EloEstimate:
         """A's Elo advantage over B from this match, with a confidence interval as wide as
         its ``effective_games`` allow: a game played again is no new evidence, so 40 games
