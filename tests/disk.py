@@ -31,21 +31,25 @@ class SmallDisk:
     def fill(self, leave: int = 0) -> None:
         """Take the free space but ``leave`` bytes (a write of more gets ENOSPC); with
         ``leave=0`` every last page. The run writes meanwhile, so a piece that no longer
-        fits is halved until it does."""
-        size, piece = 0, max(self.free_bytes() - leave, 0)
+        fits is halved until it does, and the space is measured again after each piece.
+        The filler grows at its end, so calling this again takes what the run has freed
+        since: a checkpoint renamed over the old one frees the old one's pages, so a fill
+        measured while both existed leaves room for the next (a test that needs the disk
+        to stay full calls ``fill`` again while it waits)."""
         fd = os.open(self.path / FILLER, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            while piece >= 4096:
-                try:
-                    os.posix_fallocate(fd, size, piece)
-                except OSError as err:
-                    if err.errno != errno.ENOSPC:
-                        raise
-                    piece //= 2
-                    continue
-                size += piece
-                if leave:
-                    return
+            while (piece := self.free_bytes() - leave) >= 4096:
+                end = os.fstat(fd).st_size
+                while piece >= 4096:
+                    try:
+                        os.posix_fallocate(fd, end, piece)
+                        break
+                    except OSError as err:
+                        if err.errno != errno.ENOSPC:
+                            raise
+                        piece //= 2
+                else:
+                    return  # not a page fits any more
         finally:
             os.close(fd)
 
