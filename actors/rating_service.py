@@ -317,7 +317,8 @@ class RatingService:
                         other = ladder.add_player(f"v{holder}", "version", order=holder).name
                     else:
                         other = ladder.add_player(spec, "anchor", spec=spec).name
-                    ladder.add_games(me, other, m.wins, m.draws, m.losses)
+                    ladder.add_games(me, other, m.wins, m.draws, m.losses,
+                                     m.effective_games)
                 fit = ladder.refit()
                 save_ladder(run_dir, ladder)
         except (OSError, ValueError, np.linalg.LinAlgError) as err:

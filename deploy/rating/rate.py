@@ -156,7 +156,8 @@ def cmd_rate(args: argparse.Namespace) -> int:
     fit = ladder.fit or ladder.refit()
     print(format_table(fit, ladder))
     print(f"(Bradley-Terry fit, {fit.anchor} = 0; ±: 95% interval from the Fisher "
-          f"information; {ladder_path(run_dir)})")
+          f"information of the effective games (eff.: replayed lines weigh less); "
+          f"{ladder_path(run_dir)})")
     if args.plot:
         out = Path(args.plot)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +187,8 @@ def _play(args: argparse.Namespace, run_dir: Path, anchors: list[str],
             # Re-read: the in-run evaluator may have added games meanwhile.
             ladder = _reload(run_dir, ladder)
             add_players(ladder, run_dir, anchors)
-            ladder.add_games(a.name, b.name, match.wins, match.draws, match.losses)
+            ladder.add_games(a.name, b.name, match.wins, match.draws, match.losses,
+                             match.effective_games)
             fit = ladder.refit()
             save_ladder(run_dir, ladder)
         print(f"{a.name} vs {b.name}: +{match.wins} ={match.draws} -{match.losses}  "

@@ -17,6 +17,13 @@ players other than the anchor; an interval is ``rating ± z sd`` (z = 1.96 for 9
 are intervals *relative to the anchor*: the anchor has none. A player with no chain of
 games to the anchor is unrated (no rating, no interval) until it plays one.
 
+Replayed games: a deterministic net against a deterministic engine (a GTP anchor) plays
+the same few lines again and again, and a game played again is no new evidence. Each pair
+keeps its *effective* games beside its record (the sum of its matches'
+``MatchResult.effective_games``, Kish's effective sample size) and enters the fit as that
+many games at its score: 40 games in 12 effective give the information of 12, not 40. The
+ratings barely move (the score is the same); the intervals widen to what the games show.
+
 Next pair (``next_pair``): of the pairs that can still be played (both sides have a player
 spec), the one whose next ``k`` games shrink the summed variance of all ratings the most,
 computed exactly from a rank-one update of the covariance (``k p (1 - p)`` of Fisher
@@ -91,6 +98,9 @@ class Fit:
     """Standard deviation of each rating (relative to the anchor), in Elo."""
     games: dict[str, float]
     """Real games each player played (prior games not counted)."""
+    effective: dict[str, float] = field(default_factory=dict)
+    """Effective games of each player (its pairs' effective games summed; the module doc):
+    what its interval rests on."""
     cov: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 0)))
     """Covariance (natural-log units) of the rated players other than the anchor, in the
     order of ``free``."""
@@ -118,6 +128,9 @@ class Ladder:
     players: dict[str, LadderPlayer] = field(default_factory=dict)
     results: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     """Per pair ``(a, b)`` with ``a < b``: [wins of a, draws, wins of b]."""
+    effective: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Per pair: its effective games (see the module doc); a pair not here counts every
+    game (a ladder file written before effective games were kept)."""
     anchor: str = DEFAULT_ANCHOR
     run_id: str = ""
     """The run whose ladder this is ("" when not known)."""
@@ -138,8 +151,10 @@ class Ladder:
             player.spec = spec
         return player
 
-    def add_games(self, a: str, b: str, wins: int, draws: int, losses: int) -> None:
-        """Record ``wins``/``draws``/``losses`` of ``a`` against ``b`` (both added first)."""
+    def add_games(self, a: str, b: str, wins: int, draws: int, losses: int,
+                  effective: float | None = None) -> None:
+        """Record ``wins``/``draws``/``losses`` of ``a`` against ``b`` (both added first),
+        ``effective`` of them independent (default: all; ``MatchResult.effective_games``)."""
         for name in (a, b):
             if name not in self.players:
                 raise ValueError(f"ladder: unknown player {name!r}")
@@ -147,8 +162,14 @@ class Ladder:
             raise ValueError(f"ladder: {a!r} cannot play itself")
         if min(wins, draws, losses) < 0:
             raise ValueError("ladder: game counts must be >= 0")
+        games = wins + draws + losses
+        effective = float(games if effective is None else effective)
+        if not min(games, 1) <= effective <= games:  # Kish's size: 1 to the games played
+            raise ValueError(f"ladder: {effective:g} effective games of {games} "
+                             f"between {a!r} and {b!r}")
         key = _pair_key(a, b)
         cell = self.results.setdefault(key, [0.0, 0.0, 0.0])
+        self.effective[key] = self.effective.get(key, sum(cell)) + effective
         first, second = (wins, losses) if key[0] == a else (losses, wins)
         cell[0] += first
         cell[1] += draws
@@ -164,7 +185,8 @@ class Ladder:
         """Fit the ratings to every result so far (``fit_ratings``) and keep the fit."""
         anchor = self.anchor if self.anchor in self.players else next(
             (p.name for p in self.players.values() if p.kind == "anchor"), self.anchor)
-        self.fit = fit_ratings(list(self.players), self.results, anchor, self.prior_draws)
+        self.fit = fit_ratings(list(self.players), self.results, anchor, self.prior_draws,
+                               effective=self.effective)
         return self.fit
 
     def next_pair(self, games: int = 10) -> tuple[str, str] | None:
@@ -180,7 +202,8 @@ class Ladder:
             "format": FORMAT, "run_id": self.run_id, "anchor": self.anchor,
             "prior_draws": self.prior_draws, "updated": time.time(),
             "players": [asdict(p) for p in self.players.values()],
-            "results": [{"a": a, "b": b, "a_wins": w, "draws": d, "b_wins": l_}
+            "results": [{"a": a, "b": b, "a_wins": w, "draws": d, "b_wins": l_,
+                         "effective": round(self.effective.get((a, b), w + d + l_), 3)}
                         for (a, b), (w, d, l_) in sorted(self.results.items())],
         }
         if fit is not None:
@@ -190,7 +213,8 @@ class Ladder:
                                "sd": round(fit.sd[n], 2),
                                "low": round(fit.interval(n)[0], 2),
                                "high": round(fit.interval(n)[1], 2),
-                               "games": fit.games.get(n, 0.0)}
+                               "games": fit.games.get(n, 0.0),
+                               "effective_games": round(fit.effective.get(n, 0.0), 3)}
                               for n in fit.names if fit.rated(n)]}
         return out
 
@@ -209,7 +233,7 @@ class Ladder:
                                   float(p.get("order", 0.0)))
             for r in data["results"]:
                 ladder.add_games(str(r["a"]), str(r["b"]), int(r["a_wins"]), int(r["draws"]),
-                                 int(r["b_wins"]))
+                                 int(r["b_wins"]), r.get("effective"))
         except LadderError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as err:
@@ -219,14 +243,17 @@ class Ladder:
 
 
 def fit_ratings(names: Sequence[str], results: dict[tuple[str, str], list[float]],
-                anchor: str, prior_draws: float = PRIOR_DRAWS, max_iter: int = 200) -> Fit:
+                anchor: str, prior_draws: float = PRIOR_DRAWS, max_iter: int = 200,
+                effective: dict[tuple[str, str], float] | None = None) -> Fit:
     """Bradley–Terry ratings (Elo, ``anchor`` = 0) of ``names`` from ``results``
-    ([a wins, draws, b wins] per pair) with ``prior_draws`` virtual draws per pair played.
+    ([a wins, draws, b wins] per pair) with ``prior_draws`` virtual draws per pair played;
+    a pair in ``effective`` counts as that many games at its score (the module doc).
 
     Players with no chain of games to the anchor are left unrated. Newton's method on the
     concave log-likelihood, each step halved until the likelihood rises."""
     index = {n: i for i, n in enumerate(names)}
     games = {n: 0.0 for n in names}
+    independent = {n: 0.0 for n in names}
     pairs = []
     for (a, b), (w, d, l_) in results.items():
         n = w + d + l_
@@ -234,7 +261,10 @@ def fit_ratings(names: Sequence[str], results: dict[tuple[str, str], list[float]
             continue
         games[a] += n
         games[b] += n
-        pairs.append((a, b, w + d / 2 + prior_draws / 2, n + prior_draws))
+        share = min((effective or {}).get((a, b), n), n) / n
+        independent[a] += n * share
+        independent[b] += n * share
+        pairs.append((a, b, (w + d / 2) * share + prior_draws / 2, n * share + prior_draws))
     # Rated: the anchor's connected component over pairs that played.
     linked: dict[str, set[str]] = {n: set() for n in names}
     for a, b, _, _ in pairs:
@@ -304,7 +334,7 @@ def fit_ratings(names: Sequence[str], results: dict[tuple[str, str], list[float]
     if anchor in rated:
         elo[anchor], sd[anchor] = 0.0, 0.0
     return Fit(anchor=anchor, names=list(names), elo=elo, sd=sd, games=games, cov=cov,
-               free=free, iterations=iterations)
+               free=free, iterations=iterations, effective=independent)
 
 
 def _diff(theta: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
@@ -426,18 +456,19 @@ def locked(run_dir: str | Path) -> Iterator[None]:
 
 
 def format_table(fit: Fit, ladder: Ladder, confidence: float = 0.95) -> str:
-    """The ratings as a table (best first; unrated players last)."""
+    """The ratings as a table (best first; unrated players last). ``eff.``: the effective
+    games the interval rests on (fewer than ``games`` where lines were played again)."""
     pct = f"±{confidence:.0%}"
     w = max([28, *(len(n) for n in fit.names)])
-    lines = [f"{'player':<{w}} {'kind':<8} {'Elo':>7} {pct:>7} {'games':>6}"]
+    lines = [f"{'player':<{w}} {'kind':<8} {'Elo':>7} {pct:>7} {'games':>6} {'eff.':>7}"]
     order = sorted(fit.names, key=lambda n: (not fit.rated(n), -fit.elo.get(n, 0.0), n))
     for n in order:
         kind = ladder.players[n].kind if n in ladder.players else "?"
-        games = int(fit.games.get(n, 0))
+        games = f"{int(fit.games.get(n, 0)):>6} {fit.effective.get(n, 0.0):>7.1f}"
         if fit.rated(n):
             low, high = fit.interval(n, confidence)
             half = "anchor" if n == fit.anchor else f"{(high - low) / 2:.0f}"
-            lines.append(f"{n:<{w}} {kind:<8} {fit.elo[n]:>7.0f} {half:>7} {games:>6}")
+            lines.append(f"{n:<{w}} {kind:<8} {fit.elo[n]:>7.0f} {half:>7} {games}")
         else:
-            lines.append(f"{n:<{w}} {kind:<8} {'-':>7} {'-':>7} {games:>6}")
+            lines.append(f"{n:<{w}} {kind:<8} {'-':>7} {'-':>7} {games}")
     return "\n".join(lines)

@@ -63,6 +63,8 @@ def test_rate_plays_the_chosen_pairs_and_shows_the_ladder(tmp_path):
         cells = row.split()
         assert float(cells[2]) == pytest.approx(fit.elo[name], abs=0.51)
         assert int(cells[4]) == int(fit.games[name])
+        assert float(cells[5]) == pytest.approx(fit.effective[name], abs=0.051)
+        assert 1 <= fit.effective[name] <= fit.games[name]
         if name != "random":
             low, high = fit.interval(name)
             assert float(cells[3]) == pytest.approx((high - low) / 2, abs=0.51)

@@ -169,6 +169,9 @@ def test_each_evaluation_joins_the_run_ladder_and_keeps_its_games_as_sgf(
         for spec in ANCHORS:
             s = results["anchors"][spec]
             assert lad.record(f"v{version}", spec) == (s["wins"], s["draws"], s["losses"])
+            # the fit weighs each match by its effective games (replayed lines weigh less)
+            pair = tuple(sorted((f"v{version}", spec)))
+            assert lad.effective[pair] == pytest.approx(s["effective_games"], abs=1e-3)
     gate = second["anchors"][BEST]
     assert lad.record("v4", "v3") == (gate["wins"], gate["draws"], gate["losses"])
     fit = lad.refit()

@@ -206,6 +206,70 @@ def test_the_ladder_file_round_trips_atomically(tmp_path):
     assert load_ladder(tmp_path / "nowhere").players == {}  # no file: empty ladder
 
 
+def test_replayed_games_count_as_their_effective_games():
+    """40 games that are 10 effective ones: the fit is that of 10 games at the same score
+    (the closed form above with n = 10 + the prior draw), not of 40."""
+    lad = Ladder()
+    lad.add_player("random", "anchor")
+    lad.add_player("x", "snapshot")
+    lad.add_games("x", "random", 24, 4, 12, effective=10.0)
+    fit = lad.refit()
+    share = 10 / 40
+    score, n = (24 + 2) * share + 0.5, 40 * share + 1.0
+    p = score / n
+    assert fit.elo["x"] == pytest.approx(400 * math.log10(p / (1 - p)), abs=1e-6)
+    assert fit.sd["x"] == pytest.approx(ELO_PER_NAT / math.sqrt(n * p * (1 - p)), rel=1e-6)
+    assert fit.games["x"] == 40.0 and fit.effective["x"] == pytest.approx(10.0)
+    every = Ladder(players=dict(lad.players))
+    every.add_games("x", "random", 24, 4, 12)  # all 40 distinct
+    wide, narrow = fit.interval("x"), every.refit().interval("x")
+    assert wide[1] - wide[0] == pytest.approx(2 * (narrow[1] - narrow[0]), rel=0.1)
+    assert lad.record("x", "random") == (24, 4, 12)  # the record itself is untouched
+
+
+def test_effective_games_add_up_over_matches_and_survive_the_file(tmp_path):
+    lad = Ladder()
+    for name in ("random", "x", "y"):
+        lad.add_player(name, "anchor" if name == "random" else "snapshot")
+    lad.add_games("x", "random", 10, 0, 10, effective=8.0)
+    lad.add_games("random", "x", 5, 0, 15, effective=20.0)  # all distinct
+    lad.add_games("y", "random", 6, 0, 4)
+    assert lad.effective == {("random", "x"): 28.0, ("random", "y"): 10.0}
+    fit = lad.refit()
+    save_ladder(tmp_path, lad)
+    data = json.loads((tmp_path / "ladder.json").read_text())
+    assert {(r["a"], r["b"]): r["effective"] for r in data["results"]} == lad.effective
+    assert {r["name"]: r["effective_games"] for r in data["fit"]["ratings"]} == {
+        "random": 38.0, "x": 28.0, "y": 10.0}
+    back = load_ladder(tmp_path)
+    assert back.effective == lad.effective
+    assert back.refit().sd == pytest.approx(fit.sd)
+    # a file from before effective games were kept: every game counts
+    for r in data["results"]:
+        del r["effective"]
+    (tmp_path / "ladder.json").write_text(json.dumps(data))
+    old = load_ladder(tmp_path)
+    assert old.effective == {("random", "x"): 40.0, ("random", "y"): 10.0}
+    assert old.refit().sd["x"] < fit.sd["x"]
+
+
+@pytest.mark.parametrize("effective", [0.0, 0.5, 20.5, -1.0])
+def test_effective_games_outside_one_to_the_games_played_are_refused(tmp_path, effective):
+    lad = Ladder()
+    lad.add_player("random", "anchor")
+    lad.add_player("x", "snapshot")
+    with pytest.raises(ValueError, match="effective games of 20 between 'x' and 'random'"):
+        lad.add_games("x", "random", 10, 0, 10, effective=effective)
+    assert lad.results == {} and lad.effective == {}
+    lad.add_games("x", "random", 10, 0, 10)
+    save_ladder(tmp_path, lad)
+    data = json.loads((tmp_path / "ladder.json").read_text())
+    data["results"][0]["effective"] = effective
+    (tmp_path / "ladder.json").write_text(json.dumps(data))
+    with pytest.raises(LadderError, match="effective games of 20"):
+        load_ladder(tmp_path)
+
+
 @pytest.mark.parametrize("text", ["{\"format\": 1, \"players\": [{\"nam", "[1, 2]",
                                   "{\"format\": 1, \"players\": [], \"results\": "
                                   "[{\"a\": \"ghost\", \"b\": \"x\"}]}"])
