@@ -123,8 +123,10 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
     stdout (a row as soon as it is measured) and, with ``--json``, the rows in a file
     (points already in that file are not played again)."""
     if args.raw and not snapshot_files(run_dir, raw=True):
-        raise SystemExit(f"learn_vs_uct: {run_dir}: no raw snapshots (snapshots/raw/): the "
-                         "run did not keep its average apart from self-play")
+        # a run that has not reached its first snapshot is judged again later, not refused
+        why = ("the run did not keep its average apart from self-play"
+               if snapshot_files(run_dir) else "no snapshot written yet (snapshots/)")
+        raise SystemExit(f"learn_vs_uct: {run_dir}: no raw snapshots (snapshots/raw/): {why}")
     points = curve_points(run_dir, config.run.minutes, args.raw)
     if not args.final:
         points = [p for p in points if p[2] is None or p[2].name != CHECKPOINT_NAME]

@@ -60,6 +60,13 @@ def test_a_run_without_raw_weights_is_refused_in_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         f"learn_vs_uct: {tmp_path / 'plain'}: no raw snapshots (snapshots/raw/): the run did "
         "not keep its average apart from self-play"]
+    # a run that has written no snapshot yet is not said to lack the average
+    (tmp_path / "young").mkdir()
+    proc = curve(tmp_path / "young", "--raw")
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"learn_vs_uct: {tmp_path / 'young'}: no raw snapshots (snapshots/raw/): no snapshot "
+        "written yet (snapshots/)")
     # raw snapshots but a checkpoint without raw weights (a run resumed without averaging)
     averaged_run(tmp_path / "mixed", 160)
     averaged_run(tmp_path / "plain2", 0)
