@@ -75,8 +75,7 @@ def play(args: argparse.Namespace, run_dir: Path, seed: int) -> dict:
     counters = blob["counters"]
     return {"run_dir": str(run_dir), "seed": seed, "steps": int(counters["steps"]),
             "averaged_steps": int(counters.get("averaged_steps", 0)),
-            "score": match.score, "wins": match.wins, "draws": match.draws,
-            "losses": match.losses, "games": args.games, "seconds": round(seconds, 1)}
+            **match.counts(), "games": args.games, "seconds": round(seconds, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:

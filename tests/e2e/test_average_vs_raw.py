@@ -38,6 +38,8 @@ def test_the_average_plays_the_raw_weights_of_the_same_checkpoint(tmp_path):
     assert (row["seed"], row["steps"], row["averaged_steps"]) == (7, 4, 4)
     assert row["wins"] + row["draws"] + row["losses"] == 4
     assert row["score"] == (row["wins"] + row["draws"] / 2) / 4
+    # as every judge's row: how many of the games were distinct, and their effective size
+    assert 1 <= row["distinct_games"] <= 4 and 1 <= row["effective_games"] <= 4
     assert f"| run | 7 | 4 | {row['score']:.0%} (+{row['wins']}" in proc.stdout
 
 
