@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import judge_power
 import report_compare
 import report_tts
 from report_layout import DataDir, Table, nbytes, sig2, thousands
@@ -182,6 +183,14 @@ def go9_gnugo_held(data: DataDir,
     return Table(("run", "host", "minutes trained", "≥ 50% held from (min)",
                   "first crossing (min)", "best point", "final checkpoint"), rows,
                  frozenset({2, 3, 4}))
+
+
+def judge_power_table(data: DataDir, name: str = "judge-power.json") -> Table:
+    """How often a curve of known true level holds the target and ends near its best point
+    by chance (``judge_power.py``'s rows, its own columns)."""
+    doc = data.load(name)
+    return Table(judge_power.header(doc), [judge_power.cells(r) for r in doc["rows"]],
+                 frozenset(range(6)))
 
 
 def uct_playouts(data: DataDir, name: str) -> Table:
@@ -376,6 +385,7 @@ TABLES: dict[str, Builder] = {
     "go9-gnugo-cosine": partial(go9_gnugo, runs=GO9_GNUGO_COSINE),
     "go9-gnugo-cosine-held": partial(go9_gnugo_held, runs=GO9_GNUGO_COSINE),
     "go9-gnugo-rejudge": go9_gnugo_rejudge,
+    "judge-power": judge_power_table,
     "uct-go9": partial(uct_playouts, name="uct-go9-playouts.json"),
     "uct-gomoku6": partial(uct_playouts, name="uct-gomoku6-playouts.json"),
     "uct-fivestone": partial(uct_playouts, name="uct-fivestone-playouts.json"),
