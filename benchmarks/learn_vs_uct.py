@@ -34,7 +34,7 @@ from zeroforge.deploy.local_run import LocalRun
 from zeroforge.learner.learner import CHECKPOINT_NAME
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets import TorchEvaluator, build_net
-from zeroforge.shared.players import MCTSPlayer, make_player, play_match
+from zeroforge.shared.players import MCTSPlayer, make_player, play_match, random_openings
 from zeroforge.shared.players import load_net as load_trained_net
 from zeroforge.shared.run_files import snapshot_files
 
@@ -44,20 +44,24 @@ two deterministic searchers would otherwise replay the same two games."""
 
 
 def match_table(game, evaluator, config, sims: int, anchor: str, games: int, seed: int,
-                opening_moves: int | None = None):
+                opening_moves: int | None = None, paired_openings: int | None = None):
     """Play the agent (``sims`` simulations, no noise) against ``anchor``, a ``make_player``
     spec: a fixed opponent or ``net:PATH``, the net of a snapshot or checkpoint at the same
     simulations. ``opening_moves``: plies each searcher samples by visit counts before it
     plays its most visited move (None: ``OPENING_MOVES`` against a net, 0 otherwise).
-    Returns the match result and the seconds it took."""
+    ``paired_openings``: plies of uniformly random moves that each pair of games begins
+    with, colours swapped (``play_match``'s ``openings``), the same ones for every point
+    of a curve (drawn from ``seed``). Returns the match result and the seconds it took."""
     search = dataclasses.replace(config.search, num_simulations=sims)
     opening = opening_moves if opening_moves is not None else (
         OPENING_MOVES if anchor.startswith("net:") else 0)
     opponent = make_player(anchor, game, search=search, net_config=config.net,
                            opening_moves=opening)
     agent = MCTSPlayer(game, evaluator, search, name=f"agent{sims}", opening_moves=opening)
+    openings = random_openings(game, (games + 1) // 2, paired_openings,
+                               np.random.default_rng([seed, 1])) if paired_openings else None
     start = time.monotonic()
-    result = play_match(game, agent, opponent, games, np.random.default_rng(seed))
+    result = play_match(game, agent, opponent, games, np.random.default_rng(seed), openings)
     return result, time.monotonic() - start
 
 
@@ -136,10 +140,11 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
         points = nearest_points(points, args.only)
     header = {"game": config.game, "agent_simulations": args.sims, "games": args.games,
               "anchors": anchors, "weights": "raw" if args.raw else None,
-              "opening_moves": args.opening_moves}
+              "opening_moves": args.opening_moves, "paired_openings": args.paired_openings}
     # weights None: the snapshots themselves, left out of the file as before --raw was
     # there, so a file of either kind goes on only with its own kind; the same for
-    # opening_moves None (the default plies, as before --opening-moves)
+    # opening_moves None (the default plies, as before --opening-moves), paired_openings
+    # None (none, as before --paired-openings)
     rows = earlier_rows(args.json, header)
     done = {row["label"] for row in rows}
     print(f"{len(points)} points ({len(done & {p[1] for p in points})} measured before) x "
@@ -159,7 +164,7 @@ def curve(game, config, run_dir: Path, anchors: list[str], args) -> None:
                           "results": {}}
         for anchor in anchors:
             result, took = match_table(game, evaluator, config, args.sims, anchor, args.games,
-                                       args.seed, args.opening_moves)
+                                       args.seed, args.opening_moves, args.paired_openings)
             e = result.elo()
             cells.append(f"{result.score:.0%} (+{result.wins} ={result.draws} -{result.losses})")
             row["results"][anchor] = {**result.counts(),
@@ -207,10 +212,17 @@ def main() -> None:
                         f"most visited move: variety against an engine that would otherwise "
                         f"meet the same replies (default: {OPENING_MOVES} against net:PATH, "
                         f"0 otherwise)")
+    parser.add_argument("--paired-openings", type=int, default=None, metavar="PLIES",
+                        help="each pair of games begins with PLIES uniformly random moves, "
+                        "once with each colour (the same openings at every point): "
+                        "distinct games against an engine that repeats its replies, with "
+                        "no worse moves from either player than its own")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
-    if args.opening_moves is not None and args.opening_moves < 0:
-        parser.error(f"--opening-moves must be 0 or more, got {args.opening_moves}")
+    for flag in ("opening_moves", "paired_openings"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 0:
+            parser.error(f"--{flag.replace('_', '-')} must be 0 or more, "
+                         f"got {getattr(args, flag)}")
     torch.set_num_threads(1)
     print(machine_line())
     overrides = list(args.overrides) + [f"run.seed={args.seed}"]
@@ -231,7 +243,7 @@ def main() -> None:
     progress = run.run()
     trained = time.monotonic() - start
     result, took = match_table(game, run.evaluator, config, args.sims, anchors[0], args.games,
-                               args.seed + 1, args.opening_moves)
+                               args.seed + 1, args.opening_moves, args.paired_openings)
     print()
     print("| item | value |\n|---|---|")
     print(f"| game | {config.game} |\n| training wall clock | {trained / 60:.1f} min |")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         elo_difference,
         evaluate_against,
         play_match,
+        random_openings,
         repeats,
     )
     from zeroforge.shared.players.builtin import (
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "arena": ("ELO_CLIP", "EloEstimate", "MatchResult", "clipped_elo", "elo_difference",
-              "evaluate_against", "play_match", "repeats"),
+              "evaluate_against", "play_match", "random_openings", "repeats"),
     "builtin": ("HumanPlayer", "MCTSPlayer", "MinimaxPlayer", "RandomPlayer", "UCTPlayer"),
     "checkpoint": ("load_net", "plays_game", "read_checkpoint"),
     "factory": ("PLAYER_SPECS", "make_player"),
@@ -77,7 +78,7 @@ __all__ = [
     "SearchAnalysis", "UCTPlayer", "clipped_elo", "elo_difference", "evaluate_against",
     "expected_score", "fit_ratings", "format_table", "ladder_path", "load_ladder", "load_net",
     "locked", "make_player", "next_pair", "play_match", "plays_game", "read_checkpoint",
-    "repeats", "resolve_command", "save_ladder", "variance_drop"
+    "random_openings", "repeats", "resolve_command", "save_ladder", "variance_drop"
 ]
 
 

@@ -296,11 +296,27 @@ class GtpPlayer:
             action = game.spec.num_actions - 1
         if moves is not None and self._engine_moves is not None:
             self._engine_moves = [*moves, (colour, action)]
-            after = game.step(states.take([index]), np.array([action]))
-            if len(self._games) >= _HISTORY_CAP:
-                self._games.clear()
-            self._games[self._key(after, 0)] = self._engine_moves
+            self._remember(game, states, index, action, self._engine_moves)
         return action
+
+    def forced(self, game: Game, states: State, index: int, action: int) -> None:
+        """``action`` was played for the engine in game ``index`` (an opening's move,
+        ``play_match``'s ``openings``): remembered as if it had chosen it, so that the
+        game's moves are known the next time it is asked (and its board is brought there
+        by ``play``, not set up stone by stone, which would lose ko history each move)."""
+        moves = self._moves_of(game, states, index)
+        if moves is not None:
+            colour = int(states.to_play[index])
+            self._remember(game, states, index, action, [*moves, (colour, action)])
+
+    def _remember(self, game: Game, states: State, index: int, action: int,
+                  moves: list[tuple[int, int]]) -> None:
+        """Keep ``moves`` (those of game ``index`` and then ``action``) under the position
+        they lead to, where ``_moves_of`` looks for them."""
+        after = game.step(states.take([index]), np.array([action]))
+        if len(self._games) >= _HISTORY_CAP:
+            self._games.clear()
+        self._games[self._key(after, 0)] = moves
 
     # --- scoring ---------------------------------------------------------------------------
     def final_score(self, game: Game, moves: list[int]) -> str:

@@ -123,3 +123,24 @@ def test_opening_moves_vary_the_games_and_rows_count_the_distinct_ones(tmp_path)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].endswith(
         "--opening-moves must be 0 or more, got -1")
+
+
+def test_paired_openings_make_every_game_distinct_without_sampled_moves(tmp_path):
+    """Two deterministic searchers (a net against itself, no sampled plies) replay two
+    games; with two random plies a pair, six games are three openings from both sides:
+    six distinct games. The file keeps the setting."""
+    run = tmp_path / "run"
+    averaged_run(run, 0)
+    net = f"net:{run / CHECKPOINT_NAME}"
+    out = tmp_path / "paired.json"
+    proc = curve(run, "--anchor", net, "--games", "6", "--only", "1", "--opening-moves", "0",
+                 "--paired-openings", "2", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = json.loads(out.read_text())
+    assert table["paired_openings"] == 2 and table["opening_moves"] == 0
+    result = table["rows"][0]["results"][net]
+    assert (result["distinct_games"], result["effective_games"]) == (6, 6.0)
+    proc = curve(run, "--paired-openings", "-2")
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        "--paired-openings must be 0 or more, got -2")

@@ -21,7 +21,7 @@ from zeroforge.learner.learner import Learner, LearnerConfig
 from zeroforge.shared.formats import read_sgf, read_sgf_file, record_from_session, replay
 from zeroforge.shared.games import make_game
 from zeroforge.shared.nets import NetConfig
-from zeroforge.shared.players import GtpPlayer, RandomPlayer
+from zeroforge.shared.players import GtpPlayer, RandomPlayer, play_match, random_openings
 
 GNUGO = "gnugo --mode gtp --level 1"
 # area scoring like zeroforge, and every dead stone captured before it passes: its
@@ -162,6 +162,21 @@ def test_gtp_player_keeps_gnugo_in_step_over_a_batch() -> None:
     gnugo._games.clear()
     gnugo.select(game, fresh, rng)
     assert gnugo.setups == 1
+    gnugo.close()
+
+
+def test_gnugo_plays_paired_openings_knowing_every_move() -> None:
+    """Openings played for GnuGo (``play_match``'s ``openings``) reach its board as moves,
+    so it is never set up stone by stone (which would lose ko history each move); each
+    pair of games begins with its opening, colours swapped."""
+    game = make_game("go:size=7")
+    gnugo = GtpPlayer(GNUGO, on_resign="pass")
+    rng = np.random.default_rng(5)
+    openings = random_openings(game, 2, 3, rng)
+    match = play_match(game, gnugo, RandomPlayer(), 4, rng, openings=openings)
+    assert [m[:3] for m in match.moves] == [openings[0], openings[0], openings[1], openings[1]]
+    assert gnugo.setups == 0
+    assert match.distinct_games == 4 and match.wins >= 3  # GnuGo beats random
     gnugo.close()
 
 

@@ -16,6 +16,7 @@ from zeroforge.shared.players import (
     elo_difference,
     evaluate_against,
     play_match,
+    random_openings,
     repeats,
 )
 
@@ -190,3 +191,53 @@ def test_evaluate_against_plays_each_anchor_spec():
     assert list(results) == ["random", "minimax"]
     assert results["random"].player_b == "random" and results["random"].losses == 0
     assert results["minimax"].draws == 4
+
+
+class BookKeeper(EdgePlayer):
+    """``EdgePlayer`` that also takes ``forced`` moves (as a GTP engine does): records them."""
+
+    def __init__(self, name: str, highest: bool) -> None:
+        super().__init__(name, highest)
+        self.forced_moves: list[tuple[int, int, int]] = []  # (ply, to play, action)
+
+    def forced(self, game: Game, states: State, index: int, action: int) -> None:
+        assert game.illegal_reason(states, index, action) is None
+        self.forced_moves.append((int(states.ply[index]), int(states.to_play[index]), action))
+
+
+def test_paired_openings_begin_both_games_of_a_pair_colours_swapped():
+    a, b = BookKeeper("low", highest=False), EdgePlayer("high", highest=True)
+    openings = [[4, 0], [8, 2], [1, 7]]  # centre-corner, two corners, two edges
+    m = play_match(TTT, a, b, 5, np.random.default_rng(0), openings=openings)
+    assert m.a_first.tolist() == [True, False, True, False, True]
+    for i, moves in enumerate(m.moves):
+        assert moves[:2] == openings[i // 2]
+    # pairs replay their opening from both sides: deterministic players give 5 distinct
+    # games (without openings they give 2: one a colour)
+    assert m.distinct_games == 5
+    assert play_match(TTT, a, b, 5, np.random.default_rng(0)).distinct_games == 2
+    # A was told of each opening move made for it, in the position it was made in
+    assert sorted(a.forced_moves[:5]) == sorted(
+        [(0, 0, 4), (1, 1, 0), (0, 0, 8), (1, 1, 2), (0, 0, 1)])
+
+
+def test_openings_too_few_or_illegal_are_refused():
+    a, b = EdgePlayer("low", highest=False), EdgePlayer("high", highest=True)
+    with pytest.raises(ValueError, match="2 openings for 5 games"):
+        play_match(TTT, a, b, 5, np.random.default_rng(0), openings=[[4], [0]])
+    with pytest.raises(ValueError):
+        play_match(TTT, a, b, 2, np.random.default_rng(0), openings=[[4, 4]])
+
+
+def test_random_openings_are_legal_seeded_and_never_pass():
+    go = make_game("go:size=5")
+    first = random_openings(go, 50, 4, np.random.default_rng(7))
+    assert first == random_openings(go, 50, 4, np.random.default_rng(7))
+    assert len({tuple(o) for o in first}) > 40
+    states = go.init(50)
+    for ply in range(4):
+        actions = np.array([o[ply] for o in first])
+        assert not any(go.format_action(int(x)) == "pass" for x in actions)
+        states = go.step(states, actions)  # raises on an illegal move
+    with pytest.raises(ValueError, match="can end a game"):
+        random_openings(TTT, 10, 9, np.random.default_rng(0))
