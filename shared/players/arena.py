@@ -136,8 +136,9 @@ def play_match(
             actions[i] = book[i][int(states.ply[i])]
         for player, mask in ((player_a, a_moves), (player_b, running & ~a_moves)):
             forced = getattr(player, "forced", None)
-            for i in np.flatnonzero(mask & booked) if forced is not None else ():
-                forced(game, states, int(i), int(actions[i]))
+            if forced is not None:
+                for i in np.flatnonzero(mask & booked):
+                    forced(game, states, int(i), int(actions[i]))
             idx = np.flatnonzero(mask & ~booked)
             if idx.size:
                 chosen = np.asarray(player.select(game, states.take(idx), rng)).reshape(-1)
