@@ -152,6 +152,42 @@ def go9_gnugo_rejudge(data: DataDir) -> Table:
                   "again, 2 opening plies sampled a side"), rows, frozenset())
 
 
+GO9_GNUGO_PROTOCOLS = (
+    ("40 games, nothing varied (the curve's judging)", "go9-gnugo1-cosine-seed{seed}-{w}.json"),
+    ("40 games, judged again", "go9-gnugo1-rejudge-seed{seed}-{w}.json"),
+    ("120 games, nothing varied", "go9-gnugo1-games120-seed{seed}-{w}.json"),
+    ("40 games, the agent samples its first 2 plies by visits",
+     "go9-gnugo1-openings2-seed{seed}-{w}.json"),
+    ("40 games, paired random openings of 1 ply", "go9-gnugo1-paired1-seed{seed}-{w}.json"),
+    ("40 games, paired random openings of 2 plies", "go9-gnugo1-paired2-seed{seed}-{w}.json"))
+"""How a go9 final checkpoint was judged against GnuGo level 1 (a row each) and the
+file of each judging (``seed``, ``w``: raw or average)."""
+GO9_GNUGO_FINALS = (("seed 3, raw", 3, "raw"), ("seed 3, averaged", 3, "average"),
+                    ("seed 4, raw", 4, "raw"), ("seed 4, averaged", 4, "average"))
+"""The final checkpoints judged more than one way (a column each)."""
+
+
+def go9_gnugo_protocols(data: DataDir) -> Table:
+    """Each final checkpoint of ``GO9_GNUGO_FINALS`` under each judging of
+    ``GO9_GNUGO_PROTOCOLS``: its score with its distinct and effective games; "—" where
+    it was not judged that way."""
+    rows = []
+    for protocol, pattern in GO9_GNUGO_PROTOCOLS:
+        cells = []
+        for _, seed, weights in GO9_GNUGO_FINALS:
+            name = pattern.format(seed=seed, w=weights)
+            final = [] if not (data.root / name).is_file() else [
+                next(iter(r["results"].values())) for r in data.load(name)["rows"]
+                if r["label"].endswith("(final)")]
+            cells.append("—" if not final else _pct(
+                final[0], f"; {final[0]['distinct_games']} distinct, "
+                f"{final[0]['effective_games']:.1f} effective"
+                if "distinct_games" in final[0] else ""))
+        rows.append([protocol, *cells])
+    return Table(("judging of the final checkpoint", *(c for c, _, _ in GO9_GNUGO_FINALS)),
+                 rows, frozenset())
+
+
 def _pct(r: dict, more: str = "") -> str:
     """A judged point's score and its wins and losses, ``more`` inside the brackets."""
     return f"{r['score']:.0%} (+{r['wins']} −{r['losses']}{more})"
@@ -386,6 +422,7 @@ TABLES: dict[str, Builder] = {
     "go9-gnugo-cosine-held": partial(go9_gnugo_held, runs=GO9_GNUGO_COSINE),
     "go9-gnugo-rejudge": go9_gnugo_rejudge,
     "judge-power": judge_power_table,
+    "go9-gnugo-protocols": go9_gnugo_protocols,
     "uct-go9": partial(uct_playouts, name="uct-go9-playouts.json"),
     "uct-gomoku6": partial(uct_playouts, name="uct-gomoku6-playouts.json"),
     "uct-fivestone": partial(uct_playouts, name="uct-fivestone-playouts.json"),
