@@ -93,11 +93,16 @@ GO9_GNUGO_COSINE = (("go9-gnugo1-cosine-seed0-raw.json", "seed 0, raw"),
                     ("go9-gnugo1-cosine-seed2-raw.json", "seed 2, raw"),
                     ("go9-gnugo1-cosine-seed2-average.json", "seed 2, averaged"),
                     ("go9-gnugo1-cosine-seed3-raw.json", "seed 3, raw"),
-                    ("go9-gnugo1-cosine-seed3-average.json", "seed 3, averaged"))
+                    ("go9-gnugo1-cosine-seed3-average.json", "seed 3, averaged"),
+                    ("go9-gnugo1-cosine-seed4-raw.json", "seed 4, raw"))
 """The go9 preset with its cosine learning rate, 150 minutes on a Zen 3 core (float32),
 with an average of the weights (horizon 50,000 samples) kept apart from self-play: the
 raw snapshots are what the preset itself would have kept, the averaged ones what item 1
-of issue 44 would publish."""
+of issue 44 would publish (seed 4's were not judged along its curve)."""
+GO9_GNUGO_COSINE_CURVES = (*GO9_GNUGO_COSINE, ("go9-gnugo1-paired1-seed4-raw.json",
+                                               "seed 4, raw, paired 1-ply openings"))
+"""The curve table's columns: the runs above, and seed 4's raw snapshots judged again with
+paired openings (some points only: they were judged beside the run, niced)."""
 
 
 def go9_gnugo(data: DataDir, runs: tuple[tuple[str, str], ...] = GO9_GNUGO) -> Table:
@@ -418,7 +423,7 @@ TABLES: dict[str, Builder] = {
     "go9-screen-gumbel": go9_screen_gumbel,
     "go9-gnugo": go9_gnugo,
     "go9-gnugo-held": go9_gnugo_held,
-    "go9-gnugo-cosine": partial(go9_gnugo, runs=GO9_GNUGO_COSINE),
+    "go9-gnugo-cosine": partial(go9_gnugo, runs=GO9_GNUGO_COSINE_CURVES),
     "go9-gnugo-cosine-held": partial(go9_gnugo_held, runs=GO9_GNUGO_COSINE),
     "go9-gnugo-rejudge": go9_gnugo_rejudge,
     "judge-power": judge_power_table,
