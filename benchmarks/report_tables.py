@@ -148,10 +148,7 @@ def go9_gnugo_rejudge(data: DataDir) -> Table:
         for label in judgings[-1]:
             cells = []
             for points in judgings:
-                r = points[label]
-                seen = (f"; {r['distinct_games']} distinct, {r['effective_games']:.1f} "
-                        f"effective" if "distinct_games" in r else "")
-                cells.append(_pct(r, seen))
+                cells.append(_pct_counted(points[label]))
             rows.append([f"{weights}, {label}", *cells])
     return Table(("seed 3 weights, point", "first judging", "judged again",
                   "again, 2 opening plies sampled a side"), rows, frozenset())
@@ -184,10 +181,7 @@ def go9_gnugo_protocols(data: DataDir) -> Table:
             final = [] if not (data.root / name).is_file() else [
                 next(iter(r["results"].values())) for r in data.load(name)["rows"]
                 if r["label"].endswith("(final)")]
-            cells.append("—" if not final else _pct(
-                final[0], f"; {final[0]['distinct_games']} distinct, "
-                f"{final[0]['effective_games']:.1f} effective"
-                if "distinct_games" in final[0] else ""))
+            cells.append(_pct_counted(final[0]) if final else "—")
         rows.append([protocol, *cells])
     return Table(("judging of the final checkpoint", *(c for c, _, _ in GO9_GNUGO_FINALS)),
                  rows, frozenset())
@@ -196,6 +190,13 @@ def go9_gnugo_protocols(data: DataDir) -> Table:
 def _pct(r: dict, more: str = "") -> str:
     """A judged point's score and its wins and losses, ``more`` inside the brackets."""
     return f"{r['score']:.0%} (+{r['wins']} −{r['losses']}{more})"
+
+
+def _pct_counted(r: dict) -> str:
+    """``_pct`` with the match's distinct and effective games where its row recorded them
+    (rows written before they were counted have none)."""
+    return _pct(r, f"; {r['distinct_games']} distinct, {r['effective_games']:.1f} effective"
+                if "distinct_games" in r else "")
 
 
 def go9_gnugo_held(data: DataDir,
